@@ -1,0 +1,32 @@
+# amn_add_plugin(<name> SOURCES src... [AVX2_SOURCES src...] [AVX512_SOURCES src...]
+#                [LIBS lib...])
+# Builds amn-<name>.so, a module exporting one symbol, into the build tree's
+# plugin directory, and installs it to ${libdir}/amn/plugins.
+set(AMN_SIMD_AVX2_FLAGS -mavx2 -mf16c -mbmi2)
+set(AMN_SIMD_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mf16c -mbmi2)
+
+function(amn_simd_sources target)
+  cmake_parse_arguments(S "" "" "AVX2;AVX512" ${ARGN})
+  target_sources(${target} PRIVATE ${S_AVX2} ${S_AVX512})
+  set_source_files_properties(${S_AVX2} TARGET_DIRECTORY ${target}
+                              PROPERTIES COMPILE_OPTIONS "${AMN_SIMD_AVX2_FLAGS}")
+  set_source_files_properties(${S_AVX512} TARGET_DIRECTORY ${target}
+                              PROPERTIES COMPILE_OPTIONS "${AMN_SIMD_AVX512_FLAGS}")
+endfunction()
+
+function(amn_add_plugin name)
+  cmake_parse_arguments(P "" "" "SOURCES;AVX2_SOURCES;AVX512_SOURCES;LIBS" ${ARGN})
+  set(t amn-plugin-${name})
+  add_library(${t} MODULE ${P_SOURCES})
+  amn_simd_sources(${t} AVX2 ${P_AVX2_SOURCES} AVX512 ${P_AVX512_SOURCES})
+  set_target_properties(${t} PROPERTIES
+    OUTPUT_NAME amn-${name} PREFIX ""
+    LIBRARY_OUTPUT_DIRECTORY ${AMN_PLUGIN_BUILD_DIR}
+    C_VISIBILITY_PRESET hidden
+    INSTALL_RPATH "$ORIGIN/../..")
+  target_link_libraries(${t} PRIVATE amn ${P_LIBS})
+  # An unresolved symbol must fail at load time, not mid-run.
+  target_link_options(${t} PRIVATE -Wl,-z,defs -Wl,-z,now)
+  install(TARGETS ${t} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/${AMN_PLUGIN_SUBDIR})
+  set_property(GLOBAL APPEND PROPERTY AMN_PLUGIN_TARGETS ${t})
+endfunction()

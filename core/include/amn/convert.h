@@ -1,0 +1,106 @@
+/* amn/convert.h — planning and running remember / convert.
+ *
+ * A plan runs every registered scheme's detect() over a model and sorts its
+ * tensors into quantized groups (one output tensor each), dropped activation
+ * scales, and passthrough tensors. Tensors that look quantized but that no
+ * loaded scheme claimed make planning fail with AMN_E_UNSUPPORTED naming them
+ * and the plugin to install. amn_convert then streams the output: tensor by
+ * tensor, in chunks, so memory stays about one chunk per thread.
+ */
+#ifndef AMN_CONVERT_H
+#define AMN_CONVERT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amn/context.h"
+#include "amn/dtype.h"
+#include "amn/error.h"
+#include "amn/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct amn_plan amn_plan;
+
+AMN_API int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_error *err);
+AMN_API void amn_plan_free(amn_plan *p);
+
+typedef struct amn_plan_summary {
+    size_t groups;      /* quantized weights (output tensors from a scheme) */
+    size_t quantized;   /* member tensors with role WEIGHT */
+    size_t scales, zeros, group_indices, aux;
+    size_t dropped;     /* activation scales left out of outputs */
+    size_t passthrough; /* tensors copied as they are */
+    uint64_t current_bytes;     /* all tensors as stored */
+    uint64_t after_bytes;       /* after remember at `out` */
+    const char *scheme;         /* scheme name of the groups, "mixed", or NULL */
+    const char *label;          /* label of the first group, or NULL */
+    bool labels_differ;         /* groups carry more than one label */
+} amn_plan_summary;
+
+/* Sizes computed as if dequantizing to `out`. */
+AMN_API void amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *s);
+
+/* Per group: name, label, scheme, output shape. */
+AMN_API size_t amn_plan_group_count(const amn_plan *p);
+typedef struct amn_group_info {
+    const char *out_name;
+    const char *label;
+    const char *scheme;
+    uint32_t ndim;
+    const uint64_t *shape;
+    size_t n_members;
+    const size_t *members;
+    const uint8_t *roles;
+} amn_group_info;
+AMN_API int amn_plan_group(const amn_plan *p, size_t i, amn_group_info *out);
+/* The role of tensor i: 0 for passthrough, else an amn_role. */
+AMN_API int amn_plan_tensor_role(const amn_plan *p, size_t tensor_index);
+
+typedef enum amn_mode {
+    /* Dequantize quantized groups to out_dtype; copy all else as it is. */
+    AMN_MODE_REMEMBER = 0,
+    /* Also cast every floating tensor to out_dtype; integers and bools copied. */
+    AMN_MODE_CONVERT = 1,
+} amn_mode;
+
+typedef struct amn_convert_options {
+    amn_mode mode;
+    const char *target;  /* format name; NULL = "safetensors" */
+    amn_dtype out_dtype; /* F32, F16 or BF16; INVALID = BF16 */
+    const char *output;  /* output path (required) */
+    bool overwrite;
+    unsigned threads;    /* 0 = min(cores, 4) */
+    const char *const *kv_overrides; /* passed to the writer */
+    size_t n_kv_overrides;
+    const char *metadata_file;
+} amn_convert_options;
+
+typedef struct amn_convert_stats {
+    size_t tensors_written;
+    size_t dequantized;
+    size_t cast;
+    size_t dropped;
+    uint64_t bytes_written;
+} amn_convert_stats;
+
+/* Run a conversion of m (opened with amn_open) to opts->output. The output
+ * appears only on success (temporary file + rename). */
+AMN_API int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *plan,
+                        const amn_convert_options *opts, amn_convert_stats *stats,
+                        amn_error *err);
+
+/* The (input format x target) matrix the registry supports: reader formats x
+ * writer formats; a cell reason is NULL when feasible. */
+AMN_API size_t amn_matrix_inputs(const amn_ctx *ctx);
+AMN_API size_t amn_matrix_targets(const amn_ctx *ctx);
+AMN_API const char *amn_matrix_input(const amn_ctx *ctx, size_t i);
+AMN_API const char *amn_matrix_target(const amn_ctx *ctx, size_t j);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+/* amn/plugin.h — what a plugin exports, and how it registers what it provides.
+ *
+ * A plugin is a shared module named amn-<name>.so exporting exactly one data
+ * symbol, amn_plugin_v1, an amn_plugin_desc. The core checks the descriptor
+ * (magic, ABI, size, name) before running any plugin code, then calls init()
+ * with a registrar; what init registers is committed only if init succeeds and
+ * every vtable validates.
+ *
+ *     static int init(amn_registrar *r) { return amn_register_format(r, &my_format); }
+ *     AMN_PLUGIN_DEFINE(toy, "1.0", "A toy format", "MIT", init);
+ */
+#ifndef AMN_PLUGIN_H
+#define AMN_PLUGIN_H
+
+#include <stdint.h>
+
+#include "amn/format.h"
+#include "amn/scheme.h"
+#include "amn/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AMN_PLUGIN_MAGIC 0x504e4d41u /* "AMNP" */
+
+typedef struct amn_registrar amn_registrar;
+
+typedef struct amn_plugin_desc {
+    uint32_t magic;     /* AMN_PLUGIN_MAGIC */
+    uint16_t abi_major; /* must equal the core's AMN_PLUGIN_ABI_MAJOR */
+    uint16_t abi_minor; /* must be <= the core's AMN_PLUGIN_ABI_MINOR */
+    uint32_t desc_size; /* sizeof(amn_plugin_desc) as the plugin was built */
+    uint32_t flags;     /* reserved, 0 */
+    const char *name;   /* matches the file: amn-<name>.so */
+    const char *version;
+    const char *description;
+    const char *license;
+    int (*init)(amn_registrar *r); /* returns AMN_OK or an AMN_E_* code */
+} amn_plugin_desc;
+
+/* Register a format or scheme. The vtable must outlive the plugin's use
+ * (static const data); struct_size lets later ABI minors append slots. */
+AMN_API int amn_register_format(amn_registrar *r, const amn_format *f);
+AMN_API int amn_register_scheme(amn_registrar *r, const amn_scheme *s);
+
+#ifdef AMN_PLUGIN_BUILTIN
+#define AMN_PLUGIN_SYMBOL_(n) amn_##n##_LTX_amn_plugin_v1
+#else
+#define AMN_PLUGIN_SYMBOL_(n) amn_plugin_v1
+#endif
+#define AMN_PLUGIN_SYMBOL(n) AMN_PLUGIN_SYMBOL_(n)
+
+#define AMN_PLUGIN_DEFINE(n, ver, desc, lic, initfn)                                               \
+    __attribute__((visibility("default"))) extern const amn_plugin_desc AMN_PLUGIN_SYMBOL(n);     \
+    __attribute__((visibility("default"))) const amn_plugin_desc AMN_PLUGIN_SYMBOL(n) = {         \
+        AMN_PLUGIN_MAGIC, AMN_PLUGIN_ABI_MAJOR, AMN_PLUGIN_ABI_MINOR, sizeof(amn_plugin_desc), 0,  \
+        #n,               ver,                  desc,                 lic,                     initfn}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

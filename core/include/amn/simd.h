@@ -1,0 +1,29 @@
+/* amn/simd.h — which vector instruction set the kernels may use.
+ *
+ * Kernels pick their path per call from amn_simd_level(). Every path must
+ * produce the same bytes as the scalar one; tests force each level in turn
+ * through the AMN_SIMD environment variable ("scalar", "avx2", "avx512"),
+ * which can only lower the level the CPU offers, never raise it.
+ */
+#ifndef AMN_SIMD_H
+#define AMN_SIMD_H
+
+#include "amn/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum amn_simd {
+    AMN_SIMD_SCALAR = 0,
+    AMN_SIMD_AVX2 = 1,   /* AVX2 + F16C + BMI2 */
+    AMN_SIMD_AVX512 = 2, /* AVX-512 F/BW/VL/DQ */
+} amn_simd;
+
+AMN_API amn_simd amn_simd_level(void);
+AMN_API const char *amn_simd_name(amn_simd s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

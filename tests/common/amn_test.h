@@ -1,0 +1,70 @@
+/* Shared helpers for the CMocka suites: locating the reference corpus and
+ * reading whole files. Header-only so every suite can include it. */
+#ifndef AMN_TEST_H
+#define AMN_TEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+/* The reference corpus: $AMN_REFERENCE_DIR, else ../shared/fixtures beside
+ * the source tree. Returns NULL when absent; under CI=true a missing corpus
+ * fails the calling test instead of skipping it. */
+static inline const char *amn_test_reference_dir(void) {
+    static char buf[4096];
+    const char *env = getenv("AMN_REFERENCE_DIR");
+    if (env && *env)
+        snprintf(buf, sizeof buf, "%s", env);
+    else
+        snprintf(buf, sizeof buf, "%s/../shared/fixtures", AMN_SOURCE_DIR);
+    struct stat st;
+    if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return buf;
+    return NULL;
+}
+
+/* Use at the top of a test that needs the corpus. */
+#define AMN_REQUIRE_REFERENCE(dirvar)                                                              \
+    const char *dirvar = amn_test_reference_dir();                                                 \
+    do {                                                                                           \
+        if (!dirvar) {                                                                             \
+            const char *ci = getenv("CI");                                                         \
+            if (ci && strcmp(ci, "true") == 0)                                                     \
+                fail_msg("reference corpus missing (AMN_REFERENCE_DIR or ../shared/fixtures)");    \
+            fprintf(stderr, "SKIP %s: reference corpus not found; set AMN_REFERENCE_DIR\n",       \
+                    __func__);                                                                     \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Read a whole file; *size gets its length. Caller frees. NULL on failure. */
+static inline uint8_t *amn_test_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    long n = ftell(f);
+    rewind(f);
+    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) *size = (size_t)n;
+    return buf;
+}
+
+static inline uint32_t amn_test_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+#endif
