@@ -81,7 +81,7 @@ static uint32_t round_f64_small(double d, int ebits, int mbits) {
     const int64_t emin = 1 - bias;
     const bool subnormal = lg < emin;
     const int64_t qexp = (subnormal ? emin : lg) - mbits; /* exponent of one ulp */
-    const int64_t shift = qexp - e;                         /* > 0 for every f64 here */
+    const int64_t shift = qexp - e;                       /* > 0 for every f64 here */
     uint64_t q;
     if (shift >= 64) {
         q = 0; /* below half an ulp of the smallest subnormal */
@@ -100,9 +100,15 @@ static uint32_t round_f64_small(double d, int ebits, int mbits) {
     return sbit | (uint32_t)(be << mbits) | (uint32_t)(q & ((1u << mbits) - 1));
 }
 
-uint16_t amn_f32_to_f16(float f) { return (uint16_t)round_f64_small((double)f, 5, 10); }
-uint16_t amn_f64_to_f16(double d) { return (uint16_t)round_f64_small(d, 5, 10); }
-uint16_t amn_f64_to_bf16(double d) { return (uint16_t)round_f64_small(d, 8, 7); }
+uint16_t amn_f32_to_f16(float f) {
+    return (uint16_t)round_f64_small((double)f, 5, 10);
+}
+uint16_t amn_f64_to_f16(double d) {
+    return (uint16_t)round_f64_small(d, 5, 10);
+}
+uint16_t amn_f64_to_bf16(double d) {
+    return (uint16_t)round_f64_small(d, 8, 7);
+}
 
 float amn_f8e4m3_to_f32(uint8_t b) {
     const uint32_t s = b >> 7, e = (b >> 3) & 15u, m = b & 7u;
@@ -132,11 +138,19 @@ static float load_f32(amn_dtype t, const uint8_t *p) {
     uint16_t h;
     float f;
     switch (t) {
-    case AMN_DTYPE_F8_E4M3: return amn_f8e4m3_to_f32(*p);
-    case AMN_DTYPE_F8_E5M2: return amn_f8e5m2_to_f32(*p);
-    case AMN_DTYPE_F16: memcpy(&h, p, 2); return amn_f16_to_f32(h);
-    case AMN_DTYPE_BF16: memcpy(&h, p, 2); return amn_bf16_to_f32(h);
-    default: memcpy(&f, p, 4); return f;
+    case AMN_DTYPE_F8_E4M3:
+        return amn_f8e4m3_to_f32(*p);
+    case AMN_DTYPE_F8_E5M2:
+        return amn_f8e5m2_to_f32(*p);
+    case AMN_DTYPE_F16:
+        memcpy(&h, p, 2);
+        return amn_f16_to_f32(h);
+    case AMN_DTYPE_BF16:
+        memcpy(&h, p, 2);
+        return amn_bf16_to_f32(h);
+    default:
+        memcpy(&f, p, 4);
+        return f;
     }
 }
 
@@ -151,10 +165,21 @@ void amni_convert_scalar(amn_dtype from, const void *src, amn_dtype to, void *ds
             uint16_t h;
             float f;
             switch (to) {
-            case AMN_DTYPE_F64: memcpy(d, &x, 8); break;
-            case AMN_DTYPE_F32: f = (float)x; memcpy(d, &f, 4); break;
-            case AMN_DTYPE_F16: h = amn_f64_to_f16(x); memcpy(d, &h, 2); break;
-            default: h = amn_f64_to_bf16(x); memcpy(d, &h, 2); break;
+            case AMN_DTYPE_F64:
+                memcpy(d, &x, 8);
+                break;
+            case AMN_DTYPE_F32:
+                f = (float)x;
+                memcpy(d, &f, 4);
+                break;
+            case AMN_DTYPE_F16:
+                h = amn_f64_to_f16(x);
+                memcpy(d, &h, 2);
+                break;
+            default:
+                h = amn_f64_to_bf16(x);
+                memcpy(d, &h, 2);
+                break;
             }
             continue;
         }
@@ -162,18 +187,29 @@ void amni_convert_scalar(amn_dtype from, const void *src, amn_dtype to, void *ds
         uint16_t h;
         double w;
         switch (to) {
-        case AMN_DTYPE_F64: w = x; memcpy(d, &w, 8); break;
-        case AMN_DTYPE_F32: memcpy(d, &x, 4); break;
-        case AMN_DTYPE_F16: h = amn_f32_to_f16(x); memcpy(d, &h, 2); break;
-        default: h = amn_f32_to_bf16(x); memcpy(d, &h, 2); break;
+        case AMN_DTYPE_F64:
+            w = x;
+            memcpy(d, &w, 8);
+            break;
+        case AMN_DTYPE_F32:
+            memcpy(d, &x, 4);
+            break;
+        case AMN_DTYPE_F16:
+            h = amn_f32_to_f16(x);
+            memcpy(d, &h, 2);
+            break;
+        default:
+            h = amn_f32_to_bf16(x);
+            memcpy(d, &h, 2);
+            break;
         }
     }
 }
 
 static bool convertible(amn_dtype from, amn_dtype to) {
     const bool src_ok = amn_dtype_is_float(from);
-    const bool dst_ok = to == AMN_DTYPE_F16 || to == AMN_DTYPE_BF16 || to == AMN_DTYPE_F32 ||
-                        to == AMN_DTYPE_F64;
+    const bool dst_ok =
+        to == AMN_DTYPE_F16 || to == AMN_DTYPE_BF16 || to == AMN_DTYPE_F32 || to == AMN_DTYPE_F64;
     return src_ok && dst_ok;
 }
 

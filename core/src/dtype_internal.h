@@ -8,7 +8,7 @@
 #include "amn/simd.h"
 
 typedef amn_simd amni_simd_level;
-#define AMNI_SIMD_AVX2 AMN_SIMD_AVX2
+#define AMNI_SIMD_AVX2      AMN_SIMD_AVX2
 #define amni_simd_level_get amn_simd_level
 
 void amni_convert_scalar(amn_dtype from, const void *src, amn_dtype to, void *dst, size_t n);

@@ -6,15 +6,24 @@
 
 const char *amn_error_class(int code) {
     switch (code) {
-    case AMN_OK: return "ok";
-    case AMN_E_PARSE: return "parse error";
-    case AMN_E_UNSUPPORTED: return "unsupported";
-    case AMN_E_LIMIT: return "limit exceeded";
-    case AMN_E_DISALLOWED: return "disallowed";
-    case AMN_E_IO: return "i/o error";
-    case AMN_E_NOMEM: return "out of memory";
-    case AMN_E_INVALID: return "invalid argument";
-    default: return "error";
+    case AMN_OK:
+        return "ok";
+    case AMN_E_PARSE:
+        return "parse error";
+    case AMN_E_UNSUPPORTED:
+        return "unsupported";
+    case AMN_E_LIMIT:
+        return "limit exceeded";
+    case AMN_E_DISALLOWED:
+        return "disallowed";
+    case AMN_E_IO:
+        return "i/o error";
+    case AMN_E_NOMEM:
+        return "out of memory";
+    case AMN_E_INVALID:
+        return "invalid argument";
+    default:
+        return "error";
     }
 }
 

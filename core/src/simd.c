@@ -22,9 +22,12 @@ amn_simd amn_simd_level(void) {
     const char *cap = getenv("AMN_SIMD");
     if (cap) {
         amn_simd want = lvl;
-        if (strcmp(cap, "scalar") == 0) want = AMN_SIMD_SCALAR;
-        else if (strcmp(cap, "avx2") == 0) want = AMN_SIMD_AVX2;
-        else if (strcmp(cap, "avx512") == 0) want = AMN_SIMD_AVX512;
+        if (strcmp(cap, "scalar") == 0)
+            want = AMN_SIMD_SCALAR;
+        else if (strcmp(cap, "avx2") == 0)
+            want = AMN_SIMD_AVX2;
+        else if (strcmp(cap, "avx512") == 0)
+            want = AMN_SIMD_AVX512;
         if (want < lvl) lvl = want;
     }
     return lvl;
@@ -32,8 +35,11 @@ amn_simd amn_simd_level(void) {
 
 const char *amn_simd_name(amn_simd s) {
     switch (s) {
-    case AMN_SIMD_AVX512: return "avx512";
-    case AMN_SIMD_AVX2: return "avx2";
-    default: return "scalar";
+    case AMN_SIMD_AVX512:
+        return "avx512";
+    case AMN_SIMD_AVX2:
+        return "avx2";
+    default:
+        return "scalar";
     }
 }

@@ -29,16 +29,16 @@ AMN_API int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out,
 AMN_API void amn_plan_free(amn_plan *p);
 
 typedef struct amn_plan_summary {
-    size_t groups;      /* quantized weights (output tensors from a scheme) */
-    size_t quantized;   /* member tensors with role WEIGHT */
+    size_t groups;    /* quantized weights (output tensors from a scheme) */
+    size_t quantized; /* member tensors with role WEIGHT */
     size_t scales, zeros, group_indices, aux;
-    size_t dropped;     /* activation scales left out of outputs */
-    size_t passthrough; /* tensors copied as they are */
-    uint64_t current_bytes;     /* all tensors as stored */
-    uint64_t after_bytes;       /* after remember at `out` */
-    const char *scheme;         /* scheme name of the groups, "mixed", or NULL */
-    const char *label;          /* label of the first group, or NULL */
-    bool labels_differ;         /* groups carry more than one label */
+    size_t dropped;         /* activation scales left out of outputs */
+    size_t passthrough;     /* tensors copied as they are */
+    uint64_t current_bytes; /* all tensors as stored */
+    uint64_t after_bytes;   /* after remember at `out` */
+    const char *scheme;     /* scheme name of the groups, "mixed", or NULL */
+    const char *label;      /* label of the first group, or NULL */
+    bool labels_differ;     /* groups carry more than one label */
 } amn_plan_summary;
 
 /* Sizes computed as if dequantizing to `out`. */
@@ -73,7 +73,7 @@ typedef struct amn_convert_options {
     amn_dtype out_dtype; /* F32, F16 or BF16; INVALID = BF16 */
     const char *output;  /* output path (required) */
     bool overwrite;
-    unsigned threads;    /* 0 = min(cores, 4) */
+    unsigned threads;                /* 0 = min(cores, 4) */
     const char *const *kv_overrides; /* passed to the writer */
     size_t n_kv_overrides;
     const char *metadata_file;
@@ -90,8 +90,7 @@ typedef struct amn_convert_stats {
 /* Run a conversion of m (opened with amn_open) to opts->output. The output
  * appears only on success (temporary file + rename). */
 AMN_API int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *plan,
-                        const amn_convert_options *opts, amn_convert_stats *stats,
-                        amn_error *err);
+                        const amn_convert_options *opts, amn_convert_stats *stats, amn_error *err);
 
 /* The (input format x target) matrix the registry supports: reader formats x
  * writer formats; a cell reason is NULL when feasible. */

@@ -66,7 +66,9 @@ static inline float amn_bits_f32(uint32_t u) {
     return f;
 }
 
-static inline float amn_bf16_to_f32(uint16_t h) { return amn_bits_f32((uint32_t)h << 16); }
+static inline float amn_bf16_to_f32(uint16_t h) {
+    return amn_bits_f32((uint32_t)h << 16);
+}
 
 static inline uint16_t amn_f32_to_bf16(float f) {
     uint32_t u = amn_f32_bits(f);

@@ -23,14 +23,14 @@
 extern "C" {
 #endif
 
-#define AMN_PROBE_NONE 0
-#define AMN_PROBE_WEAK 25     /* at or below: not recognised */
-#define AMN_PROBE_POSSIBLE 50 /* a generic container matched (e.g. "is a ZIP") */
-#define AMN_PROBE_LIKELY 80   /* magic and structure */
-#define AMN_PROBE_MAX 100     /* magic, version and a self-consistent header */
+#define AMN_PROBE_NONE     0
+#define AMN_PROBE_WEAK     25  /* at or below: not recognised */
+#define AMN_PROBE_POSSIBLE 50  /* a generic container matched (e.g. "is a ZIP") */
+#define AMN_PROBE_LIKELY   80  /* magic and structure */
+#define AMN_PROBE_MAX      100 /* magic, version and a self-consistent header */
 
-#define AMN_PROBE_HEAD 65536 /* bytes of head and tail the core reads at most */
-#define AMN_PROBE_PADDING 32 /* zero bytes after head and tail, for cheap over-reads */
+#define AMN_PROBE_HEAD    65536 /* bytes of head and tail the core reads at most */
+#define AMN_PROBE_PADDING 32    /* zero bytes after head and tail, for cheap over-reads */
 
 typedef struct amn_probe_data {
     const char *path;    /* may be NULL (memory / stream) */
@@ -56,13 +56,16 @@ typedef struct amn_limits {
 AMN_API void amn_limits_default(amn_limits *l);
 
 typedef struct amn_open_args {
-    const char *path;         /* file or directory */
-    const amn_map *map;       /* the whole file, mapped; NULL for a directory */
+    const char *path; /* file or directory */
+    /* The whole file, mapped; NULL for a directory. The core owns it and hands
+     * it to the model open() returns, so tensor data may point into it. Other
+     * files a format maps (shards) it adopts into the model itself. */
+    const amn_map *map;
     const amn_limits *limits; /* never NULL */
 } amn_open_args;
 
 typedef struct amn_inspect_args {
-    const amn_source *src;    /* the file, through a read callback */
+    const amn_source *src;    /* the file, through a read callback; NULL for a directory */
     const char *path;         /* may be NULL (memory / transport) */
     const amn_limits *limits; /* never NULL */
 } amn_inspect_args;
@@ -83,10 +86,10 @@ typedef struct amn_write_args {
     amn_sink *sink;
     const amn_out_tensor *tensors;
     size_t n_tensors;
-    const amn_model *source;          /* metadata to carry over; may be NULL */
-    const char *const *kv_overrides;  /* "KEY=VALUE" (--gguf-kv) */
+    const amn_model *source;         /* metadata to carry over; may be NULL */
+    const char *const *kv_overrides; /* "KEY=VALUE" (--gguf-kv) */
     size_t n_kv_overrides;
-    const char *metadata_file;        /* JSON key/values (--gguf-metadata); may be NULL */
+    const char *metadata_file; /* JSON key/values (--gguf-metadata); may be NULL */
 } amn_write_args;
 
 /* A streaming writer: begin() writes everything before the first tensor's data

@@ -33,14 +33,14 @@ typedef struct amn_source {
     void *ctx;
     uint64_t size; /* total bytes, or UINT64_MAX when unknown */
     /* Read up to n bytes at off into buf, *got = bytes read (short only at EOF).
-     * Returns AMN_OK or a negative AMN_E_* code. */
+     * Returns AMN_OK or a negative AMN_E_* code. Call it through
+     * amn_source_read, which clips every range to `size` first. */
     int (*read_at)(void *ctx, uint64_t off, void *buf, size_t n, size_t *got);
     const char *name; /* path or label for messages; may be NULL */
 } amn_source;
 
 /* Read exactly n bytes; a short read is AMN_E_PARSE ("truncated"). */
-AMN_API int amn_source_read(const amn_source *s, uint64_t off, void *buf, size_t n,
-                            amn_error *err);
+AMN_API int amn_source_read(const amn_source *s, uint64_t off, void *buf, size_t n, amn_error *err);
 /* A source over a file; close with amn_source_file_close. */
 AMN_API int amn_source_file_open(const char *path, amn_source *out, amn_error *err);
 AMN_API void amn_source_file_close(amn_source *s);

@@ -52,10 +52,18 @@ AMN_API int amn_register_scheme(amn_registrar *r, const amn_scheme *s);
 #define AMN_PLUGIN_SYMBOL(n) AMN_PLUGIN_SYMBOL_(n)
 
 #define AMN_PLUGIN_DEFINE(n, ver, desc, lic, initfn)                                               \
-    __attribute__((visibility("default"))) extern const amn_plugin_desc AMN_PLUGIN_SYMBOL(n);     \
-    __attribute__((visibility("default"))) const amn_plugin_desc AMN_PLUGIN_SYMBOL(n) = {         \
-        AMN_PLUGIN_MAGIC, AMN_PLUGIN_ABI_MAJOR, AMN_PLUGIN_ABI_MINOR, sizeof(amn_plugin_desc), 0,  \
-        #n,               ver,                  desc,                 lic,                     initfn}
+    __attribute__((visibility("default"))) extern const amn_plugin_desc AMN_PLUGIN_SYMBOL(n);      \
+    __attribute__((visibility("default"))) const amn_plugin_desc AMN_PLUGIN_SYMBOL(n) = {          \
+        AMN_PLUGIN_MAGIC,                                                                          \
+        AMN_PLUGIN_ABI_MAJOR,                                                                      \
+        AMN_PLUGIN_ABI_MINOR,                                                                      \
+        sizeof(amn_plugin_desc),                                                                   \
+        0,                                                                                         \
+        #n,                                                                                        \
+        ver,                                                                                       \
+        desc,                                                                                      \
+        lic,                                                                                       \
+        initfn}
 
 #ifdef __cplusplus
 }

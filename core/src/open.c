@@ -1,0 +1,240 @@
+/* Choosing a format for a file (probing) and opening or inspecting it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "amn/context.h"
+#include "registry_internal.h"
+
+void amn_limits_default(amn_limits *l) {
+    l->max_header_bytes = 100ull << 20;
+    l->max_tensors = 1ull << 20;
+    l->max_string = 16ull << 20;
+    l->max_array = 1ull << 26;
+    l->max_depth = 64;
+    l->max_alloc = 64ull << 30;
+}
+
+static bool ext_matches(const char *path, const char *exts) {
+    if (!path || !exts) return false;
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash)) return false;
+    dot++;
+    size_t dl = strlen(dot);
+    for (const char *p = exts; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == dl && strncmp(p, dot, n) == 0) return true;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return false;
+}
+
+/* Score every format; the strictly highest score above WEAK wins, with the
+ * file extension as a +1 tie-break only. */
+static int choose(const amn_ctx *ctx, const amn_probe_data *pd, const char *from,
+                  const amn_format **out, amn_error *err) {
+    const char *label = pd->path ? pd->path : "input";
+    *out = NULL;
+    if (from) {
+        const amn_format *f = amn_ctx_find_format(ctx, from);
+        if (!f)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: no format '%s' is loaded; install the amn-%s plugin",
+                                 from, from);
+        *out = f;
+        return AMN_OK;
+    }
+    int best = AMN_PROBE_WEAK, tie = 0;
+    const amn_format *winner = NULL, *other = NULL;
+    for (size_t i = 0; i < ctx->n_formats; i++) {
+        const amn_format *f = ctx->formats[i];
+        int s = f->probe(pd);
+        if (s < 0) s = 0;
+        if (s > AMN_PROBE_MAX) s = AMN_PROBE_MAX;
+        if (s > 0 && ext_matches(pd->path, f->extensions)) s++;
+        if (s > best) {
+            best = s;
+            winner = f;
+            tie = 0;
+        } else if (s == best && winner) {
+            tie = 1;
+            other = f;
+        }
+    }
+    if (winner && !tie) {
+        *out = winner;
+        return AMN_OK;
+    }
+    if (winner)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "%s: ambiguous format (%s or %s); pass --from FORMAT", label,
+                             winner->name, other->name);
+    const char *known =
+        amni_known_plugin_for_file(pd->path, pd->head, pd->head_size, pd->file_size);
+    if (pd->is_directory && !known) known = "safetensors";
+    if (known && !amn_ctx_find_format(ctx, known))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: %s looks like %s, but no loaded plugin reads it; "
+                             "install the amn-%s plugin",
+                             label, known, known);
+    return amn_error_set(err, AMN_E_PARSE, "%s: unrecognised file format", label);
+}
+
+static int detect_impl(const amn_ctx *ctx, const amn_source *src, const char *path, bool is_dir,
+                       const char *from, const amn_format **out, amn_error *err) {
+    static const uint8_t none[AMN_PROBE_PADDING];
+    amn_probe_data pd = {.path = path, .head = none, .tail = none, .is_directory = is_dir};
+    uint8_t *head = NULL, *tail = NULL;
+    int rc = AMN_OK;
+    if (src) {
+        pd.file_size = src->size;
+        size_t hn = src->size < AMN_PROBE_HEAD ? (size_t)src->size : AMN_PROBE_HEAD;
+        head = calloc(1, hn + AMN_PROBE_PADDING);
+        tail = calloc(1, hn + AMN_PROBE_PADDING);
+        if (!head || !tail) {
+            rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+            goto done;
+        }
+        if ((rc = amn_source_read(src, 0, head, hn, err)) != AMN_OK) goto done;
+        if ((rc = amn_source_read(src, src->size - hn, tail, hn, err)) != AMN_OK) goto done;
+        pd.head = head;
+        pd.head_size = hn;
+        pd.tail = tail;
+        pd.tail_size = hn;
+    }
+    rc = choose(ctx, &pd, from, out, err);
+done:
+    free(head);
+    free(tail);
+    return rc;
+}
+
+int amn_ctx_detect_source(const amn_ctx *ctx, const amn_source *src, const char *from,
+                          const amn_format **out, amn_error *err) {
+    return detect_impl(ctx, src, src->name, false, from, out, err);
+}
+
+int amn_ctx_detect(const amn_ctx *ctx, const char *path, const char *from, const amn_format **out,
+                   amn_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return amn_error_set(err, AMN_E_IO, "%s: no such file", path);
+    if (S_ISDIR(st.st_mode)) return detect_impl(ctx, NULL, path, true, from, out, err);
+    amn_source src;
+    int rc = amn_source_file_open(path, &src, err);
+    if (rc) return rc;
+    rc = detect_impl(ctx, &src, path, false, from, out, err);
+    amn_source_file_close(&src);
+    return rc;
+}
+
+static int finish_model(amn_model *m, const amn_format *f, const char *path, amn_error *err) {
+    int rc = path ? amn_model_set_path(m, path, err) : AMN_OK;
+    if (!rc && amn_model_label(m) == amn_model_format(m))
+        rc = amn_model_set_label(m, f->description, err);
+    return rc;
+}
+
+int amn_open(const amn_ctx *ctx, const char *path, const char *from, const amn_limits *limits,
+             amn_model **out, amn_error *err) {
+    *out = NULL;
+    amn_limits def;
+    if (!limits) {
+        amn_limits_default(&def);
+        limits = &def;
+    }
+    const amn_format *f;
+    int rc = amn_ctx_detect(ctx, path, from, &f, err);
+    if (rc) return rc;
+    if (!f->open)
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: format %s cannot be read",
+                             f->name);
+    struct stat st;
+    amn_map *map = NULL;
+    if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode) && (rc = amn_map_open(path, &map, err)))
+        return rc;
+    amn_open_args a = {.path = path, .map = map, .limits = limits};
+    amn_model *m = NULL;
+    rc = f->open(&a, &m, err);
+    if (rc || !m) {
+        amn_map_close(map);
+        if (!rc)
+            rc = amn_error_set(err, AMN_E_PARSE, "%s: format %s returned no model", path, f->name);
+        return rc;
+    }
+    if (map && (rc = amn_model_adopt(m, map, amn_map_release, err))) {
+        amn_model_free(m);
+        return rc;
+    }
+    if ((rc = finish_model(m, f, path, err))) {
+        amn_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return AMN_OK;
+}
+
+int amn_inspect_source(const amn_ctx *ctx, const amn_source *src, const char *path,
+                       const char *from, const amn_limits *limits, amn_model **out,
+                       amn_error *err) {
+    *out = NULL;
+    amn_limits def;
+    if (!limits) {
+        amn_limits_default(&def);
+        limits = &def;
+    }
+    const amn_format *f;
+    int rc = detect_impl(ctx, src, path ? path : src->name, false, from, &f, err);
+    if (rc) return rc;
+    if (!f->inspect)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: format %s has no header-only inspection", f->name);
+    amn_inspect_args a = {.src = src, .path = path, .limits = limits};
+    amn_model *m = NULL;
+    if ((rc = f->inspect(&a, &m, err))) return rc;
+    if (!m) return amn_error_set(err, AMN_E_PARSE, "format %s returned no model", f->name);
+    if ((rc = finish_model(m, f, path, err))) {
+        amn_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return AMN_OK;
+}
+
+int amn_inspect(const amn_ctx *ctx, const char *path, const char *from, const amn_limits *limits,
+                amn_model **out, amn_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return amn_error_set(err, AMN_E_IO, "%s: no such file", path);
+    if (S_ISDIR(st.st_mode)) {
+        /* A directory of shards has no single stream: its format inspects it by path. */
+        const amn_format *f;
+        int rc = amn_ctx_detect(ctx, path, from, &f, err);
+        if (rc) return rc;
+        if (!f->inspect)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: format %s has no header-only inspection", f->name);
+        amn_limits def;
+        if (!limits) {
+            amn_limits_default(&def);
+            limits = &def;
+        }
+        amn_inspect_args a = {.src = NULL, .path = path, .limits = limits};
+        amn_model *m = NULL;
+        if ((rc = f->inspect(&a, &m, err))) return rc;
+        if ((rc = finish_model(m, f, path, err))) {
+            amn_model_free(m);
+            return rc;
+        }
+        *out = m;
+        return AMN_OK;
+    }
+    amn_source src;
+    int rc = amn_source_file_open(path, &src, err);
+    if (rc) return rc;
+    rc = amn_inspect_source(ctx, &src, path, from, limits, out, err);
+    amn_source_file_close(&src);
+    return rc;
+}

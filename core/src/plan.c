@@ -1,0 +1,249 @@
+/* Planning: schemes claim groups of tensors; the rest pass through. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amn/checked.h"
+#include "plan_internal.h"
+
+bool amn_claimset_is_claimed(const amn_claimset *cs, size_t i) {
+    return i < cs->n_tensors && cs->owner[i] >= 0;
+}
+
+static char *dupstr(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static void free_group(group *g) {
+    if (g->spec.plan_free && g->spec.plan) g->spec.plan_free(g->spec.plan);
+    free((char *)g->spec.out_name);
+    free((char *)g->spec.label);
+}
+
+int amn_claimset_add(amn_claimset *cs, const amn_group_spec *g, amn_error *err) {
+    group ng = {.spec = *g, .scheme = cs->current};
+    ng.spec.out_name = NULL;
+    ng.spec.label = NULL;
+    int rc = AMN_OK;
+    const char *who = g->out_name ? g->out_name : "(dropped group)";
+    if (g->n_members == 0 || g->n_members > AMN_GROUP_MAX_MEMBERS || g->ndim > AMN_MAX_DIMS)
+        rc = amn_error_set(err, AMN_E_INVALID, "%s: bad group shape or member count", who);
+    for (size_t k = 0; !rc && k < g->n_members; k++) {
+        size_t i = g->members[k];
+        if (i >= cs->n_tensors)
+            rc = amn_error_set(err, AMN_E_INVALID, "%s: member %zu out of range", who, i);
+        else if (cs->owner[i] >= 0)
+            rc = amn_error_set(err, AMN_E_PARSE, "tensor %s is claimed by two quantized weights",
+                               amn_model_tensor(cs->model, i)->name);
+        for (size_t j = 0; !rc && j < k; j++)
+            if (g->members[j] == i)
+                rc = amn_error_set(err, AMN_E_INVALID, "%s: member listed twice", who);
+    }
+    if (!rc && g->out_name) {
+        uint64_t numel = 1;
+        for (uint32_t d = 0; d < g->ndim; d++)
+            if (!amn_mul_u64(numel, g->shape[d], &numel))
+                rc = amn_error_set(err, AMN_E_PARSE, "%s: output shape overflows", who);
+        if (!rc && (g->row_elems == 0 || numel % g->row_elems))
+            rc = amn_error_set(err, AMN_E_INVALID, "%s: row size does not divide the tensor", who);
+    }
+    if (!rc && g->out_name && !(ng.spec.out_name = dupstr(g->out_name)))
+        rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!rc && g->label && !(ng.spec.label = dupstr(g->label)))
+        rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!rc && cs->n_groups == cs->cap_groups) {
+        size_t nc = cs->cap_groups ? cs->cap_groups * 2 : 64;
+        group *p = realloc(cs->groups, nc * sizeof *p);
+        if (!p)
+            rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        else
+            cs->groups = p, cs->cap_groups = nc;
+    }
+    if (rc) {
+        free_group(&ng);
+        return rc;
+    }
+    for (size_t k = 0; k < g->n_members; k++) {
+        cs->owner[g->members[k]] = (int64_t)cs->n_groups;
+        cs->role[g->members[k]] = g->roles[k] ? g->roles[k] : AMN_ROLE_AUX;
+    }
+    cs->groups[cs->n_groups++] = ng;
+    return AMN_OK;
+}
+
+void amn_plan_free(amn_plan *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->cs.n_groups; i++) free_group(&p->cs.groups[i]);
+    free(p->cs.groups);
+    free(p->cs.role);
+    free(p->cs.owner);
+    free(p);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Which plugin a tensor no scheme claimed would need, if it looks quantized. */
+static const char *quantized_hint(const amn_tensor *t) {
+    if (t->dtype == AMN_DTYPE_F8_E4M3 || t->dtype == AMN_DTYPE_F8_E5M2) return "fp8";
+    if (t->dtype == AMN_DTYPE_BLOCK) return "gguf";
+    if (ends_with(t->name, ".qweight") || ends_with(t->name, ".qzeros")) return "gptq or amn-awq";
+    if (ends_with(t->name, ".absmax") || ends_with(t->name, ".quant_map") ||
+        strstr(t->name, ".quant_state.") || ends_with(t->name, ".SCB"))
+        return "bnb";
+    return NULL;
+}
+
+static int check_unclaimed(const amn_plan *p, const amn_model *m, amn_error *err) {
+    size_t count = 0;
+    const char *plugin = NULL;
+    char names[256] = "";
+    for (size_t i = 0; i < p->cs.n_tensors; i++) {
+        if (p->cs.owner[i] >= 0) continue;
+        const amn_tensor *t = amn_model_tensor(m, i);
+        const char *hint = quantized_hint(t);
+        if (!hint) continue;
+        if (!plugin) plugin = hint;
+        if (count < 3) {
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s (%s)", count ? ", " : "", t->name,
+                     t->dtype == AMN_DTYPE_BLOCK && t->encoding_name ? t->encoding_name
+                                                                     : amn_dtype_name(t->dtype));
+        }
+        count++;
+    }
+    if (!count) return AMN_OK;
+    return amn_error_set(err, AMN_E_UNSUPPORTED,
+                         "unsupported: %zu quantized tensor%s (%s%s) need a scheme no loaded "
+                         "plugin provides; install the amn-%s plugin",
+                         count, count == 1 ? "" : "s", names, count > 3 ? ", ..." : "", plugin);
+}
+
+static int check_names(const amn_plan *p, const amn_model *m, amn_error *err) {
+    /* An output name must not collide with a passthrough tensor or another group. */
+    for (size_t g = 0; g < p->cs.n_groups; g++) {
+        const char *name = p->cs.groups[g].spec.out_name;
+        if (!name) continue;
+        int64_t i = amn_model_find(m, name);
+        if (i >= 0 && p->cs.owner[i] < 0)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "quantized weight %s collides with a plain tensor of that name",
+                                 name);
+        for (size_t h = 0; h < g; h++)
+            if (p->cs.groups[h].spec.out_name && strcmp(p->cs.groups[h].spec.out_name, name) == 0)
+                return amn_error_set(err, AMN_E_PARSE, "two quantized weights named %s", name);
+    }
+    return AMN_OK;
+}
+
+int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_error *err) {
+    *out = NULL;
+    amn_plan *p = calloc(1, sizeof *p);
+    const size_t n = amn_model_tensor_count(m);
+    if (p) {
+        p->cs.model = m;
+        p->cs.n_tensors = n;
+        p->cs.role = calloc(n ? n : 1, 1);
+        p->cs.owner = malloc((n ? n : 1) * sizeof *p->cs.owner);
+    }
+    if (!p || !p->cs.role || !p->cs.owner) {
+        amn_plan_free(p);
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) p->cs.owner[i] = -1;
+    int rc = AMN_OK;
+    for (size_t s = 0; !rc && s < amn_ctx_scheme_count(ctx); s++) {
+        p->cs.current = amn_ctx_scheme(ctx, s);
+        rc = p->cs.current->detect(m, &p->cs, err);
+    }
+    if (!rc) rc = check_unclaimed(p, m, err);
+    if (!rc) rc = check_names(p, m, err);
+    if (rc) {
+        amn_plan_free(p);
+        return rc;
+    }
+    *out = p;
+    return AMN_OK;
+}
+
+void amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *s) {
+    memset(s, 0, sizeof *s);
+    const amn_model *m = p->cs.model;
+    const uint64_t osz = amn_dtype_size(out) ? amn_dtype_size(out) : 2;
+    for (size_t i = 0; i < p->cs.n_tensors; i++) {
+        const amn_tensor *t = amn_model_tensor(m, i);
+        amn_add_u64(s->current_bytes, t->nbytes, &s->current_bytes);
+        switch (p->cs.role[i]) {
+        case 0:
+            s->passthrough++;
+            amn_add_u64(s->after_bytes, t->nbytes, &s->after_bytes);
+            break;
+        case AMN_ROLE_WEIGHT:
+            s->quantized++;
+            break;
+        case AMN_ROLE_SCALE:
+            s->scales++;
+            break;
+        case AMN_ROLE_ZERO:
+            s->zeros++;
+            break;
+        case AMN_ROLE_GROUP_INDEX:
+            s->group_indices++;
+            break;
+        case AMN_ROLE_ACT_SCALE:
+            s->dropped++;
+            break;
+        default:
+            s->aux++;
+            break;
+        }
+    }
+    for (size_t g = 0; g < p->cs.n_groups; g++) {
+        const group *gr = &p->cs.groups[g];
+        if (!gr->spec.out_name) continue;
+        uint64_t numel = 1, bytes;
+        for (uint32_t d = 0; d < gr->spec.ndim; d++) amn_mul_u64(numel, gr->spec.shape[d], &numel);
+        if (amn_mul_u64(numel, osz, &bytes)) amn_add_u64(s->after_bytes, bytes, &s->after_bytes);
+        s->groups++;
+        if (!s->scheme)
+            s->scheme = gr->scheme->name;
+        else if (strcmp(s->scheme, gr->scheme->name) != 0)
+            s->scheme = "mixed";
+        if (gr->spec.label) {
+            if (!s->label)
+                s->label = gr->spec.label;
+            else if (strcmp(s->label, gr->spec.label) != 0)
+                s->labels_differ = true;
+        }
+    }
+}
+
+size_t amn_plan_group_count(const amn_plan *p) {
+    return p->cs.n_groups;
+}
+
+int amn_plan_group(const amn_plan *p, size_t i, amn_group_info *out) {
+    if (i >= p->cs.n_groups) return AMN_E_INVALID;
+    const group *g = &p->cs.groups[i];
+    *out = (amn_group_info){
+        .out_name = g->spec.out_name,
+        .label = g->spec.label,
+        .scheme = g->scheme ? g->scheme->name : NULL,
+        .ndim = g->spec.ndim,
+        .shape = g->spec.shape,
+        .n_members = g->spec.n_members,
+        .members = g->spec.members,
+        .roles = g->spec.roles,
+    };
+    return AMN_OK;
+}
+
+int amn_plan_tensor_role(const amn_plan *p, size_t i) {
+    return i < p->cs.n_tensors ? p->cs.role[i] : 0;
+}
