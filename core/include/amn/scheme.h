@@ -60,7 +60,10 @@ typedef struct amn_scheme {
     uint32_t struct_size;
     const char *name;        /* "fp8", "gptq", "awq", "gguf" */
     const char *description; /* "FP8 E4M3/E5M2 with per-tensor, per-channel or block scales" */
-    /* Claim the groups of m this scheme understands. A malformed companion is
+    /* Claim the groups of m this scheme understands. detect() also runs on
+     * header-only models (amn_inspect: every tensor's data is NULL); then it
+     * decides from names, dtypes, shapes and metadata alone and must not
+     * dereference data. A malformed companion is
      * AMN_E_PARSE naming the tensor; recognised but unhandled layouts are
      * AMN_E_UNSUPPORTED. Must not claim what amn_claimset_is_claimed reports. */
     int (*detect)(const amn_model *m, amn_claimset *cs, amn_error *err);
