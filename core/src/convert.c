@@ -190,9 +190,11 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: no loaded plugin writes %s; install the amn-%s plugin",
                              target, target);
+    int rc = amni_plan_check_unclaimed(p, m, err);
+    if (rc) return rc;
     out_entry *entries = NULL;
     size_t n_out = 0;
-    int rc = build_outputs(p, m, o, out, &entries, &n_out, err);
+    rc = build_outputs(p, m, o, out, &entries, &n_out, err);
     if (rc) return rc;
     for (size_t k = 0; k < n_out; k++)
         if (!(f->writer->dtypes & (1ull << entries[k].dtype))) {

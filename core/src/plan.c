@@ -100,7 +100,7 @@ static const char *quantized_hint(const amn_tensor *t) {
     return NULL;
 }
 
-static int check_unclaimed(const amn_plan *p, const amn_model *m, amn_error *err) {
+int amni_plan_check_unclaimed(const amn_plan *p, const amn_model *m, amn_error *err) {
     size_t count = 0;
     const char *plugin = NULL;
     char names[256] = "";
@@ -162,7 +162,6 @@ int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_err
         p->cs.current = amn_ctx_scheme(ctx, s);
         rc = p->cs.current->detect(m, &p->cs, err);
     }
-    if (!rc) rc = check_unclaimed(p, m, err);
     if (!rc) rc = check_names(p, m, err);
     if (rc) {
         amn_plan_free(p);
@@ -203,6 +202,12 @@ void amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *s) {
             s->aux++;
             break;
         }
+    }
+    for (size_t i = 0; i < p->cs.n_tensors; i++) {
+        const char *hint = p->cs.owner[i] < 0 ? quantized_hint(amn_model_tensor(m, i)) : NULL;
+        if (!hint) continue;
+        s->unhandled++;
+        if (!s->missing_plugin) s->missing_plugin = hint;
     }
     for (size_t g = 0; g < p->cs.n_groups; g++) {
         const group *gr = &p->cs.groups[g];

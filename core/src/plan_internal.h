@@ -24,4 +24,8 @@ struct amn_plan {
     struct amn_claimset cs;
 };
 
+/* AMN_E_UNSUPPORTED naming the tensors that look quantized but that no
+ * loaded scheme claimed; conversions refuse to copy them as they are. */
+int amni_plan_check_unclaimed(const amn_plan *p, const amn_model *m, amn_error *err);
+
 #endif

@@ -124,7 +124,8 @@ static void set_status(plugin_rec *rec, const char *status, const char *reason) 
 
 static const plugin_rec *loaded_plugin(const amn_ctx *ctx, const char *name) {
     for (size_t i = 0; i < ctx->n_plugins; i++)
-        if (ctx->plugins[i].name && strcmp(ctx->plugins[i].name, name) == 0 &&
+        if (ctx->plugins[i].name && ctx->plugins[i].status &&
+            strcmp(ctx->plugins[i].name, name) == 0 &&
             strcmp(ctx->plugins[i].status, "loaded") == 0)
             return &ctx->plugins[i];
     return NULL;

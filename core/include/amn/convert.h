@@ -3,8 +3,9 @@
  * A plan runs every registered scheme's detect() over a model and sorts its
  * tensors into quantized groups (one output tensor each), dropped activation
  * scales, and passthrough tensors. Tensors that look quantized but that no
- * loaded scheme claimed make planning fail with AMN_E_UNSUPPORTED naming them
- * and the plugin to install. amn_convert then streams the output: tensor by
+ * loaded scheme claimed are counted as unhandled (inspect reports them), and
+ * amn_convert refuses them with AMN_E_UNSUPPORTED naming the tensors and the
+ * plugin to install. amn_convert streams the output: tensor by
  * tensor, in chunks, so memory stays about one chunk per thread.
  */
 #ifndef AMN_CONVERT_H
@@ -32,13 +33,15 @@ typedef struct amn_plan_summary {
     size_t groups;    /* quantized weights (output tensors from a scheme) */
     size_t quantized; /* member tensors with role WEIGHT */
     size_t scales, zeros, group_indices, aux;
-    size_t dropped;         /* activation scales left out of outputs */
-    size_t passthrough;     /* tensors copied as they are */
-    uint64_t current_bytes; /* all tensors as stored */
-    uint64_t after_bytes;   /* after remember at `out` */
-    const char *scheme;     /* scheme name of the groups, "mixed", or NULL */
-    const char *label;      /* label of the first group, or NULL */
-    bool labels_differ;     /* groups carry more than one label */
+    size_t dropped;             /* activation scales left out of outputs */
+    size_t passthrough;         /* tensors copied as they are */
+    uint64_t current_bytes;     /* all tensors as stored */
+    uint64_t after_bytes;       /* after remember at `out` */
+    const char *scheme;         /* scheme name of the groups, "mixed", or NULL */
+    const char *label;          /* label of the first group, or NULL */
+    bool labels_differ;         /* groups carry more than one label */
+    size_t unhandled;           /* tensors that look quantized but no scheme claimed */
+    const char *missing_plugin; /* the plugin that would claim them ("fp8", ...) */
 } amn_plan_summary;
 
 /* Sizes computed as if dequantizing to `out`. */

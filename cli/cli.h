@@ -1,0 +1,52 @@
+/* Private to the amn command-line tool. */
+#ifndef AMN_CLI_H
+#define AMN_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "amn/amn.h"
+
+/* Exit codes, one per error class (documented in README.md). */
+enum {
+    EXIT_OK = 0,
+    EXIT_PARSE = 1,
+    EXIT_USAGE = 2, /* bad command line or invalid argument */
+    EXIT_UNSUPPORTED = 3,
+    EXIT_LIMIT = 4,
+    EXIT_DISALLOWED = 5,
+    EXIT_IO = 6,
+    EXIT_NOMEM = 7,
+};
+
+typedef struct cli_args {
+    const char *command;
+    const char *input;
+    const char *output;
+    const char *to;        /* remember: dtype; convert: target */
+    const char *out_dtype; /* convert */
+    const char *from;
+    bool json, force, full;
+    unsigned threads;
+    const char *kv[64];
+    size_t n_kv;
+    const char *metadata_file;
+} cli_args;
+
+int cli_exit_code(int amn_code);
+int cli_fail(const amn_error *err);
+
+/* "1.7 KB", "4.35 GB": decimal units like the reference tool. */
+const char *cli_size(uint64_t bytes, char *buf, size_t size);
+
+/* Default output path for an input: <dir>/<stem>-<tag>.<ext>, the stem
+ * stripped of a quantization suffix. Returns false if it does not fit. */
+bool cli_default_output(const char *input, const char *tag, const char *ext, char *buf,
+                        size_t size);
+
+int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
+int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert);
+int cmd_plugins(const amn_ctx *ctx, const cli_args *a);
+
+#endif

@@ -1,0 +1,222 @@
+/* amn — read every tensor file format; recover full precision. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage_main[] =
+    "usage: amn [--plugin-dir DIR]... COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  parse FILE [--json]                 list every tensor (name dtype [shape] size)\n"
+    "  inspect FILE [--json] [--to DTYPE]  header-only summary (alias: info)\n"
+    "  remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
+    "                                      dequantize to safetensors (alias: dequantize)\n"
+    "  convert FILE --to TARGET [--out-dtype bf16|f16|f32] [-o OUT] [--force]\n"
+    "          [--threads N] [--gguf-kv KEY=VALUE]... [--gguf-metadata FILE.json]\n"
+    "                                      any readable input to any writable target\n"
+    "  plugins                             loaded plugins, formats, schemes, matrix\n"
+    "\n"
+    "every command that reads a file also takes --from FORMAT to skip probing.\n"
+    "amn COMMAND --help shows one command; amn --version the version.\n";
+
+static const struct {
+    const char *name, *alias, *help;
+} commands[] = {
+    {"parse", NULL,
+     "usage: amn parse FILE [--json] [--from FORMAT]\n"
+     "Open FILE and list its tensors (name, dtype, shape, size), their roles in a\n"
+     "quantized model, and any non-tensor values a checkpoint holds.\n"},
+    {"inspect", "info",
+     "usage: amn inspect FILE [--json] [--to bf16|f16|f32] [--from FORMAT]\n"
+     "Read only the header of FILE: format, tensor count, sizes, dtypes, the\n"
+     "quantization scheme and what remember would produce (sizes at --to).\n"},
+    {"remember", "dequantize",
+     "usage: amn remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
+     "Write FILE as safetensors with every quantized weight dequantized to --to\n"
+     "(default bf16); other tensors are copied unchanged. Without -o the output is\n"
+     "<stem>-<dtype>.safetensors next to FILE. An existing output is kept unless\n"
+     "--force; the input is never overwritten.\n"},
+    {"convert", NULL,
+     "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32] [-o OUT] [--force]\n"
+     "                   [--threads N] [--gguf-kv KEY=VALUE]... [--gguf-metadata FILE]\n"
+     "Convert FILE to TARGET (a format name such as safetensors or gguf; bf16 means\n"
+     "safetensors). Quantized weights are dequantized and every floating tensor is\n"
+     "cast to --out-dtype (default bf16); integer and bool tensors are copied.\n"},
+    {"plugins", NULL,
+     "usage: amn plugins\n"
+     "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"
+     "formats and schemes each provides, and the conversion matrix.\n"},
+};
+
+int cli_exit_code(int code) {
+    switch (code) {
+    case AMN_OK:
+        return EXIT_OK;
+    case AMN_E_PARSE:
+        return EXIT_PARSE;
+    case AMN_E_UNSUPPORTED:
+        return EXIT_UNSUPPORTED;
+    case AMN_E_LIMIT:
+        return EXIT_LIMIT;
+    case AMN_E_DISALLOWED:
+        return EXIT_DISALLOWED;
+    case AMN_E_IO:
+        return EXIT_IO;
+    case AMN_E_NOMEM:
+        return EXIT_NOMEM;
+    default:
+        return EXIT_USAGE;
+    }
+}
+
+int cli_fail(const amn_error *err) {
+    /* Messages may quote file contents: show control characters escaped. */
+    const char *cls = amn_error_class(err->code);
+    if (strncmp(err->msg, cls, strlen(cls)) == 0)
+        fputs("amn: ", stderr);
+    else
+        fprintf(stderr, "amn: %s: ", cls);
+    for (const unsigned char *c = (const unsigned char *)err->msg; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            fprintf(stderr, "\\x%02x", *c);
+        else
+            fputc(*c, stderr);
+    }
+    fputc('\n', stderr);
+    return cli_exit_code(err->code);
+}
+
+static int find_command(const char *name) {
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(name, commands[i].name) == 0 ||
+            (commands[i].alias && strcmp(name, commands[i].alias) == 0))
+            return (int)i;
+    return -1;
+}
+
+static int usage_error(const char *cmd, const char *fmt, const char *arg) {
+    fprintf(stderr, "amn %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(see amn %s --help)\n", cmd);
+    return EXIT_USAGE;
+}
+
+static int parse_args(int argc, char **argv, int first, cli_args *a) {
+    for (int i = first; i < argc; i++) {
+        const char *s = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                                                               \
+    do {                                                                                           \
+        if (!next) return usage_error(a->command, "%s needs a value", s);                          \
+        i++;                                                                                       \
+    } while (0)
+        if (strcmp(s, "--json") == 0)
+            a->json = true;
+        else if (strcmp(s, "--force") == 0)
+            a->force = true;
+        else if (strcmp(s, "--full") == 0)
+            a->full = true;
+        else if (strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) {
+            NEED_VALUE();
+            a->output = next;
+        } else if (strcmp(s, "--to") == 0) {
+            NEED_VALUE();
+            a->to = next;
+        } else if (strcmp(s, "--out-dtype") == 0) {
+            NEED_VALUE();
+            a->out_dtype = next;
+        } else if (strcmp(s, "--from") == 0) {
+            NEED_VALUE();
+            a->from = next;
+        } else if (strcmp(s, "--gguf-metadata") == 0) {
+            NEED_VALUE();
+            a->metadata_file = next;
+        } else if (strcmp(s, "--gguf-kv") == 0) {
+            NEED_VALUE();
+            if (!strchr(next, '='))
+                return usage_error(a->command, "--gguf-kv %s: want KEY=VALUE", next);
+            if (a->n_kv == sizeof a->kv / sizeof *a->kv)
+                return usage_error(a->command, "too many %s", "--gguf-kv");
+            a->kv[a->n_kv++] = next;
+        } else if (strcmp(s, "--threads") == 0) {
+            NEED_VALUE();
+            char *end;
+            long n = strtol(next, &end, 10);
+            if (*end || n < 0 || n > 64) return usage_error(a->command, "bad --threads %s", next);
+            a->threads = n ? (unsigned)n : 1;
+        } else if (s[0] == '-' && s[1]) {
+            return usage_error(a->command, "unknown option %s", s);
+        } else if (!a->input) {
+            a->input = s;
+        } else {
+            return usage_error(a->command, "unexpected argument %s", s);
+        }
+#undef NEED_VALUE
+    }
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    const char *dirs[16];
+    size_t n_dirs = 0;
+    int i = 1;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
+            printf("amn %s (plugin ABI %d.%d)\n", AMN_VERSION_STRING, AMN_PLUGIN_ABI_MAJOR,
+                   AMN_PLUGIN_ABI_MINOR);
+            return EXIT_OK;
+        }
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_main, stdout);
+            return EXIT_OK;
+        }
+        if (strcmp(argv[i], "--plugin-dir") == 0 && i + 1 < argc && n_dirs < 16) {
+            dirs[n_dirs++] = argv[++i];
+            continue;
+        }
+        break;
+    }
+    if (i >= argc) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    int c = find_command(argv[i]);
+    if (c < 0) {
+        fprintf(stderr, "amn: unknown command '%s'\n\n%s", argv[i], usage_main);
+        return EXIT_USAGE;
+    }
+    for (int k = i + 1; k < argc; k++)
+        if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
+            fputs(commands[c].help, stdout);
+            return EXIT_OK;
+        }
+    cli_args a = {.command = commands[c].name};
+    int rc = parse_args(argc, argv, i + 1, &a);
+    if (rc) return rc;
+    if (c != 4 && !a.input) return usage_error(a.command, "%s", "missing FILE");
+    amn_ctx_options opts = {.plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
+    amn_ctx *ctx;
+    amn_error err = {0};
+    if (amn_ctx_new(&opts, &ctx, &err)) return cli_fail(&err);
+    switch (c) {
+    case 0:
+        rc = cmd_parse(ctx, &a, false);
+        break;
+    case 1:
+        rc = cmd_parse(ctx, &a, true);
+        break;
+    case 2:
+        rc = cmd_remember(ctx, &a, false);
+        break;
+    case 3:
+        rc = cmd_remember(ctx, &a, true);
+        break;
+    default:
+        rc = cmd_plugins(ctx, &a);
+        break;
+    }
+    amn_ctx_free(ctx);
+    return rc;
+}

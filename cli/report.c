@@ -1,0 +1,199 @@
+/* `amn parse` and `amn inspect`: what a file holds, as text or one JSON
+ * document. inspect reads only headers; parse opens the whole model. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "cli.h"
+
+static const char *tensor_type(const amn_tensor *t) {
+    return t->dtype == AMN_DTYPE_BLOCK && t->encoding_name ? t->encoding_name
+                                                           : amn_dtype_name(t->dtype);
+}
+
+/* Distinct dtypes in order of first appearance, ", "-joined. */
+static void dtype_list(const amn_model *m, char *buf, size_t size) {
+    buf[0] = '\0';
+    const char *seen[64];
+    size_t n_seen = 0, used = 0;
+    for (size_t i = 0; i < amn_model_tensor_count(m); i++) {
+        const char *name = tensor_type(amn_model_tensor(m, i));
+        bool dup = false;
+        for (size_t k = 0; k < n_seen && !dup; k++) dup = strcmp(seen[k], name) == 0;
+        if (dup || n_seen == 64) continue;
+        seen[n_seen++] = name;
+        used += (size_t)snprintf(buf + used, used < size ? size - used : 0, "%s%s",
+                                 n_seen > 1 ? ", " : "", name);
+    }
+}
+
+static const char *role_name(int role) {
+    switch (role) {
+    case AMN_ROLE_WEIGHT:
+        return "quantized";
+    case AMN_ROLE_SCALE:
+        return "scale";
+    case AMN_ROLE_ZERO:
+        return "zero-point";
+    case AMN_ROLE_GROUP_INDEX:
+        return "g_idx";
+    case AMN_ROLE_AUX:
+        return "aux";
+    case AMN_ROLE_ACT_SCALE:
+        return "activation-scale";
+    default:
+        return "passthrough";
+    }
+}
+
+static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a, bool listing,
+                       amn_dtype out) {
+    char b1[32], b2[32], dtypes[1024];
+    amn_plan_summary s;
+    amn_plan_summarize(p, out, &s);
+    dtype_list(m, dtypes, sizeof dtypes);
+    if (listing) printf("Parsed %s (%s)\n", a->input, amn_model_label(m));
+    const char *ind = listing ? "  " : "";
+    if (!listing) printf("Format:      %s\n", amn_model_label(m));
+    printf("%sTensors:     %zu\n", ind, amn_model_tensor_count(m));
+    printf("%sTotal size:  %s\n", ind, cli_size(s.current_bytes, b1, sizeof b1));
+    printf("%sDtypes:      %s\n", ind, dtypes[0] ? dtypes : "-");
+    if (s.groups) {
+        printf("%sScheme:      %s%s\n", ind, s.label ? s.label : s.scheme,
+               s.labels_differ ? " (and others)" : "");
+        printf("%sQuantized:   %zu tensors\n", ind, s.groups);
+        if (s.scales) printf("%sScales:      %zu\n", ind, s.scales);
+        if (s.zeros) printf("%sZero-points: %zu\n", ind, s.zeros);
+        if (s.group_indices) printf("%sg_idx:       %zu\n", ind, s.group_indices);
+        if (s.aux) printf("%sAuxiliary:   %zu\n", ind, s.aux);
+    }
+    if (s.unhandled)
+        printf("%sUnhandled:   %zu quantized tensors; install the amn-%s plugin to dequantize\n",
+               ind, s.unhandled, s.missing_plugin);
+    if (s.dropped)
+        printf("%sDropped:     %zu activation scales (metadata; left out of outputs)\n", ind,
+               s.dropped);
+    if (s.groups) {
+        printf("%sPassthrough: %zu tensors\n", ind, s.passthrough);
+        printf("%sSize:        %s -> %s (%s)\n", ind, cli_size(s.current_bytes, b1, sizeof b1),
+               cli_size(s.after_bytes, b2, sizeof b2), amn_dtype_name(out));
+        uint64_t took = s.after_bytes > s.current_bytes ? s.after_bytes - s.current_bytes : 0;
+        printf("%sLethe took:  ~%s of precision\n", ind, cli_size(took, b1, sizeof b1));
+    }
+    if (!listing) return;
+    size_t w = 4;
+    for (size_t i = 0; i < amn_model_tensor_count(m); i++) {
+        size_t l = strlen(amn_model_tensor(m, i)->name);
+        if (l > w) w = l;
+    }
+    if (w > 60) w = 60;
+    printf("\n");
+    for (size_t i = 0; i < amn_model_tensor_count(m); i++) {
+        const amn_tensor *t = amn_model_tensor(m, i);
+        char shape[160];
+        amn_shape_format(t, shape, sizeof shape);
+        int role = amn_plan_tensor_role(p, i);
+        printf("  %-*s %-8s %-20s %10s%s%s\n", (int)w, t->name, tensor_type(t), shape,
+               cli_size(t->nbytes, b1, sizeof b1), role ? "  " : "", role ? role_name(role) : "");
+    }
+    for (size_t i = 0; i < amn_model_note_count(m); i++)
+        printf("  %-*s = %s (not a tensor; skipped by conversion)\n", (int)w,
+               amn_model_note_name(m, i), amn_model_note_value(m, i));
+}
+
+static json_object *json_u64(uint64_t v) {
+    return json_object_new_uint64(v);
+}
+
+static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a, bool listing,
+                       amn_dtype out) {
+    amn_plan_summary s;
+    amn_plan_summarize(p, out, &s);
+    json_object *root = json_object_new_object();
+    json_object_object_add(root, "file", json_object_new_string(a->input));
+    json_object_object_add(root, "format", json_object_new_string(amn_model_format(m)));
+    json_object_object_add(root, "label", json_object_new_string(amn_model_label(m)));
+    json_object_object_add(root, "tensor_count", json_u64(amn_model_tensor_count(m)));
+    json_object_object_add(root, "total_bytes", json_u64(s.current_bytes));
+    json_object *dts = json_object_new_array();
+    char dtypes[1024];
+    dtype_list(m, dtypes, sizeof dtypes);
+    for (char *save = NULL, *tok = strtok_r(dtypes, ", ", &save); tok;
+         tok = strtok_r(NULL, ", ", &save))
+        json_object_array_add(dts, json_object_new_string(tok));
+    json_object_object_add(root, "dtypes", dts);
+    json_object *q = json_object_new_object();
+    json_object_object_add(q, "scheme", s.scheme ? json_object_new_string(s.scheme) : NULL);
+    json_object_object_add(q, "label", s.label ? json_object_new_string(s.label) : NULL);
+    json_object_object_add(q, "quantized", json_u64(s.groups));
+    json_object_object_add(q, "scales", json_u64(s.scales));
+    json_object_object_add(q, "zero_points", json_u64(s.zeros));
+    json_object_object_add(q, "group_indices", json_u64(s.group_indices));
+    json_object_object_add(q, "auxiliary", json_u64(s.aux));
+    json_object_object_add(q, "dropped_activation_scales", json_u64(s.dropped));
+    json_object_object_add(q, "passthrough", json_u64(s.passthrough));
+    json_object_object_add(q, "unhandled", json_u64(s.unhandled));
+    json_object_object_add(q, "missing_plugin",
+                           s.missing_plugin ? json_object_new_string(s.missing_plugin) : NULL);
+    json_object_object_add(q, "out_dtype", json_object_new_string(amn_dtype_name(out)));
+    json_object_object_add(q, "bytes_after", json_u64(s.after_bytes));
+    json_object_object_add(
+        q, "lethe_took_bytes",
+        json_u64(s.after_bytes > s.current_bytes ? s.after_bytes - s.current_bytes : 0));
+    json_object_object_add(root, "quantization", q);
+    json_object *meta = json_object_new_object();
+    for (size_t i = 0; i < amn_model_meta_count(m); i++)
+        json_object_object_add(meta, amn_model_meta_key(m, i),
+                               json_object_new_string(amn_model_meta_value(m, i)));
+    json_object_object_add(root, "metadata", meta);
+    if (listing) {
+        json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < amn_model_tensor_count(m); i++) {
+            const amn_tensor *t = amn_model_tensor(m, i);
+            json_object *o = json_object_new_object(), *shape = json_object_new_array();
+            for (uint32_t d = 0; d < t->ndim; d++)
+                json_object_array_add(shape, json_u64(t->shape[d]));
+            json_object_object_add(o, "name", json_object_new_string(t->name));
+            json_object_object_add(o, "dtype", json_object_new_string(tensor_type(t)));
+            json_object_object_add(o, "shape", shape);
+            json_object_object_add(o, "bytes", json_u64(t->nbytes));
+            json_object_object_add(o, "offset", json_u64(t->file_offset));
+            json_object_object_add(o, "role",
+                                   json_object_new_string(role_name(amn_plan_tensor_role(p, i))));
+            json_object_array_add(arr, o);
+        }
+        json_object_object_add(root, "tensors", arr);
+        json_object *notes = json_object_new_object();
+        for (size_t i = 0; i < amn_model_note_count(m); i++)
+            json_object_object_add(notes, amn_model_note_name(m, i),
+                                   json_object_new_string(amn_model_note_value(m, i)));
+        json_object_object_add(root, "non_tensor_values", notes);
+    }
+    puts(json_object_to_json_string_ext(root,
+                                        JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(root);
+}
+
+int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only) {
+    amn_error err = {0};
+    amn_model *m = NULL;
+    int rc = header_only ? amn_inspect(ctx, a->input, a->from, NULL, &m, &err)
+                         : amn_open(ctx, a->input, a->from, NULL, &m, &err);
+    if (rc) return cli_fail(&err);
+    amn_plan *p = NULL;
+    if ((rc = amn_plan_new(ctx, m, &p, &err))) {
+        amn_model_free(m);
+        return cli_fail(&err);
+    }
+    amn_dtype out = a->to ? amn_dtype_from_cli(a->to) : AMN_DTYPE_BF16;
+    if (out == AMN_DTYPE_INVALID) out = AMN_DTYPE_BF16;
+    if (a->json)
+        print_json(m, p, a, !header_only, out);
+    else
+        print_text(m, p, a, !header_only, out);
+    amn_plan_free(p);
+    amn_model_free(m);
+    return EXIT_OK;
+}
