@@ -51,7 +51,8 @@ bool amn_dtype_is_float(amn_dtype t) {
 float amn_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    if (exp == 0x1f) return amn_bits_f32(sign | 0x7f800000u | (man << 13));
+    /* A NaN comes back quiet, as F16C's conversion returns it. */
+    if (exp == 0x1f) return amn_bits_f32(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0));
     if (exp == 0) {
         if (man == 0) return amn_bits_f32(sign);
         /* Subnormal: man * 2^-24 is exact in binary32. */
