@@ -62,14 +62,15 @@ static int read_json_file(const char *path, const amn_limits *lim, json_object *
         amn_source_file_close(&src);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
-    rc = amn_source_read(&src, 0, text, (size_t)src.size, err);
+    const size_t len = (size_t)src.size;
+    rc = amn_source_read(&src, 0, text, len, err);
     amn_source_file_close(&src);
     if (rc) {
         free(text);
         return rc;
     }
     json_tokener *tok = json_tokener_new_ex((int)(lim->max_depth < 32 ? lim->max_depth : 32));
-    json_object *o = tok ? json_tokener_parse_ex(tok, text, (int)src.size) : NULL;
+    json_object *o = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL;
     if (tok) json_tokener_free(tok);
     free(text);
     if (!o || !json_object_is_type(o, json_type_object)) {

@@ -37,7 +37,7 @@ static inline const char *amn_test_reference_dir(void) {
             const char *ci = getenv("CI");                                                         \
             if (ci && strcmp(ci, "true") == 0)                                                     \
                 fail_msg("reference corpus missing (AMN_REFERENCE_DIR or ../shared/fixtures)");    \
-            fprintf(stderr, "SKIP %s: reference corpus not found; set AMN_REFERENCE_DIR\n",       \
+            fprintf(stderr, "SKIP %s: reference corpus not found; set AMN_REFERENCE_DIR\n",        \
                     __func__);                                                                     \
             skip();                                                                                \
         }                                                                                          \
