@@ -171,8 +171,8 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
                                    json_object_new_string(amn_model_note_value(m, i)));
         json_object_object_add(root, "non_tensor_values", notes);
     }
-    puts(json_object_to_json_string_ext(root,
-                                        JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+    puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                  JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(root);
 }
 

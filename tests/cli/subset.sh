@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A distro ships only some plugins: remove each plugin in turn from the
+# plugin directory; the others keep working and its files give the clear
+# "install the amn-X plugin" error (exit 3).
+set -uo pipefail
+build=$1 src=$2
+amn=$build/bin/amn
+plugdir=$build/lib/amn/plugins
+work=$(mktemp -d /tmp/amn-subset.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fails=0 passes=0
+
+# One sample file per plugin, made here (no reference corpus needed).
+mkst() { # mkst FILE HEADER DATA_BYTES
+  local n=${#2}
+  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' $((n & 255)) $((n >> 8 & 255)) $((n >> 16 & 255)) $((n >> 24 & 255)))" >"$1"
+  printf '%s' "$2" >>"$1"
+  head -c "$3" /dev/zero >>"$1"
+}
+declare -A sample cmd
+sample[safetensors]=$src/fixtures/example/tiny-f32.safetensors; cmd[safetensors]=inspect
+sample[fp8]=$src/fixtures/example/tiny-fp8.safetensors;          cmd[fp8]=remember
+printf 'GGUF\x03\x00\x00\x00' >"$work/m.gguf";                   sample[gguf]=$work/m.gguf; cmd[gguf]=inspect
+printf 'PK\x03\x04\x14\x00' >"$work/w.npz";                      sample[npz]=$work/w.npz; cmd[npz]=inspect
+printf 'PK\x03\x04\x14\x00' >"$work/w.pth";                      sample[pth]=$work/w.pth; cmd[pth]=inspect
+mkst "$work/gptq.safetensors" '{"l.qweight":{"dtype":"I32","shape":[4,8],"data_offsets":[0,128]},"l.qzeros":{"dtype":"I32","shape":[1,1],"data_offsets":[128,132]},"l.scales":{"dtype":"F16","shape":[1,8],"data_offsets":[132,148]}}' 148
+sample[gptq]=$work/gptq.safetensors; cmd[gptq]=remember
+mkst "$work/awq.safetensors" '{"l.qweight":{"dtype":"I32","shape":[32,1],"data_offsets":[0,128]},"l.qzeros":{"dtype":"I32","shape":[1,1],"data_offsets":[128,132]},"l.scales":{"dtype":"F16","shape":[1,8],"data_offsets":[132,148]}}' 148
+sample[awq]=$work/awq.safetensors; cmd[awq]=remember
+mkst "$work/bnb.safetensors" '{"l.weight":{"dtype":"U8","shape":[32,1],"data_offsets":[0,32]},"l.weight.absmax":{"dtype":"F32","shape":[1],"data_offsets":[32,36]}}' 36
+sample[bnb]=$work/bnb.safetensors; cmd[bnb]=remember
+
+shopt -s nullglob
+plugins=()
+for f in "$plugdir"/amn-*.so; do p=${f##*/amn-}; plugins+=("${p%.so}"); done
+[ ${#plugins[@]} -gt 0 ] || { echo "no plugins built in $plugdir"; exit 1; }
+for gone in "${plugins[@]}"; do
+  dir=$work/plugins-without-$gone
+  mkdir -p "$dir"
+  for p in "${plugins[@]}"; do [ "$p" = "$gone" ] || cp "$plugdir/amn-$p.so" "$dir/"; done
+  export AMN_PLUGIN_SYSTEM_PATH=$dir
+  "$amn" plugins >"$work/out" 2>&1
+  if grep -q "^  $gone " "$work/out"; then echo "FAIL: $gone still listed"; fails=$((fails + 1)); else passes=$((passes + 1)); fi
+  # The removed plugin's files: exit 3 and a message naming it.
+  if [ -n "${sample[$gone]:-}" ]; then
+    "$amn" "${cmd[$gone]}" "${sample[$gone]}" -o "$work/out.safetensors" >"$work/out" 2>&1
+    [ "${cmd[$gone]}" = inspect ] && "$amn" inspect "${sample[$gone]}" >"$work/out" 2>&1
+    rc=$?
+    if [ $rc -eq 3 ] && grep -q "install the amn-.*$gone" "$work/out"; then passes=$((passes + 1)); else
+      echo "FAIL: without $gone: exit $rc"; sed 's/^/    /' "$work/out"; fails=$((fails + 1)); fi
+  fi
+  # The others keep working.
+  if [ "$gone" != safetensors ]; then
+    if "$amn" convert "${sample[safetensors]}" --to safetensors -o "$work/ok.safetensors" --force >"$work/out" 2>&1; then
+      passes=$((passes + 1)); else echo "FAIL: without $gone, convert broke"; cat "$work/out"; fails=$((fails + 1)); fi
+  fi
+done
+unset AMN_PLUGIN_SYSTEM_PATH
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
