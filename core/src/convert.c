@@ -10,7 +10,7 @@
 #include "amn/convert.h"
 #include "plan_internal.h"
 
-#define CHUNK_BYTES (4u << 20) /* output bytes per worker per round */
+#define CHUNK_BYTES (1u << 20) /* output bytes per worker per round: cache-sized */
 #define MAX_THREADS 64
 
 typedef struct out_entry {
@@ -20,21 +20,146 @@ typedef struct out_entry {
     amn_out_tensor out; /* what the writer sees */
 } out_entry;
 
-typedef struct job {
-    const amn_model *m;
-    const group *g;
-    uint64_t row0, nrows;
-    amn_dtype out;
+/* ---- streaming: workers fill chunk k+1 while the main thread writes k ----
+ *
+ * A tensor's output is cut into units (rows of a dequantized group, elements
+ * of a cast); a chunk of units is split among `threads` workers, each filling
+ * a disjoint slice, so the bytes never depend on the thread count. Two chunk
+ * buffers let production and the write system calls overlap. */
+
+typedef int (*produce_fn)(const void *ctx, uint64_t unit0, uint64_t n, uint8_t *dst,
+                          amn_error *err);
+
+typedef struct work {
+    produce_fn fn;
+    const void *ctx;
+    uint64_t unit0, n;
     uint8_t *dst;
     int rc;
     amn_error err;
-} job;
+} work;
 
-static void *run_job(void *arg) {
-    job *j = arg;
-    j->rc =
-        j->g->scheme->dequantize(j->m, j->g->spec.plan, j->row0, j->nrows, j->out, j->dst, &j->err);
+typedef struct batch {
+    work w[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    bool threaded[MAX_THREADS];
+    unsigned n;
+} batch;
+
+static void *work_run(void *arg) {
+    work *w = arg;
+    w->rc = w->fn(w->ctx, w->unit0, w->n, w->dst, &w->err);
     return NULL;
+}
+
+static void batch_start(batch *b, produce_fn fn, const void *ctx, uint64_t unit0, uint64_t n,
+                        uint64_t unit_bytes, uint8_t *dst, unsigned threads, bool async) {
+    if (n < threads) threads = (unsigned)n;
+    if (threads == 0) threads = 1;
+    const uint64_t base = n / threads, extra = n % threads;
+    uint64_t at = unit0;
+    b->n = threads;
+    for (unsigned k = 0; k < threads; k++) {
+        const uint64_t cnt = base + (k < extra);
+        b->w[k] = (work){
+            .fn = fn, .ctx = ctx, .unit0 = at, .n = cnt, .dst = dst + (at - unit0) * unit_bytes};
+        at += cnt;
+        b->threaded[k] = async && pthread_create(&b->tid[k], NULL, work_run, &b->w[k]) == 0;
+        if (!b->threaded[k]) work_run(&b->w[k]);
+    }
+}
+
+static int batch_join(batch *b, amn_error *err) {
+    int rc = AMN_OK;
+    for (unsigned k = 0; k < b->n; k++) {
+        if (b->threaded[k]) pthread_join(b->tid[k], NULL);
+        if (b->w[k].rc && !rc) {
+            rc = b->w[k].rc;
+            if (err) *err = b->w[k].err;
+        }
+    }
+    b->n = 0;
+    return rc;
+}
+
+/* Produce `units` units of `unit_bytes` each through fn and write them in
+ * order. bufs are two buffers of buf_size bytes. */
+static int stream(produce_fn fn, const void *ctx, uint64_t units, uint64_t unit_bytes,
+                  unsigned threads, uint8_t *bufs[2], size_t buf_size, amn_sink *sink,
+                  amn_error *err) {
+    if (units == 0) return AMN_OK;
+    uint64_t per = buf_size / unit_bytes;
+    if (per == 0) per = 1; /* buffers hold at least one unit (sized by the caller) */
+    /* Small outputs are not worth a thread. */
+    const bool async = units * unit_bytes >= (1u << 20);
+    batch b[2];
+    uint64_t next = 0;
+    int k = 0, rc;
+    uint64_t n0 = units < per ? units : per;
+    batch_start(&b[0], fn, ctx, 0, n0, unit_bytes, bufs[0], threads, async);
+    next = n0;
+    uint64_t cur_n = n0;
+    for (;;) {
+        rc = batch_join(&b[k], err);
+        if (rc) return rc;
+        uint64_t nn = 0;
+        if (next < units) {
+            nn = units - next < per ? units - next : per;
+            batch_start(&b[!k], fn, ctx, next, nn, unit_bytes, bufs[!k], threads, async);
+        }
+        rc = amn_sink_write(sink, bufs[k], cur_n * unit_bytes, err);
+        if (rc) {
+            if (nn) batch_join(&b[!k], NULL);
+            return rc;
+        }
+        if (!nn) return AMN_OK;
+        next += nn;
+        cur_n = nn;
+        k = !k;
+    }
+}
+
+typedef struct group_ctx {
+    const amn_model *m;
+    const group *g;
+    amn_dtype out;
+} group_ctx;
+
+static int produce_group(const void *vctx, uint64_t row0, uint64_t n, uint8_t *dst,
+                         amn_error *err) {
+    const group_ctx *c = vctx;
+    return c->g->scheme->dequantize(c->m, c->g->spec.plan, row0, n, c->out, dst, err);
+}
+
+typedef struct cast_ctx {
+    const amn_tensor *t;
+    amn_dtype to;
+    size_t ss;
+} cast_ctx;
+
+/* Elements [e0, e0+n) of a tensor as `to`: gathered when it is a view,
+ * converted when the dtype changes. */
+static int produce_cast(const void *vctx, uint64_t e0, uint64_t n, uint8_t *dst, amn_error *err) {
+    const cast_ctx *c = vctx;
+    const amn_tensor *t = c->t;
+    if (c->to == t->dtype) return amn_tensor_read(t, e0 * c->ss, dst, n * c->ss, err);
+    const void *from = (const uint8_t *)t->data + e0 * c->ss;
+    void *scratch = NULL;
+    if (!amn_tensor_is_plain(t)) {
+        if (!(scratch = malloc(n * c->ss))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        int rc = amn_tensor_read(t, e0 * c->ss, scratch, n * c->ss, err);
+        if (rc) {
+            free(scratch);
+            return rc;
+        }
+        from = scratch;
+    }
+    int rc = amn_convert_elems(t->dtype, from, c->to, dst, (size_t)n)
+                 ? amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot cast %s to %s", t->name,
+                                 amn_dtype_name(t->dtype), amn_dtype_name(c->to))
+                 : AMN_OK;
+    free(scratch);
+    return rc;
 }
 
 static unsigned default_threads(void) {
@@ -43,86 +168,24 @@ static unsigned default_threads(void) {
     return n > 4 ? 4 : (unsigned)n;
 }
 
-/* Dequantize one group's rows into the sink, `threads` workers per round.
- * Each worker fills a disjoint row range, so the bytes never depend on the
- * thread count. */
 static int write_group(const amn_model *m, const group *g, amn_dtype out, unsigned threads,
-                       uint8_t *buf, size_t buf_size, amn_sink *sink, amn_error *err) {
+                       uint8_t *bufs[2], size_t buf_size, amn_sink *sink, amn_error *err) {
     uint64_t numel = 1;
     for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d]; /* checked at claim */
-    const uint64_t rows = numel / g->spec.row_elems;
-    const uint64_t row_bytes = g->spec.row_elems * amn_dtype_size(out);
-    uint64_t per_round = buf_size / row_bytes;
-    if (per_round == 0) per_round = 1; /* buf was sized for at least one row */
-    job jobs[MAX_THREADS];
-    pthread_t tids[MAX_THREADS];
-    for (uint64_t r = 0; r < rows;) {
-        uint64_t n = rows - r < per_round ? rows - r : per_round;
-        unsigned t = threads;
-        if (n * row_bytes < (1u << 20) || n < t) t = 1;
-        uint64_t base = n / t, extra = n % t, at = r;
-        for (unsigned k = 0; k < t; k++) {
-            uint64_t cnt = base + (k < extra);
-            jobs[k] = (job){.m = m,
-                            .g = g,
-                            .row0 = at,
-                            .nrows = cnt,
-                            .out = out,
-                            .dst = buf + (at - r) * row_bytes};
-            at += cnt;
-        }
-        unsigned started = 1;
-        for (unsigned k = 1; k < t; k++, started++)
-            if (pthread_create(&tids[k], NULL, run_job, &jobs[k]) != 0) break;
-        for (unsigned k = started; k < t; k++) run_job(&jobs[k]); /* could not spawn: inline */
-        run_job(&jobs[0]);
-        for (unsigned k = 1; k < started; k++) pthread_join(tids[k], NULL);
-        for (unsigned k = 0; k < t; k++)
-            if (jobs[k].rc) {
-                if (err) *err = jobs[k].err;
-                return jobs[k].rc ? jobs[k].rc : AMN_E_INVALID;
-            }
-        int rc = amn_sink_write(sink, buf, n * row_bytes, err);
-        if (rc) return rc;
-        r += n;
-    }
-    return AMN_OK;
+    const group_ctx c = {m, g, out};
+    return stream(produce_group, &c, numel / g->spec.row_elems,
+                  g->spec.row_elems * amn_dtype_size(out), threads, bufs, buf_size, sink, err);
 }
 
-/* Copy or cast one tensor into the sink. Plain same-dtype tensors go straight
- * from the mapping to the file; views are gathered and casts converted in
- * chunks through buf. */
-static int write_plain(const amn_tensor *t, amn_dtype to, uint8_t *buf, size_t buf_size,
-                       amn_sink *sink, amn_error *err) {
+/* Plain same-dtype tensors go straight from the mapping to the file. */
+static int write_plain(const amn_tensor *t, amn_dtype to, unsigned threads, uint8_t *bufs[2],
+                       size_t buf_size, amn_sink *sink, amn_error *err) {
     if (to == t->dtype && amn_tensor_is_plain(t))
         return amn_sink_write(sink, t->data, t->nbytes, err);
     const size_t ss = t->dtype == AMN_DTYPE_BLOCK ? 1 : amn_dtype_size(t->dtype);
-    const size_t ds = to == t->dtype ? ss : amn_dtype_size(to);
-    /* Half the buffer holds source elements, half converted ones. */
-    size_t per = (buf_size / 2) / (ss > ds ? ss : ds);
-    if (per == 0) per = 1;
-    const uint64_t count = t->nbytes / ss;
-    uint8_t *src = buf, *dst = buf + buf_size / 2;
-    for (uint64_t e = 0; e < count;) {
-        uint64_t n = count - e < per ? count - e : per;
-        int rc;
-        const void *from = (const uint8_t *)t->data + e * ss;
-        if (!amn_tensor_is_plain(t)) {
-            if ((rc = amn_tensor_read(t, e * ss, src, n * ss, err))) return rc;
-            from = src;
-        }
-        if (to == t->dtype) {
-            rc = amn_sink_write(sink, from, n * ss, err);
-        } else {
-            if (amn_convert_elems(t->dtype, from, to, dst, (size_t)n) != 0)
-                return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot cast %s to %s",
-                                     t->name, amn_dtype_name(t->dtype), amn_dtype_name(to));
-            rc = amn_sink_write(sink, dst, n * ds, err);
-        }
-        if (rc) return rc;
-        e += n;
-    }
-    return AMN_OK;
+    const cast_ctx c = {t, to, ss};
+    return stream(produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to),
+                  threads, bufs, buf_size, sink, err);
 }
 
 static int build_outputs(const amn_plan *p, const amn_model *m, const amn_convert_options *o,
@@ -211,13 +274,15 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     size_t *order = calloc(n_out ? n_out : 1, sizeof *order);
     unsigned threads = o->threads ? o->threads : default_threads();
     if (threads > MAX_THREADS) threads = MAX_THREADS;
-    /* Big enough for one round of every worker, and at least one output row. */
+    /* Each of the two chunk buffers: a round of every worker, and at least one
+     * output row. */
     size_t buf_size = (size_t)CHUNK_BYTES * threads;
     for (size_t g = 0; g < p->cs.n_groups; g++) {
         const uint64_t rb = p->cs.groups[g].spec.row_elems * amn_dtype_size(out);
         if (p->cs.groups[g].spec.out_name && rb > buf_size) buf_size = (size_t)rb;
     }
-    uint8_t *buf = malloc(buf_size);
+    uint8_t *buf = malloc(2 * buf_size);
+    uint8_t *bufs[2] = {buf, buf ? buf + buf_size : NULL};
     if (!outs || !order || !buf) {
         free(entries), free(outs), free(order), free(buf);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
@@ -237,7 +302,12 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
                          .metadata_file = o->metadata_file};
     bool begun = false;
     if (!rc) rc = f->writer->begin(&wa, &state, order, err);
-    if (!rc) begun = true;
+    if (!rc) {
+        begun = true;
+        uint64_t total = amn_sink_tell(sink);
+        for (size_t k = 0; k < n_out; k++) amn_add_u64(total, outs[k].nbytes, &total);
+        amn_sink_reserve(sink, total);
+    }
     for (size_t k = 0; !rc && k < n_out; k++) {
         const size_t idx = order[k];
         if (idx >= n_out) {
@@ -248,11 +318,11 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         if (f->writer->tensor_begin && (rc = f->writer->tensor_begin(state, idx, err))) break;
         const uint64_t before = amn_sink_tell(sink);
         if (e->group >= 0) {
-            rc = write_group(m, &p->cs.groups[e->group], out, threads, buf, buf_size, sink, err);
+            rc = write_group(m, &p->cs.groups[e->group], out, threads, bufs, buf_size, sink, err);
             st.dequantized++;
         } else {
             const amn_tensor *t = amn_model_tensor(m, e->tensor);
-            rc = write_plain(t, e->dtype, buf, buf_size, sink, err);
+            rc = write_plain(t, e->dtype, threads, bufs, buf_size, sink, err);
             if (e->dtype != t->dtype) st.cast++;
         }
         if (!rc && amn_sink_tell(sink) - before != e->out.nbytes)

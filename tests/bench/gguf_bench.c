@@ -5,7 +5,9 @@
  * random valid blocks, one call per 4096-element row, one thread, best of
  * several passes, into a 64 MiB F32 buffer. The same run also times the
  * core's F16 -> F32 and BF16 -> F32 conversions, which have anchors too, as
- * a calibration of this machine against the anchor machine.
+ * a calibration of this machine against the anchor machine. The "hot"
+ * columns write every row to the same cache-resident row buffer instead:
+ * the kernels' own cost, without the memory bandwidth of the 64 MiB output.
  *
  *   gguf_bench [--quick] [--simd scalar|avx2] [TYPE...]
  */
@@ -26,11 +28,10 @@ static const struct {
     const char *name;
     double ggml_ns;
 } anchors[] = {
-    {"Q4_0", 0.186},    {"Q4_1", 0.264},    {"Q5_0", 0.201},   {"Q5_1", 0.202},
-    {"Q8_0", 0.149},    {"Q2_K", 0.361},    {"Q3_K", 0.534},   {"Q4_K", 0.136},
-    {"Q5_K", 0.132},    {"Q6_K", 0.733},    {"IQ2_XXS", 3.307}, {"IQ2_XS", 3.286},
-    {"IQ2_S", 3.488},   {"IQ3_XXS", 3.445}, {"IQ3_S", 3.508},  {"IQ1_S", 0.347},
-    {"IQ1_M", 0.723},   {"IQ4_NL", 0.414},  {"IQ4_XS", 0.402}, {"TQ1_0", 0.132},
+    {"Q4_0", 0.186},    {"Q4_1", 0.264},   {"Q5_0", 0.201},   {"Q5_1", 0.202},    {"Q8_0", 0.149},
+    {"Q2_K", 0.361},    {"Q3_K", 0.534},   {"Q4_K", 0.136},   {"Q5_K", 0.132},    {"Q6_K", 0.733},
+    {"IQ2_XXS", 3.307}, {"IQ2_XS", 3.286}, {"IQ2_S", 3.488},  {"IQ3_XXS", 3.445}, {"IQ3_S", 3.508},
+    {"IQ1_S", 0.347},   {"IQ1_M", 0.723},  {"IQ4_NL", 0.414}, {"IQ4_XS", 0.402},  {"TQ1_0", 0.132},
     {"TQ2_0", 0.136},   {"MXFP4", 0.411},
 };
 static const double anchor_f16 = 0.167, anchor_bf16 = 0.154;
@@ -60,15 +61,30 @@ static void fill_blocks(const gguf_type_traits *tr, uint8_t *raw, size_t nblocks
     case GGUF_TYPE_Q4_1:
     case GGUF_TYPE_Q5_1:
     case GGUF_TYPE_Q4_K:
-    case GGUF_TYPE_Q5_K: off[1] = 2; break;
-    case GGUF_TYPE_Q2_K: off[0] = 80, off[1] = 82; break;
-    case GGUF_TYPE_Q3_K: off[0] = 108; break;
-    case GGUF_TYPE_Q6_K: off[0] = 208; break;
-    case GGUF_TYPE_TQ1_0: off[0] = 52; break;
-    case GGUF_TYPE_TQ2_0: off[0] = 64; break;
+    case GGUF_TYPE_Q5_K:
+        off[1] = 2;
+        break;
+    case GGUF_TYPE_Q2_K:
+        off[0] = 80, off[1] = 82;
+        break;
+    case GGUF_TYPE_Q3_K:
+        off[0] = 108;
+        break;
+    case GGUF_TYPE_Q6_K:
+        off[0] = 208;
+        break;
+    case GGUF_TYPE_TQ1_0:
+        off[0] = 52;
+        break;
+    case GGUF_TYPE_TQ2_0:
+        off[0] = 64;
+        break;
     case GGUF_TYPE_MXFP4:
-    case GGUF_TYPE_IQ1_M: off[0] = -1; break;
-    default: break;
+    case GGUF_TYPE_IQ1_M:
+        off[0] = -1;
+        break;
+    default:
+        break;
     }
     for (size_t b = 0; b < nblocks; b++)
         for (int k = 0; k < 2; k++)
@@ -82,7 +98,7 @@ static void fill_blocks(const gguf_type_traits *tr, uint8_t *raw, size_t nblocks
 
 /* Best time of `reps` passes over the tensor, one call per row; ns/elem. */
 static double time_type(const gguf_type_traits *tr, const uint8_t *raw, void *dst, amn_dtype out,
-                        amn_simd level, int reps) {
+                        amn_simd level, int reps, int hot) {
     const size_t row_bytes = COLS / tr->block_elems * tr->block_bytes;
     const size_t es = amn_dtype_size(out);
     double best = 1e30;
@@ -90,7 +106,7 @@ static double time_type(const gguf_type_traits *tr, const uint8_t *raw, void *ds
         const double t0 = now();
         for (size_t i = 0; i < ROWS; i++)
             if (gguf_dequantize_simd(tr->id, raw + i * row_bytes, COLS, out,
-                                     (uint8_t *)dst + i * COLS * es, level) != 0) {
+                                     (uint8_t *)dst + (hot ? 0 : i) * COLS * es, level) != 0) {
                 fprintf(stderr, "dequantize failed for %s\n", tr->name);
                 exit(1);
             }
@@ -119,11 +135,13 @@ int main(int argc, char **argv) {
     const char *only[64];
     int n_only = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) reps = 2;
+        if (strcmp(argv[i], "--quick") == 0)
+            reps = 2;
         else if (strcmp(argv[i], "--simd") == 0 && i + 1 < argc) {
             const char *s = argv[++i];
             level = strcmp(s, "scalar") == 0 ? AMN_SIMD_SCALAR : AMN_SIMD_AVX2;
-        } else if (n_only < 64) only[n_only++] = argv[i];
+        } else if (n_only < 64)
+            only[n_only++] = argv[i];
     }
     if (level > amn_simd_level()) level = amn_simd_level();
 
@@ -153,8 +171,8 @@ int main(int argc, char **argv) {
     printf("calibration (core amn_convert_elems): F16->F32 %.3f ns/elem (ggml %.3f, x%.2f), "
            "BF16->F32 %.3f ns/elem (ggml %.3f, x%.2f)\n",
            cf16, anchor_f16, anchor_f16 / cf16, cbf16, anchor_bf16, anchor_bf16 / cbf16);
-    printf("%-8s %10s %10s %10s %9s %9s\n", "type", "F32 ns/el", "BF16 ns/el", "ggml ns/el",
-           "ggml/F32", "ggml/BF16");
+    printf("%-8s %10s %10s %10s %9s %9s %9s %9s\n", "type", "F32 ns/el", "BF16 ns/el", "ggml ns/el",
+           "ggml/F32", "ggml/BF16", "F32 hot", "BF16 hot");
     for (size_t a = 0; a < sizeof anchors / sizeof anchors[0]; a++) {
         if (n_only) {
             int want = 0;
@@ -168,10 +186,13 @@ int main(int argc, char **argv) {
         }
         if (!tr) continue;
         fill_blocks(tr, raw, (size_t)ROWS * COLS / tr->block_elems);
-        const double f32 = time_type(tr, raw, dst, AMN_DTYPE_F32, level, reps);
-        const double bf16 = time_type(tr, raw, dst, AMN_DTYPE_BF16, level, reps);
-        printf("%-8s %10.3f %10.3f %10.3f %8.2fx %8.2fx\n", tr->name, f32, bf16,
-               anchors[a].ggml_ns, anchors[a].ggml_ns / f32, anchors[a].ggml_ns / bf16);
+        const double f32 = time_type(tr, raw, dst, AMN_DTYPE_F32, level, reps, 0);
+        const double bf16 = time_type(tr, raw, dst, AMN_DTYPE_BF16, level, reps, 0);
+        const double f32h = time_type(tr, raw, dst, AMN_DTYPE_F32, level, reps, 1);
+        const double bf16h = time_type(tr, raw, dst, AMN_DTYPE_BF16, level, reps, 1);
+        printf("%-8s %10.3f %10.3f %10.3f %8.2fx %8.2fx %9.3f %9.3f\n", tr->name, f32, bf16,
+               anchors[a].ggml_ns, anchors[a].ggml_ns / f32, anchors[a].ggml_ns / bf16, f32h,
+               bf16h);
         fflush(stdout);
     }
     free(dst);

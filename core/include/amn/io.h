@@ -59,6 +59,8 @@ AMN_API int amn_sink_open(const char *final_path, bool overwrite, const char *co
 AMN_API int amn_sink_write(amn_sink *s, const void *buf, size_t n, amn_error *err);
 AMN_API int amn_sink_pad(amn_sink *s, size_t n, amn_error *err); /* n zero bytes */
 AMN_API uint64_t amn_sink_tell(const amn_sink *s);
+/* Hint the final size so the file system can allocate it at once. */
+AMN_API void amn_sink_reserve(amn_sink *s, uint64_t bytes);
 /* Flush, rename into place, free. On failure the temporary file is removed. */
 AMN_API int amn_sink_commit(amn_sink *s, amn_error *err);
 /* Remove the temporary file and free. NULL is a no-op. */
