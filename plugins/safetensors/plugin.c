@@ -78,4 +78,4 @@ static int init(amn_registrar *r) {
 }
 
 AMN_PLUGIN_DEFINE(safetensors, AMN_VERSION_STRING, "safetensors reader and writer",
-                  "MIT OR Apache-2.0", init);
+                  "MIT", init);
