@@ -29,7 +29,7 @@ bool amni_convert_avx2(amn_dtype from, const void *src, amn_dtype to, void *dst,
             _mm_storeu_si128((__m128i *)(d + i), a);
             _mm_storeu_si128((__m128i *)(d + i + 8), b);
         }
-        for (; i < n; i++) d[i] = amn_f32_to_bf16(s[i]);
+        amni_convert_scalar(from, s + i, to, d + i, n - i);
         return true;
     }
     if (from == AMN_DTYPE_BF16 && to == AMN_DTYPE_F32) {
@@ -39,7 +39,7 @@ bool amni_convert_avx2(amn_dtype from, const void *src, amn_dtype to, void *dst,
             __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
             _mm256_storeu_si256((__m256i *)(d + i), _mm256_slli_epi32(w, 16));
         }
-        for (; i < n; i++) d[i] = amn_bf16_to_f32(s[i]);
+        amni_convert_scalar(from, s + i, to, d + i, n - i);
         return true;
     }
     if (from == AMN_DTYPE_F16 && to == AMN_DTYPE_F32) {
@@ -47,7 +47,7 @@ bool amni_convert_avx2(amn_dtype from, const void *src, amn_dtype to, void *dst,
         float *d = dst;
         for (; i + 8 <= n; i += 8)
             _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
-        for (; i < n; i++) d[i] = amn_f16_to_f32(s[i]);
+        amni_convert_scalar(from, s + i, to, d + i, n - i);
         return true;
     }
     if (from == AMN_DTYPE_F32 && to == AMN_DTYPE_F16) {
@@ -57,7 +57,7 @@ bool amni_convert_avx2(amn_dtype from, const void *src, amn_dtype to, void *dst,
         for (; i + 8 <= n; i += 8)
             _mm_storeu_si128((__m128i *)(d + i),
                              _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
-        for (; i < n; i++) d[i] = amn_f32_to_f16(s[i]);
+        amni_convert_scalar(from, s + i, to, d + i, n - i);
         return true;
     }
     if (from == AMN_DTYPE_F16 && to == AMN_DTYPE_BF16) {
@@ -67,7 +67,7 @@ bool amni_convert_avx2(amn_dtype from, const void *src, amn_dtype to, void *dst,
             __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i)));
             _mm_storeu_si128((__m128i *)(d + i), f32x8_to_bf16(_mm256_castps_si256(f)));
         }
-        for (; i < n; i++) d[i] = amn_f32_to_bf16(amn_f16_to_f32(s[i]));
+        amni_convert_scalar(from, s + i, to, d + i, n - i);
         return true;
     }
     return false;

@@ -231,7 +231,7 @@ static void load_dir(amn_ctx *ctx, const char *dir) {
         }
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; i < n; i++) {
         char path[4096], stem[256];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);

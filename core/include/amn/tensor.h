@@ -29,7 +29,9 @@ typedef struct amn_tensor {
      * encoded byte size of the whole tensor. */
     uint64_t nbytes;
     /* The first element. NULL when only the header was read (inspect). For a
-     * strided view, elements live at data + sum(i_k * strides[k]) * size. */
+     * strided view, elements live at data + sum(i_k * strides[k]) * size.
+     * Once in a model, data is aligned to the element size (2 for BLOCK):
+     * amn_model_add_tensor copies a misaligned tensor. */
     const void *data;
     /* Bytes readable from `data`: bounds every strided access. */
     uint64_t extent;
