@@ -41,9 +41,15 @@ int cli_fail(const amn_error *err);
 const char *cli_size(uint64_t bytes, char *buf, size_t size);
 
 /* Default output path for an input: <dir>/<stem>-<tag>.<ext>, the stem
- * stripped of a quantization suffix. Returns false if it does not fit. */
-bool cli_default_output(const char *input, const char *tag, const char *ext, char *buf,
-                        size_t size);
+ * stripped of a quantization suffix; for a resolved input (ollama:m:tag), in
+ * the current directory. Returns false if it does not fit. */
+bool cli_default_output(const char *input, bool resolved, const char *tag, const char *ext,
+                        char *buf, size_t size);
+
+/* Resolve "ollama:..." style inputs through the plugins; path gets the file to
+ * open (the input itself when nothing resolves it). */
+int cli_resolve_input(const amn_ctx *ctx, const char *input, char *path, size_t size,
+                      bool *resolved);
 
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
 int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert);

@@ -43,14 +43,17 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
                       target, target);
         return cli_fail(&err);
     }
-    char outbuf[4096], ext[64];
+    char outbuf[4096], ext[64], path[4096];
+    bool resolved;
+    int rc = cli_resolve_input(ctx, a->input, path, sizeof path, &resolved);
+    if (rc) return rc;
     const char *output = a->output;
     if (!output) {
         first_ext(tf, ext, sizeof ext);
         char tag[16];
         snprintf(tag, sizeof tag, "%s", amn_dtype_name(out));
         for (char *c = tag; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
-        if (!cli_default_output(a->input, tag, ext, outbuf, sizeof outbuf)) {
+        if (!cli_default_output(a->input, resolved, tag, ext, outbuf, sizeof outbuf)) {
             fprintf(stderr, "amn: output path too long; pass -o\n");
             return EXIT_USAGE;
         }
@@ -59,7 +62,7 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     double t0 = now();
     amn_model *m = NULL;
     amn_plan *p = NULL;
-    int rc = amn_open(ctx, a->input, a->from, NULL, &m, &err);
+    rc = amn_open(ctx, path, a->from, NULL, &m, &err);
     if (!rc) rc = amn_plan_new(ctx, m, &p, &err);
     if (rc) {
         amn_model_free(m);

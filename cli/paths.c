@@ -14,10 +14,19 @@ static const char *const quant_suffixes[] = {
     "-Int8",        "-nf4",         "-NF4",
 };
 
-bool cli_default_output(const char *input, const char *tag, const char *ext, char *buf,
-                        size_t size) {
+bool cli_default_output(const char *input, bool resolved, const char *tag, const char *ext,
+                        char *buf, size_t size) {
     char path[4096];
-    if ((size_t)snprintf(path, sizeof path, "%s", input) >= sizeof path) return false;
+    const char *colon = strchr(input, ':');
+    if (resolved && colon) {
+        /* A resolved name (ollama:llama3.2:1b): output in the current
+         * directory, never inside the store it came from. */
+        if ((size_t)snprintf(path, sizeof path, "./%s", colon + 1) >= sizeof path) return false;
+        for (char *c = path + 2; *c; c++)
+            if (*c == ':' || *c == '/') *c = '-';
+    } else if ((size_t)snprintf(path, sizeof path, "%s", input) >= sizeof path) {
+        return false;
+    }
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
     char *slash = strrchr(path, '/');
@@ -62,4 +71,12 @@ const char *cli_size(uint64_t bytes, char *buf, size_t size) {
     while (v >= 1000 && u < 5) v /= 1000, u++;
     snprintf(buf, size, v >= 100 ? "%.0f %s" : v >= 10 ? "%.1f %s" : "%.2f %s", v, units[u]);
     return buf;
+}
+
+int cli_resolve_input(const amn_ctx *ctx, const char *input, char *path, size_t size,
+                      bool *resolved) {
+    amn_error err = {0};
+    if (amn_ctx_resolve(ctx, input, path, size, resolved, &err)) return cli_fail(&err);
+    if (!*resolved) snprintf(path, size, "%s", input);
+    return EXIT_OK;
 }

@@ -48,6 +48,10 @@ static const char *role_name(int role) {
     }
 }
 
+static json_object *json_u64(uint64_t v) {
+    return json_object_new_uint64(v);
+}
+
 static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a, bool listing,
                        amn_dtype out) {
     char b1[32], b2[32], dtypes[1024];
@@ -56,10 +60,15 @@ static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a,
     dtype_list(m, dtypes, sizeof dtypes);
     if (listing) printf("Parsed %s (%s)\n", a->input, amn_model_label(m));
     const char *ind = listing ? "  " : "";
+    char kvbuf[256];
     if (!listing) printf("Format:      %s\n", amn_model_label(m));
+    if (kv_text(m, "general.architecture", kvbuf, sizeof kvbuf))
+        printf("%sArch:        %s\n", ind, kvbuf);
     printf("%sTensors:     %zu\n", ind, amn_model_tensor_count(m));
     printf("%sTotal size:  %s\n", ind, cli_size(s.current_bytes, b1, sizeof b1));
     printf("%sDtypes:      %s\n", ind, dtypes[0] ? dtypes : "-");
+    if (kv_text(m, "general.alignment", kvbuf, sizeof kvbuf))
+        printf("%sAlignment:   %s bytes\n", ind, kvbuf);
     if (s.groups) {
         printf("%sScheme:      %s%s\n", ind, s.label ? s.label : s.scheme,
                s.labels_differ ? " (and others)" : "");
@@ -103,10 +112,6 @@ static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a,
                amn_model_note_name(m, i), amn_model_note_value(m, i));
 }
 
-static json_object *json_u64(uint64_t v) {
-    return json_object_new_uint64(v);
-}
-
 static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a, bool listing,
                        amn_dtype out) {
     amn_plan_summary s;
@@ -148,6 +153,14 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
         json_object_object_add(meta, amn_model_meta_key(m, i),
                                json_object_new_string(amn_model_meta_value(m, i)));
     json_object_object_add(root, "metadata", meta);
+    if (amn_model_kv_count(m)) {
+        json_object *kvs = json_object_new_object();
+        for (size_t i = 0; i < amn_model_kv_count(m); i++) {
+            const amn_kv *kv = amn_model_kv(m, i);
+            json_object_object_add(kvs, kv->key, kv_json(kv, a->full, 0));
+        }
+        json_object_object_add(root, "kv", kvs);
+    }
     if (listing) {
         json_object *arr = json_object_new_array();
         for (size_t i = 0; i < amn_model_tensor_count(m); i++) {
@@ -179,8 +192,12 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only) {
     amn_error err = {0};
     amn_model *m = NULL;
-    int rc = header_only ? amn_inspect(ctx, a->input, a->from, NULL, &m, &err)
-                         : amn_open(ctx, a->input, a->from, NULL, &m, &err);
+    char path[4096];
+    bool resolved;
+    int rc = cli_resolve_input(ctx, a->input, path, sizeof path, &resolved);
+    if (rc) return rc;
+    rc = header_only ? amn_inspect(ctx, path, a->from, NULL, &m, &err)
+                     : amn_open(ctx, path, a->from, NULL, &m, &err);
     if (rc) return cli_fail(&err);
     amn_plan *p = NULL;
     if ((rc = amn_plan_new(ctx, m, &p, &err))) {

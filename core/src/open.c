@@ -131,6 +131,29 @@ int amn_ctx_detect(const amn_ctx *ctx, const char *path, const char *from, const
     return rc;
 }
 
+int amn_ctx_resolve(const amn_ctx *ctx, const char *input, char *path, size_t path_size,
+                    bool *resolved, amn_error *err) {
+    *resolved = false;
+    const char *colon = strchr(input, ':');
+    struct stat st;
+    if (!colon || stat(input, &st) == 0) return AMN_OK;
+    for (size_t i = 0; i < ctx->n_resolvers; i++) {
+        const amn_resolver *r = ctx->resolvers[i];
+        size_t n = strlen(r->scheme);
+        if ((size_t)(colon - input) == n && strncmp(input, r->scheme, n) == 0) {
+            int rc = r->resolve(colon + 1, path, path_size, err);
+            if (rc == AMN_OK) *resolved = true;
+            return rc;
+        }
+    }
+    if (strncmp(input, "ollama:", 7) == 0)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: %s: ollama: inputs need the amn-gguf plugin; install "
+                             "the amn-gguf plugin",
+                             input);
+    return AMN_OK;
+}
+
 static int finish_model(amn_model *m, const amn_format *f, const char *path, amn_error *err) {
     int rc = path ? amn_model_set_path(m, path, err) : AMN_OK;
     if (!rc && amn_model_label(m) == amn_model_format(m))

@@ -18,6 +18,8 @@ struct amn_registrar {
     size_t n_formats, cap_formats;
     const amn_scheme **schemes;
     size_t n_schemes, cap_schemes;
+    const amn_resolver **resolvers;
+    size_t n_resolvers, cap_resolvers;
     char reason[256];
 };
 
@@ -102,6 +104,19 @@ int amn_register_scheme(amn_registrar *r, const amn_scheme *s) {
     return AMN_OK;
 }
 
+int amn_register_resolver(amn_registrar *r, const amn_resolver *res) {
+    if (!r || !res) return AMN_E_INVALID;
+    if (res->struct_size < offsetof(amn_resolver, resolve) + sizeof(void *))
+        return reject(r, "resolver vtable too small", NULL);
+    if (!valid_name(res->scheme) || !res->resolve)
+        return reject(r, "invalid resolver", res->scheme);
+    for (size_t i = 0; i < r->ctx->n_resolvers; i++)
+        if (strcmp(r->ctx->resolvers[i]->scheme, res->scheme) == 0)
+            return reject(r, "resolver already registered", res->scheme);
+    if (!push(&r->resolvers, &r->n_resolvers, &r->cap_resolvers, res)) return AMN_E_NOMEM;
+    return AMN_OK;
+}
+
 static plugin_rec *new_record(amn_ctx *ctx) {
     if (ctx->n_plugins == ctx->cap_plugins) {
         size_t nc = ctx->cap_plugins ? ctx->cap_plugins * 2 : 16;
@@ -175,6 +190,7 @@ static int admit(amn_ctx *ctx, plugin_rec *rec, const amn_plugin_desc *d, const 
         set_status(rec, "rejected", why);
         free(r.formats);
         free(r.schemes);
+        free(r.resolvers);
         return -1;
     }
     /* Commit: append to the context's flat lists. */
@@ -187,12 +203,18 @@ static int admit(amn_ctx *ctx, plugin_rec *rec, const amn_plugin_desc *d, const 
     if (ss) ctx->schemes = ss;
     const char **so = ss ? realloc(ctx->scheme_owner, (ns ? ns : 1) * sizeof *so) : NULL;
     if (so) ctx->scheme_owner = so;
-    if (!so) {
+    const amn_resolver **rs =
+        so ? realloc(ctx->resolvers, (ctx->n_resolvers + r.n_resolvers + 1) * sizeof *rs) : NULL;
+    if (rs) ctx->resolvers = rs;
+    if (!rs) {
         set_status(rec, "rejected", "out of memory");
         free(r.formats);
         free(r.schemes);
+        free(r.resolvers);
         return -1;
     }
+    for (size_t i = 0; i < r.n_resolvers; i++) ctx->resolvers[ctx->n_resolvers++] = r.resolvers[i];
+    free(r.resolvers);
     for (size_t i = 0; i < r.n_formats; i++) {
         ctx->format_owner[ctx->n_formats] = rec->name;
         ctx->formats[ctx->n_formats++] = r.formats[i];
@@ -339,6 +361,7 @@ void amn_ctx_free(amn_ctx *ctx) {
     free(ctx->format_owner);
     free(ctx->schemes);
     free(ctx->scheme_owner);
+    free(ctx->resolvers);
     if (ctx->ltdl_ready) lt_dlexit();
     free(ctx);
 }

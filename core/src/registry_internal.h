@@ -26,6 +26,8 @@ struct amn_ctx {
     size_t n_schemes;
     const char **scheme_owner; /* plugin name per scheme */
     const char **format_owner;
+    const amn_resolver **resolvers;
+    size_t n_resolvers;
     int ltdl_ready;
 };
 

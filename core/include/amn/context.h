@@ -71,6 +71,12 @@ AMN_API int amn_ctx_detect(const amn_ctx *ctx, const char *path, const char *fro
 AMN_API int amn_ctx_detect_source(const amn_ctx *ctx, const amn_source *src, const char *from,
                                   const amn_format **out, amn_error *err);
 
+/* If input is "<scheme>:<spec>" for a registered resolver (ollama:...), write
+ * the path it names into path and set *resolved; otherwise leave the input as
+ * it is (*resolved = false). Inputs that exist as files are never resolved. */
+AMN_API int amn_ctx_resolve(const amn_ctx *ctx, const char *input, char *path, size_t path_size,
+                            bool *resolved, amn_error *err);
+
 /* Open a whole model (tensor data mapped). limits may be NULL (defaults). */
 AMN_API int amn_open(const amn_ctx *ctx, const char *path, const char *from,
                      const amn_limits *limits, amn_model **out, amn_error *err);

@@ -39,10 +39,21 @@ typedef struct amn_plugin_desc {
     int (*init)(amn_registrar *r); /* returns AMN_OK or an AMN_E_* code */
 } amn_plugin_desc;
 
-/* Register a format or scheme. The vtable must outlive the plugin's use
- * (static const data); struct_size lets later ABI minors append slots. */
+/* Turns "<scheme>:<spec>" inputs (e.g. "ollama:llama3.2:1b") into a path. */
+typedef struct amn_resolver {
+    uint32_t struct_size;
+    const char *scheme; /* "ollama" */
+    const char *description;
+    /* spec is the text after "<scheme>:"; writes a NUL-terminated path. */
+    int (*resolve)(const char *spec, char *path, size_t path_size, amn_error *err);
+} amn_resolver;
+
+/* Register a format, scheme or input resolver. The vtable must outlive the
+ * plugin's use (static const data); struct_size lets later ABI minors append
+ * slots. */
 AMN_API int amn_register_format(amn_registrar *r, const amn_format *f);
 AMN_API int amn_register_scheme(amn_registrar *r, const amn_scheme *s);
+AMN_API int amn_register_resolver(amn_registrar *r, const amn_resolver *res);
 
 #ifdef AMN_PLUGIN_BUILTIN
 #define AMN_PLUGIN_SYMBOL_(n) amn_##n##_LTX_amn_plugin_v1
