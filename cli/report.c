@@ -52,6 +52,94 @@ static json_object *json_u64(uint64_t v) {
     return json_object_new_uint64(v);
 }
 
+static json_object *kv_scalar_json(amn_kv_type t, const void *d) {
+    switch (t) {
+    case AMN_KV_U8:
+        return json_object_new_int(*(const uint8_t *)d);
+    case AMN_KV_I8:
+        return json_object_new_int(*(const int8_t *)d);
+    case AMN_KV_U16:
+        return json_object_new_int(*(const uint16_t *)d);
+    case AMN_KV_I16:
+        return json_object_new_int(*(const int16_t *)d);
+    case AMN_KV_U32:
+        return json_object_new_int64(*(const uint32_t *)d);
+    case AMN_KV_I32:
+        return json_object_new_int(*(const int32_t *)d);
+    case AMN_KV_U64:
+        return json_object_new_uint64(*(const uint64_t *)d);
+    case AMN_KV_I64:
+        return json_object_new_int64(*(const int64_t *)d);
+    case AMN_KV_F32:
+        return json_object_new_double(*(const float *)d);
+    case AMN_KV_F64:
+        return json_object_new_double(*(const double *)d);
+    case AMN_KV_BOOL:
+        return json_object_new_boolean(*(const uint8_t *)d);
+    case AMN_KV_STRING: {
+        const amn_str *str = d;
+        return json_object_new_string_len(str->ptr,
+                                          (int)(str->len > INT32_MAX ? INT32_MAX : str->len));
+    }
+    default:
+        return NULL;
+    }
+}
+
+static size_t kv_elem_size(amn_kv_type t) {
+    switch (t) {
+    case AMN_KV_U8:
+    case AMN_KV_I8:
+    case AMN_KV_BOOL:
+        return 1;
+    case AMN_KV_U16:
+    case AMN_KV_I16:
+        return 2;
+    case AMN_KV_U32:
+    case AMN_KV_I32:
+    case AMN_KV_F32:
+        return 4;
+    case AMN_KV_U64:
+    case AMN_KV_I64:
+    case AMN_KV_F64:
+        return 8;
+    case AMN_KV_STRING:
+        return sizeof(amn_str);
+    default:
+        return sizeof(amn_kv);
+    }
+}
+
+/* Long arrays (a tokenizer's vocabulary) are summarised by length unless
+ * --full asks for everything. */
+static json_object *kv_json(const amn_kv *kv, bool full, unsigned depth) {
+    if (kv->type != AMN_KV_ARRAY) return kv_scalar_json(kv->type, kv->data);
+    if ((!full && kv->count > 16) || depth > 8) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "array_length", json_u64(kv->count));
+        return o;
+    }
+    json_object *arr = json_object_new_array();
+    const uint8_t *p = kv->data;
+    for (uint64_t i = 0; i < kv->count; i++, p += kv_elem_size(kv->elem_type))
+        json_object_array_add(arr, kv->elem_type == AMN_KV_ARRAY
+                                       ? kv_json((const amn_kv *)p, full, depth + 1)
+                                       : kv_scalar_json(kv->elem_type, p));
+    return arr;
+}
+
+/* A typed key's value as short text, for the text report. */
+static bool kv_text(const amn_model *m, const char *key, char *buf, size_t size) {
+    const amn_kv *kv = amn_model_find_kv(m, key);
+    if (!kv || kv->type == AMN_KV_ARRAY) return false;
+    json_object *o = kv_scalar_json(kv->type, kv->data);
+    if (!o) return false;
+    snprintf(buf, size, "%s",
+             kv->type == AMN_KV_STRING ? json_object_get_string(o) : json_object_to_json_string(o));
+    json_object_put(o);
+    return true;
+}
+
 static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a, bool listing,
                        amn_dtype out) {
     char b1[32], b2[32], dtypes[1024];
