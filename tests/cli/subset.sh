@@ -43,8 +43,11 @@ for gone in "${plugins[@]}"; do
   if grep -q "^  $gone " "$work/out"; then echo "FAIL: $gone still listed"; fails=$((fails + 1)); else passes=$((passes + 1)); fi
   # The removed plugin's files: exit 3 and a message naming it.
   if [ -n "${sample[$gone]:-}" ]; then
-    "$amn" "${cmd[$gone]}" "${sample[$gone]}" -o "$work/out.safetensors" >"$work/out" 2>&1
-    [ "${cmd[$gone]}" = inspect ] && "$amn" inspect "${sample[$gone]}" >"$work/out" 2>&1
+    if [ "${cmd[$gone]}" = inspect ]; then
+      "$amn" inspect "${sample[$gone]}" >"$work/out" 2>&1
+    else
+      "$amn" "${cmd[$gone]}" "${sample[$gone]}" -o "$work/out.safetensors" >"$work/out" 2>&1
+    fi
     rc=$?
     if [ $rc -eq 3 ] && grep -q "install the amn-.*$gone" "$work/out"; then passes=$((passes + 1)); else
       echo "FAIL: without $gone: exit $rc"; sed 's/^/    /' "$work/out"; fails=$((fails + 1)); fi

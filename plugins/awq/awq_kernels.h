@@ -1,0 +1,75 @@
+/* AutoAWQ GEMM 4-bit dequantization kernels: pure functions over the packed
+ * tensors (no model access), so tests can drive them directly.
+ *
+ * qweight [in][out/8] and qzeros [groups][out/8] are 32-bit little-endian
+ * words packed along the output dimension with AutoAWQ's interleave: nibble p
+ * of word w holds column 8w + AWQ_ORDER[p], AWQ_ORDER = [0,2,4,6,1,3,5,7].
+ * scales is [groups][out]; groups are sequential, g = i / group_size.
+ *
+ * Output is nn.Linear's [out][in]:
+ *   y[o][i] = (float)(q[i][o] - zero[g][o]) * scale[g][o]   (no +1)
+ */
+#ifndef AMN_AWQ_KERNELS_H
+#define AMN_AWQ_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "amn/dtype.h"
+#include "amn/simd.h"
+
+typedef struct awq_layout {
+    uint64_t in, out; /* out a multiple of 8 */
+    uint64_t groups;  /* >= 1; group_size * groups == in */
+    uint64_t group_size;
+    const uint8_t *qweight;
+    const uint8_t *qzeros;
+    const uint8_t *scales;
+    amn_dtype stype; /* F16, BF16 or F32 */
+} awq_layout;
+
+/* Nibble position of output column j within its word: the inverse of AWQ_ORDER. */
+static const unsigned awq_rev[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+/* Rows [row0, row0 + nrows) of the [out][in] output, as `out` (F32, F16,
+ * BF16), into dst. The layout must be valid. Returns 0, or AMN_E_NOMEM. */
+int awq_dequant_rows(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
+                     amn_simd level);
+
+/* Internal to the kernels. */
+int awq_dequant_rows_scalar(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
+                            void *dst);
+int awq_dequant_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
+                          void *dst);
+float awq_scale(const awq_layout *l, uint64_t g, uint64_t o);
+
+static inline uint32_t awq_ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4); /* tensor data need not be 4-byte aligned */
+    return v;
+}
+
+/* Nibble of column o in a row of words packed along the output dimension. */
+static inline int32_t awq_nibble(const uint8_t *row, uint64_t o) {
+    return (int32_t)((awq_ld32(row + (o / 8) * 4) >> (4 * awq_rev[o % 8])) & 15u);
+}
+
+static inline void awq_store1(float y, amn_dtype out, uint8_t *d) {
+    uint16_t h;
+    switch (out) {
+    case AMN_DTYPE_F32:
+        memcpy(d, &y, 4);
+        break;
+    case AMN_DTYPE_F16:
+        h = amn_f32_to_f16(y);
+        memcpy(d, &h, 2);
+        break;
+    default:
+        h = amn_f32_to_bf16(y);
+        memcpy(d, &h, 2);
+        break;
+    }
+}
+
+#endif

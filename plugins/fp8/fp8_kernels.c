@@ -1,0 +1,50 @@
+/* FP8 dequantization: row walking, scale lookup and the scalar path. */
+#include <string.h>
+
+#include "fp8_kernels.h"
+
+static float scale_at(const fp8_layout *l, uint64_t i) {
+    uint16_t h;
+    float f;
+    switch (l->stype) {
+    case AMN_DTYPE_BF16:
+        memcpy(&h, l->scale + i * 2, 2);
+        return amn_bf16_to_f32(h);
+    case AMN_DTYPE_F16:
+        memcpy(&h, l->scale + i * 2, 2);
+        return amn_f16_to_f32(h);
+    default:
+        memcpy(&f, l->scale + i * 4, 4);
+        return f;
+    }
+}
+
+static void run_scalar(const float *lut, const uint8_t *src, size_t n, float s, amn_dtype out,
+                       uint8_t *dst) {
+    const size_t es = amn_dtype_size(out);
+    for (size_t i = 0; i < n; i++) fp8_store1(fp8_apply(lut[src[i]], s), out, dst + i * es);
+}
+
+void fp8_dequant_rows(const fp8_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
+                      amn_simd level) {
+    const bool e5m2 = l->wtype == AMN_DTYPE_F8_E5M2;
+    const size_t es = amn_dtype_size(out);
+    const bool vec = level >= AMN_SIMD_AVX2;
+    float lut[256];
+    if (!vec)
+        for (int b = 0; b < 256; b++) lut[b] = fp8_decode((uint8_t)b, e5m2);
+    uint8_t *d = dst;
+    for (uint64_t r = row0; r < row0 + nrows; r++) {
+        const uint8_t *w = l->weight + r * l->cols;
+        const uint64_t sbase = (r / l->block_rows) * l->grid_cols;
+        for (uint64_t c = 0, b = 0; c < l->cols; c += l->block_cols, b++) {
+            const size_t n = (size_t)(l->cols - c < l->block_cols ? l->cols - c : l->block_cols);
+            const float s = l->scale ? scale_at(l, sbase + b) : 1.0f;
+            if (vec)
+                fp8_run_avx2(w + c, n, s, e5m2, out, d + c * es);
+            else
+                run_scalar(lut, w + c, n, s, out, d + c * es);
+        }
+        d += l->cols * es;
+    }
+}

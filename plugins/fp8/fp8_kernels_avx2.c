@@ -1,0 +1,67 @@
+/* FP8 -> F32/F16/BF16 with AVX2 + F16C.
+ *
+ * Both FP8 formats widen exactly through binary16: an E5M2 byte is the top
+ * byte of the half with the same value, and an E4M3 byte placed at bit 7 of a
+ * half (sign moved to bit 15) is its value times 2^-8, subnormals included,
+ * which one exact multiply by 256 undoes. Only E4M3's NaN (S.1111.111, which
+ * that half reads as 480) needs patching. */
+#include <immintrin.h>
+
+#include "fp8_kernels.h"
+#include "quant_store_avx2.h"
+
+/* 8 E4M3 bytes (zero-extended to 16-bit lanes) -> their values, NaN excluded. */
+static inline __m256 e4m3x8(__m128i b) {
+    const __m128i h = _mm_or_si128(_mm_and_si128(_mm_slli_epi16(b, 8), _mm_set1_epi16(-32768)),
+                                   _mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi16(0x3f80)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+}
+
+/* w * s, except that a NaN w is kept as it is (quieted). */
+static inline __m256 apply(__m256 w, __m256 s, __m256 nanmask) {
+    const __m256 q = _mm256_or_ps(w, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000)));
+    return _mm256_blendv_ps(_mm256_mul_ps(w, s), q, nanmask);
+}
+
+static inline void e4m3_16(const uint8_t *src, __m256 s, amn_dtype out, uint8_t *d, size_t es) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)src);
+    const __m128i lo = _mm_cvtepu8_epi16(b), hi = _mm_cvtepu8_epi16(_mm_srli_si128(b, 8));
+    __m256 w0 = e4m3x8(lo), w1 = e4m3x8(hi);
+    const __m128i isnan =
+        _mm_cmpeq_epi8(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+    if (__builtin_expect(_mm_movemask_epi8(isnan) == 0, 1)) {
+        qs_store8(out, d, _mm256_mul_ps(w0, s));
+        qs_store8(out, d + 8 * es, _mm256_mul_ps(w1, s));
+        return;
+    }
+    /* NaN lanes become sign | 0x7fc00000, as amn_f8e4m3_to_f32 decodes them. */
+    const __m256 m0 = _mm256_castsi256_ps(_mm256_cvtepi8_epi32(isnan));
+    const __m256 m1 = _mm256_castsi256_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(isnan, 8)));
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    const __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+    w0 = _mm256_blendv_ps(w0, _mm256_or_ps(_mm256_and_ps(w0, sign), qnan), m0);
+    w1 = _mm256_blendv_ps(w1, _mm256_or_ps(_mm256_and_ps(w1, sign), qnan), m1);
+    qs_store8(out, d, apply(w0, s, m0));
+    qs_store8(out, d + 8 * es, apply(w1, s, m1));
+}
+
+static inline void e5m2_16(const uint8_t *src, __m256 s, amn_dtype out, uint8_t *d, size_t es) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)src);
+    const __m128i lo = _mm_unpacklo_epi8(_mm_setzero_si128(), b); /* byte << 8 per lane */
+    const __m128i hi = _mm_unpackhi_epi8(_mm_setzero_si128(), b);
+    const __m256 w0 = _mm256_cvtph_ps(lo), w1 = _mm256_cvtph_ps(hi);
+    qs_store8(out, d, apply(w0, s, _mm256_cmp_ps(w0, w0, _CMP_UNORD_Q)));
+    qs_store8(out, d + 8 * es, apply(w1, s, _mm256_cmp_ps(w1, w1, _CMP_UNORD_Q)));
+}
+
+void fp8_run_avx2(const uint8_t *src, size_t n, float scale, bool e5m2, amn_dtype out, void *dst) {
+    const size_t es = amn_dtype_size(out);
+    const __m256 s = _mm256_set1_ps(scale);
+    uint8_t *d = dst;
+    size_t i = 0;
+    if (e5m2)
+        for (; i + 16 <= n; i += 16) e5m2_16(src + i, s, out, d + i * es, es);
+    else
+        for (; i + 16 <= n; i += 16) e4m3_16(src + i, s, out, d + i * es, es);
+    for (; i < n; i++) fp8_store1(fp8_apply(fp8_decode(src[i], e5m2), scale), out, d + i * es);
+}

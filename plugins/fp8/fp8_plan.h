@@ -1,0 +1,25 @@
+/* What fp8's detect() hands to dequantize() for one weight. */
+#ifndef AMN_FP8_PLAN_H
+#define AMN_FP8_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amn/scheme.h"
+
+typedef struct fp8_plan {
+    size_t weight, scale; /* tensor indices; scale valid when has_scale */
+    bool has_scale;
+    amn_dtype wtype, stype;
+    uint64_t rows, cols; /* the output as [rows][cols] */
+    uint64_t block_rows, block_cols, grid_cols;
+    uint8_t *own_weight, *own_scale; /* plain copies of strided inputs, or NULL */
+    char *name;                      /* output tensor: the weight's own name */
+    char *label;                     /* "Fine-grained FP8 (E4M3), 128x128 blocks" */
+} fp8_plan;
+
+void fp8_plan_free(void *plan);
+int fp8_detect(const amn_model *m, amn_claimset *cs, amn_error *err);
+
+#endif

@@ -1,0 +1,227 @@
+/* Shared by the quant-scheme plugins: settings stored beside a model, which
+ * packing a qweight follows, and tensor helpers. */
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <json-c/json.h>
+
+#include "amn/checked.h"
+#include "amn/io.h"
+#include "quant_common.h"
+
+/* A config file is a few kilobytes; anything near this is not one. */
+#define QC_MAX_FILE (4u << 20)
+
+static void copy_lower(char *dst, size_t size, const char *src) {
+    size_t i = 0;
+    for (; src[i] && i + 1 < size; i++) dst[i] = (char)tolower((unsigned char)src[i]);
+    dst[i] = '\0';
+}
+
+static json_object *read_json(const char *path) {
+    amn_source src;
+    if (amn_source_file_open(path, &src, NULL) != AMN_OK) return NULL;
+    json_object *root = NULL;
+    if (src.size > 0 && src.size <= QC_MAX_FILE) {
+        char *buf = malloc((size_t)src.size + 1);
+        if (buf && amn_source_read(&src, 0, buf, (size_t)src.size, NULL) == AMN_OK) {
+            buf[src.size] = '\0';
+            json_tokener *tok = json_tokener_new_ex(32);
+            if (tok) {
+                root = json_tokener_parse_ex(tok, buf, (int)src.size);
+                if (json_tokener_get_error(tok) != json_tokener_success) {
+                    json_object_put(root);
+                    root = NULL;
+                }
+                json_tokener_free(tok);
+            }
+        }
+        free(buf);
+    }
+    amn_source_file_close(&src);
+    if (root && !json_object_is_type(root, json_type_object)) {
+        json_object_put(root);
+        root = NULL;
+    }
+    return root;
+}
+
+static bool get_int(json_object *o, const char *key, int *out) {
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v)) return false;
+    if (json_object_is_type(v, json_type_int)) {
+        int64_t x = json_object_get_int64(v);
+        if (x < INT_MIN || x > INT_MAX) return false;
+        *out = (int)x;
+        return true;
+    }
+    if (json_object_is_type(v, json_type_boolean)) {
+        *out = json_object_get_boolean(v) ? 1 : 0;
+        return true;
+    }
+    return false;
+}
+
+static void get_str(json_object *o, const char *key, char *dst, size_t size) {
+    json_object *v;
+    if (dst[0] || !json_object_object_get_ex(o, key, &v)) return;
+    if (json_object_is_type(v, json_type_string)) copy_lower(dst, size, json_object_get_string(v));
+}
+
+/* Merge one settings object: fields already set win (earlier files rank higher). */
+static void merge(quant_config *qc, json_object *o, const char *file) {
+    int x;
+    bool had_method = qc->method[0] != '\0';
+    get_str(o, "quant_method", qc->method, sizeof qc->method);
+    get_str(o, "method", qc->method, sizeof qc->method);
+    if (!had_method && qc->method[0]) snprintf(qc->file, sizeof qc->file, "%s", file);
+    if (!qc->bits && (get_int(o, "bits", &x) || get_int(o, "w_bit", &x))) qc->bits = x;
+    if (!qc->group_size && (get_int(o, "group_size", &x) || get_int(o, "q_group_size", &x)))
+        qc->group_size = x ? x : -1;
+    if (qc->desc_act < 0 && get_int(o, "desc_act", &x)) qc->desc_act = x != 0;
+    if (qc->sym < 0 && get_int(o, "sym", &x)) qc->sym = x != 0;
+    get_str(o, "checkpoint_format", qc->checkpoint_format, sizeof qc->checkpoint_format);
+    get_str(o, "version", qc->version, sizeof qc->version);
+    json_object *bs;
+    if (!qc->block[0] && json_object_object_get_ex(o, "weight_block_size", &bs) &&
+        json_object_is_type(bs, json_type_array) && json_object_array_length(bs) == 2) {
+        int b[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            json_object *e = json_object_array_get_idx(bs, (size_t)k);
+            if (e && json_object_is_type(e, json_type_int)) {
+                int64_t v = json_object_get_int64(e);
+                if (v > 0 && v <= INT_MAX) b[k] = (int)v;
+            }
+        }
+        if (b[0] && b[1]) {
+            qc->block[0] = b[0];
+            qc->block[1] = b[1];
+        }
+    }
+    if (!qc->file[0]) snprintf(qc->file, sizeof qc->file, "%s", file);
+    qc->present = true;
+}
+
+static void load_file(quant_config *qc, const char *dir, const char *name, const char *sub) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    if (!path) return;
+    snprintf(path, n, "%s/%s", dir, name);
+    json_object *root = read_json(path);
+    free(path);
+    if (!root) return;
+    json_object *o = root;
+    if (sub && !json_object_object_get_ex(root, sub, &o)) o = NULL;
+    if (o && json_object_is_type(o, json_type_object)) merge(qc, o, name);
+    json_object_put(root);
+}
+
+static int meta_int(const amn_model *m, const char *key, int *out) {
+    const char *s = amn_model_get_meta(m, key);
+    if (!s || !*s) return 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < INT_MIN || v > INT_MAX) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+void quant_config_load(const amn_model *m, quant_config *qc) {
+    memset(qc, 0, sizeof *qc);
+    qc->desc_act = -1;
+    qc->sym = -1;
+    const char *p = amn_model_path(m);
+    if (p && *p) {
+        char *dir;
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+            dir = strdup(p);
+        } else {
+            const char *slash = strrchr(p, '/');
+            dir = slash ? strndup(p, (size_t)(slash - p) + (slash == p)) : strdup(".");
+        }
+        if (dir) {
+            /* transformers reads config.json; the tools' own files back it up. */
+            load_file(qc, dir, "config.json", "quantization_config");
+            load_file(qc, dir, "quantize_config.json", NULL);
+            load_file(qc, dir, "quant_config.json", NULL);
+            free(dir);
+        }
+    }
+    int x;
+    if (!qc->bits && meta_int(m, "gptq_bits", &x)) {
+        qc->bits = x;
+        qc->present = true;
+    }
+    if (!qc->group_size && meta_int(m, "gptq_group_size", &x)) {
+        qc->group_size = x ? x : -1;
+        qc->present = true;
+    }
+    if (!qc->file[0] && qc->present) snprintf(qc->file, sizeof qc->file, "__metadata__");
+}
+
+quant_kind quant_classify(const quant_config *qc, const amn_tensor *qweight,
+                          const amn_tensor *scales, bool has_gidx) {
+    if (strcmp(qc->method, "gptq") == 0 || strcmp(qc->method, "gptqmodel") == 0) return QUANT_GPTQ;
+    if (strcmp(qc->method, "awq") == 0) return QUANT_AWQ;
+    if (has_gidx) return QUANT_GPTQ;
+    if (!scales || qweight->ndim != 2 || scales->ndim != 2) return QUANT_UNKNOWN;
+    if (scales->shape[1] == qweight->shape[1]) return QUANT_GPTQ;
+    uint64_t x;
+    if (amn_mul_u64(qweight->shape[1], 8, &x) && scales->shape[1] == x) return QUANT_AWQ;
+    return QUANT_UNKNOWN;
+}
+
+char *quant_join(const char *prefix, size_t prefix_len, const char *suffix) {
+    const size_t sl = strlen(suffix);
+    char *s = malloc(prefix_len + sl + 1);
+    if (!s) return NULL;
+    memcpy(s, prefix, prefix_len);
+    memcpy(s + prefix_len, suffix, sl + 1);
+    return s;
+}
+
+bool quant_suffix(const char *name, const char *suffix, size_t *prefix_len) {
+    const size_t n = strlen(name), sl = strlen(suffix);
+    if (n <= sl || memcmp(name + n - sl, suffix, sl) != 0) return false;
+    *prefix_len = n - sl;
+    return true;
+}
+
+const char *quant_shape(const amn_tensor *t, char *buf, size_t size) {
+    return amn_shape_format(t, buf, size);
+}
+
+int quant_check_bytes(const amn_tensor *t, amn_error *err) {
+    uint64_t n, bytes;
+    if (!amn_tensor_numel(t, &n) || !amn_mul_u64(n, amn_dtype_size(t->dtype), &bytes) ||
+        t->nbytes != bytes)
+        return amn_error_set(err, AMN_E_PARSE, "%s: %llu bytes do not match its shape", t->name,
+                             (unsigned long long)t->nbytes);
+    return AMN_OK;
+}
+
+int quant_tensor_bytes(const amn_tensor *t, uint8_t **own, const uint8_t **bytes, amn_error *err) {
+    *own = NULL;
+    *bytes = NULL;
+    if (!t->data) return AMN_OK;
+    if (amn_tensor_is_plain(t)) {
+        *bytes = t->data;
+        return AMN_OK;
+    }
+    if (t->nbytes > SIZE_MAX) return amn_error_set(err, AMN_E_LIMIT, "%s: too large", t->name);
+    uint8_t *b = malloc(t->nbytes ? (size_t)t->nbytes : 1);
+    if (!b) return amn_error_set(err, AMN_E_NOMEM, "%s: out of memory", t->name);
+    int rc = amn_tensor_read(t, 0, b, t->nbytes, err);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    *own = b;
+    *bytes = b;
+    return AMN_OK;
+}

@@ -1,0 +1,60 @@
+/* Helpers shared by the gptq, awq and fp8 plugins (each compiles
+ * quant_common.c into itself): the quantization settings a Hugging Face model
+ * keeps beside its weights (config.json "quantization_config", GPTQ's
+ * quantize_config.json, AutoAWQ's quant_config.json), which packing a
+ * qweight follows, and tensor checks. */
+#ifndef AMN_QUANT_COMMON_H
+#define AMN_QUANT_COMMON_H
+
+#include <stdbool.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amn/error.h"
+#include "amn/model.h"
+
+typedef struct quant_config {
+    bool present;               /* some file gave some field */
+    char method[32];            /* "gptq", "awq", "fp8", ... lower-case; "" if absent */
+    int bits;                   /* 0 if absent */
+    int group_size;             /* 0 if absent; -1 = per-channel */
+    int desc_act;               /* -1 if absent, else 0 / 1 */
+    int sym;                    /* -1 if absent */
+    char checkpoint_format[32]; /* GPTQ: "gptq", "gptq_v2", "marlin", ...; lower-case */
+    char version[32];           /* AWQ: "gemm", "gemv", "gemv_fast", ...; lower-case */
+    int block[2];               /* FP8 weight_block_size; 0 if absent */
+    char file[48];              /* the file that gave `method` (or the first one read) */
+} quant_config;
+
+/* Fill *qc from the files beside amn_model_path(m); string metadata of the
+ * model (gptq_bits, gptq_group_size) fills what the files left out. Missing,
+ * oversized or unparsable files are skipped: the tensors' shapes stay the
+ * authority and every value read here is checked against them. */
+void quant_config_load(const amn_model *m, quant_config *qc);
+
+/* GPTQ and AWQ both name their tensors qweight / qzeros / scales. The
+ * config's method decides when it names one; otherwise the shapes do: GPTQ
+ * packs along in_features (scales and qweight have the same number of
+ * columns) and may have g_idx, AutoAWQ GEMM packs 8 outputs per word. */
+typedef enum quant_kind { QUANT_UNKNOWN = 0, QUANT_GPTQ, QUANT_AWQ } quant_kind;
+quant_kind quant_classify(const quant_config *qc, const amn_tensor *qweight,
+                          const amn_tensor *scales, bool has_gidx);
+
+/* "<prefix><suffix>" in a new string (NULL when out of memory). */
+char *quant_join(const char *prefix, size_t prefix_len, const char *suffix);
+/* True when name ends with suffix; *prefix_len gets the length before it. */
+bool quant_suffix(const char *name, const char *suffix, size_t *prefix_len);
+
+/* Check that t has exactly the bytes its shape and dtype call for. */
+int quant_check_bytes(const amn_tensor *t, amn_error *err);
+
+/* The tensor's little-endian C-order bytes: its own data when plain, else a
+ * copy in *own (malloc'd, the caller frees). NULL data (a model read for
+ * inspection only) gives NULL and AMN_OK. */
+int quant_tensor_bytes(const amn_tensor *t, uint8_t **own, const uint8_t **bytes, amn_error *err);
+
+/* "[a, b]" of a tensor for messages. */
+const char *quant_shape(const amn_tensor *t, char *buf, size_t size);
+
+#endif

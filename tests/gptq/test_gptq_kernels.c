@@ -1,0 +1,167 @@
+/* GPTQ kernels against the reference goldens (every file of gptq_reference/, 4- and
+ * 8-bit) and against the independent numpy packer's data (every file of fixtures/gptq/:
+ * 2-, 3-, 4-, 8-bit, act-order, per-channel, every scale dtype, wrapping zero
+ * points), on every SIMD path, output dtype and row split. Goldens are
+ * [in][out]; the kernels write [out][in]. */
+#include "gptq_kernels.h"
+#include "quant_golden.h"
+
+static const amn_dtype outs[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F32, AMN_DTYPE_F16};
+
+static void run_layout(const char *path, const gptq_layout *l, const uint8_t *gf32,
+                       const uint8_t *gbf, size_t *values) {
+    const uint64_t rows = l->out, cols = l->in;
+    amn_simd lv[2];
+    const size_t nl = qg_levels(lv);
+    for (size_t li = 0; li < nl; li++)
+        for (size_t oi = 0; oi < 3; oi++) {
+            const size_t es = amn_dtype_size(outs[oi]);
+            uint8_t *exp = qg_expected(gf32, gbf, rows, cols, true, outs[oi]);
+            uint8_t *got = malloc(rows * cols * es);
+            assert_non_null(got);
+            const uint64_t steps[4] = {rows, 17, 5, 1};
+            for (int si = 0; si < 4; si++) {
+                memset(got, 0xa5, rows * cols * es);
+                for (uint64_t r = 0; r < rows; r += steps[si]) {
+                    const uint64_t n = rows - r < steps[si] ? rows - r : steps[si];
+                    assert_int_equal(
+                        gptq_dequant_rows(l, r, n, outs[oi], got + r * cols * es, lv[li]), 0);
+                }
+                char what[1200];
+                snprintf(what, sizeof what, "%s %s %s%s step %llu", path, amn_simd_name(lv[li]),
+                         amn_dtype_name(outs[oi]), l->gidx ? " g_idx" : "",
+                         (unsigned long long)steps[si]);
+                assert_int_equal(qg_diff(what, got, exp, rows * cols, es, cols), 0);
+                *values += rows * cols;
+            }
+            free(got);
+            free(exp);
+        }
+}
+
+static void check_file(const char *path, size_t *values, unsigned *bits_seen) {
+    size_t size = 0;
+    uint8_t *buf = amn_test_read_file(path, &size);
+    assert_non_null(buf);
+    assert_true(size >= 56);
+    assert_memory_equal(buf, "AMNQ", 4);
+    assert_int_equal(qg_u32(buf, 4), 2);
+    const unsigned bits = qg_u32(buf, 8);
+    const uint64_t gs = qg_u32(buf, 12), in = qg_u32(buf, 16), out = qg_u32(buf, 20);
+    const uint32_t sdt = qg_u32(buf, 24), has_g = qg_u32(buf, 28);
+    const uint64_t qwl = qg_u32(buf, 32), scl = qg_u32(buf, 36), qzl = qg_u32(buf, 40),
+                   gil = qg_u32(buf, 44), bl = qg_u32(buf, 48), fl = qg_u32(buf, 52);
+    assert_int_equal(56 + qwl + scl + qzl + gil + bl + fl, size);
+    assert_true(bits == 2 || bits == 3 || bits == 4 || bits == 8);
+    assert_true(gs > 0 && in % gs == 0);
+    const uint64_t G = in / gs;
+    const amn_dtype st = qg_scale_dtype(sdt);
+    assert_int_equal(qwl, in * bits / 32 * out * 4);
+    assert_int_equal(scl, G * out * amn_dtype_size(st));
+    assert_int_equal(qzl, G * (out * bits / 32) * 4);
+    assert_int_equal(gil, has_g ? in * 4 : 0);
+    assert_int_equal(bl, in * out * 2);
+    assert_int_equal(fl, in * out * 4);
+    const uint8_t *p = buf + 56;
+    gptq_layout l = {.bits = bits,
+                     .in = in,
+                     .out = out,
+                     .groups = G,
+                     .group_size = gs,
+                     .qweight = p,
+                     .scales = p + qwl,
+                     .qzeros = p + qwl + scl,
+                     .stype = st,
+                     .zeros_v1 = true};
+    const uint8_t *gbf = p + qwl + scl + qzl + gil, *gf32 = gbf + bl;
+    int32_t *gidx = NULL;
+    bool sequential = true;
+    if (has_g) {
+        gidx = malloc(in * 4);
+        assert_non_null(gidx);
+        memcpy(gidx, p + qwl + scl + qzl, in * 4);
+        for (uint64_t i = 0; i < in; i++) {
+            assert_true(gidx[i] >= 0 && (uint64_t)gidx[i] < G);
+            if ((uint64_t)gidx[i] != i / gs) sequential = false;
+        }
+    }
+    /* Act-order data goes through g_idx only; sequential data both ways. */
+    if (sequential) run_layout(path, &l, gf32, gbf, values);
+    if (gidx) {
+        l.gidx = gidx;
+        run_layout(path, &l, gf32, gbf, values);
+    }
+    *bits_seen |= 1u << bits;
+    free(gidx);
+    free(buf);
+}
+
+static void test_gptq_goldens(void **state) {
+    (void)state;
+    AMN_REQUIRE_REFERENCE(ref);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/gptq_reference", ref);
+    static char paths[QG_MAX_FILES][1024];
+    const size_t n = qg_list(dir, paths);
+    assert_true(n >= 3);
+    size_t values = 0;
+    unsigned bits = 0;
+    for (size_t i = 0; i < n; i++) check_file(paths[i], &values, &bits);
+    assert_int_equal(bits, (1u << 4) | (1u << 8));
+    fprintf(stderr, "gptq: %zu reference files, %zu values compared bit for bit\n", n, values);
+}
+
+static void test_gptq_lowbit_packer(void **state) {
+    (void)state;
+    static char paths[QG_MAX_FILES][1024];
+    const size_t n = qg_list(AMN_SOURCE_DIR "/fixtures/gptq", paths);
+    assert_true(n >= 8);
+    size_t values = 0;
+    unsigned bits = 0;
+    for (size_t i = 0; i < n; i++) check_file(paths[i], &values, &bits);
+    assert_int_equal(bits, (1u << 2) | (1u << 3) | (1u << 4) | (1u << 8));
+    fprintf(stderr, "gptq: %zu packer files, %zu values compared bit for bit\n", n, values);
+}
+
+/* v2 checkpoints store zero points as they are: no +1. */
+static void test_gptq_v2_zeros(void **state) {
+    (void)state;
+    const uint64_t in = 16, out = 8;
+    uint32_t qw[2 * 8], qz[1], idx;
+    uint16_t sc[8];
+    for (idx = 0; idx < 16; idx++) qw[idx] = 0x76543210u * (idx + 1);
+    qz[0] = 0xfedcba98u;
+    for (idx = 0; idx < 8; idx++) sc[idx] = amn_f32_to_f16(0.5f + (float)idx);
+    gptq_layout l = {.bits = 4,
+                     .in = in,
+                     .out = out,
+                     .groups = 1,
+                     .group_size = in,
+                     .qweight = (const uint8_t *)qw,
+                     .qzeros = (const uint8_t *)qz,
+                     .scales = (const uint8_t *)sc,
+                     .stype = AMN_DTYPE_F16,
+                     .zeros_v1 = false};
+    float got[16 * 8];
+    amn_simd lv[2];
+    const size_t nl = qg_levels(lv);
+    for (size_t li = 0; li < nl; li++) {
+        assert_int_equal(gptq_dequant_rows(&l, 0, out, AMN_DTYPE_F32, got, lv[li]), 0);
+        for (uint64_t o = 0; o < out; o++)
+            for (uint64_t i = 0; i < in; i++) {
+                const int32_t q = (int32_t)((qw[(i / 8) * out + o] >> (4 * (i % 8))) & 15);
+                const int32_t z = (int32_t)((qz[0] >> (4 * o)) & 15);
+                const float e = amn_f16_to_f32(sc[o]) * (float)(q - z);
+                assert_memory_equal(&got[o * in + i], &e, 4);
+            }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gptq_goldens),
+        cmocka_unit_test(test_gptq_lowbit_packer),
+        cmocka_unit_test(test_gptq_v2_zeros),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
