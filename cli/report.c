@@ -86,30 +86,6 @@ static json_object *kv_scalar_json(amn_kv_type t, const void *d) {
     }
 }
 
-static size_t kv_elem_size(amn_kv_type t) {
-    switch (t) {
-    case AMN_KV_U8:
-    case AMN_KV_I8:
-    case AMN_KV_BOOL:
-        return 1;
-    case AMN_KV_U16:
-    case AMN_KV_I16:
-        return 2;
-    case AMN_KV_U32:
-    case AMN_KV_I32:
-    case AMN_KV_F32:
-        return 4;
-    case AMN_KV_U64:
-    case AMN_KV_I64:
-    case AMN_KV_F64:
-        return 8;
-    case AMN_KV_STRING:
-        return sizeof(amn_str);
-    default:
-        return sizeof(amn_kv);
-    }
-}
-
 /* Long arrays (a tokenizer's vocabulary) are summarised by length unless
  * --full asks for everything. */
 static json_object *kv_json(const amn_kv *kv, bool full, unsigned depth) {
@@ -121,7 +97,7 @@ static json_object *kv_json(const amn_kv *kv, bool full, unsigned depth) {
     }
     json_object *arr = json_object_new_array();
     const uint8_t *p = kv->data;
-    for (uint64_t i = 0; i < kv->count; i++, p += kv_elem_size(kv->elem_type))
+    for (uint64_t i = 0; i < kv->count; i++, p += amn_kv_type_size(kv->elem_type))
         json_object_array_add(arr, kv->elem_type == AMN_KV_ARRAY
                                        ? kv_json((const amn_kv *)p, full, depth + 1)
                                        : kv_scalar_json(kv->elem_type, p));

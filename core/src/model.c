@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util_internal.h"
 #include "amn/checked.h"
 #include "amn/model.h"
 
@@ -39,18 +40,10 @@ static bool grow(void **arr, size_t *cap, size_t need, size_t elem) {
     return true;
 }
 
-static char *dupstr(const char *s) {
-    if (!s) return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 amn_model *amn_model_new(const char *format) {
     amn_model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->format = dupstr(format ? format : "");
+    m->format = amni_strdup(format ? format : "");
     if (!m->format) {
         free(m);
         return NULL;
@@ -90,7 +83,7 @@ const char *amn_model_path(const amn_model *m) {
 }
 
 static int set_string(char **slot, const char *s, amn_error *err) {
-    char *d = dupstr(s);
+    char *d = amni_strdup(s);
     if (s && !d) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     free(*slot);
     *slot = d;
@@ -161,8 +154,8 @@ int amn_model_add_tensor(amn_model *m, const amn_tensor *t, amn_error *err) {
         c.data = copy;
         c.extent = span;
     }
-    c.name = dupstr(t->name);
-    c.encoding_name = dupstr(t->encoding_name);
+    c.name = amni_strdup(t->name);
+    c.encoding_name = amni_strdup(t->encoding_name);
     if (!c.name || (t->encoding_name && !c.encoding_name)) {
         free((char *)c.name);
         free((char *)c.encoding_name);
@@ -192,7 +185,7 @@ static int add_pair(pair **arr, size_t *n, size_t *cap, const char *k, const cha
     if (replace)
         for (size_t i = 0; i < *n; i++)
             if (strcmp((*arr)[i].key, k) == 0) {
-                char *d = dupstr(v);
+                char *d = amni_strdup(v);
                 if (!d) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
                 free((*arr)[i].value);
                 (*arr)[i].value = d;
@@ -200,7 +193,7 @@ static int add_pair(pair **arr, size_t *n, size_t *cap, const char *k, const cha
             }
     if (!grow((void **)arr, cap, *n + 1, sizeof **arr))
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    pair p = {dupstr(k), dupstr(v)};
+    pair p = {amni_strdup(k), amni_strdup(v)};
     if (!p.key || !p.value) {
         free(p.key);
         free(p.value);
@@ -261,7 +254,7 @@ int amn_model_adopt(amn_model *m, void *ptr, void (*free_fn)(void *), amn_error 
 
 /* ---- typed key/values: deep copies live in model-owned memory ----------- */
 
-static size_t kv_scalar_size(amn_kv_type t) {
+size_t amn_kv_type_size(amn_kv_type t) {
     switch (t) {
     case AMN_KV_U8:
     case AMN_KV_I8:
@@ -278,6 +271,10 @@ static size_t kv_scalar_size(amn_kv_type t) {
     case AMN_KV_I64:
     case AMN_KV_F64:
         return 8;
+    case AMN_KV_STRING:
+        return sizeof(amn_str);
+    case AMN_KV_ARRAY:
+        return sizeof(amn_kv);
     default:
         return 0;
     }
@@ -305,7 +302,7 @@ static int copy_kv_value(amn_model *m, const amn_kv *src, amn_kv *dst, unsigned 
         return copy_str(m, src->data, s, err);
     }
     if (src->type != AMN_KV_ARRAY) {
-        size_t sz = kv_scalar_size(src->type);
+        size_t sz = amn_kv_type_size(src->type);
         if (!sz) return amn_error_set(err, AMN_E_INVALID, "unknown metadata type %d", src->type);
         void *p = amn_model_alloc(m, sz);
         if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
@@ -313,9 +310,7 @@ static int copy_kv_value(amn_model *m, const amn_kv *src, amn_kv *dst, unsigned 
         dst->data = p;
         return AMN_OK;
     }
-    size_t es = src->elem_type == AMN_KV_STRING  ? sizeof(amn_str)
-                : src->elem_type == AMN_KV_ARRAY ? sizeof(amn_kv)
-                                                 : kv_scalar_size(src->elem_type);
+    size_t es = amn_kv_type_size(src->elem_type);
     uint64_t bytes;
     if (!es) return amn_error_set(err, AMN_E_INVALID, "unknown array type %d", src->elem_type);
     if (!amn_mul_u64(src->count, es, &bytes) || bytes > SIZE_MAX)

@@ -3,19 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util_internal.h"
 #include "amn/checked.h"
 #include "plan_internal.h"
 
 bool amn_claimset_is_claimed(const amn_claimset *cs, size_t i) {
     return i < cs->n_tensors && cs->owner[i] >= 0;
-}
-
-static char *dupstr(const char *s) {
-    if (!s) return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
 }
 
 static void free_group(group *g) {
@@ -51,9 +44,9 @@ int amn_claimset_add(amn_claimset *cs, const amn_group_spec *g, amn_error *err) 
         if (!rc && (g->row_elems == 0 || numel % g->row_elems))
             rc = amn_error_set(err, AMN_E_INVALID, "%s: row size does not divide the tensor", who);
     }
-    if (!rc && g->out_name && !(ng.spec.out_name = dupstr(g->out_name)))
+    if (!rc && g->out_name && !(ng.spec.out_name = amni_strdup(g->out_name)))
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    if (!rc && g->label && !(ng.spec.label = dupstr(g->label)))
+    if (!rc && g->label && !(ng.spec.label = amni_strdup(g->label)))
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (!rc && cs->n_groups == cs->cap_groups) {
         size_t nc = cs->cap_groups ? cs->cap_groups * 2 : 64;

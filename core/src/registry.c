@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util_internal.h"
 #include "amn/plugin.h"
 #include "amn/version.h"
 #include "registry_internal.h"
@@ -28,14 +29,6 @@ struct amn_registrar {
 #define FORMAT_V1_SIZE (offsetof(amn_format, writer) + sizeof(void *))
 #define SCHEME_V1_SIZE (offsetof(amn_scheme, dequantize) + sizeof(void *))
 #define WRITER_V1_SIZE (offsetof(amn_writer, abort) + sizeof(void *))
-
-static char *dupstr(const char *s) {
-    if (!s) return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
 
 static bool push(void *arrp, size_t *n, size_t *cap, const void *item) {
     const void ***arr = arrp;
@@ -133,8 +126,8 @@ static plugin_rec *new_record(amn_ctx *ctx) {
 static void set_status(plugin_rec *rec, const char *status, const char *reason) {
     free(rec->status);
     free(rec->reason);
-    rec->status = dupstr(status);
-    rec->reason = dupstr(reason);
+    rec->status = amni_strdup(status);
+    rec->reason = amni_strdup(reason);
 }
 
 static const plugin_rec *loaded_plugin(const amn_ctx *ctx, const char *name) {
@@ -174,10 +167,10 @@ static int admit(amn_ctx *ctx, plugin_rec *rec, const amn_plugin_desc *d, const 
         return -1;
     }
     free(rec->name);
-    rec->name = dupstr(d->name);
-    rec->version = dupstr(d->version);
-    rec->description = dupstr(d->description);
-    rec->license = dupstr(d->license);
+    rec->name = amni_strdup(d->name);
+    rec->version = amni_strdup(d->version);
+    rec->description = amni_strdup(d->description);
+    rec->license = amni_strdup(d->license);
     if (loaded_plugin(ctx, d->name)) {
         set_status(rec, "shadowed", "a plugin of the same name was found earlier");
         return -1;
@@ -246,7 +239,7 @@ static void load_dir(amn_ctx *ctx, const char *dir) {
         size_t len = strlen(e->d_name);
         if (len < 8 || strncmp(e->d_name, "amn-", 4) != 0 || strcmp(e->d_name + len - 3, ".so"))
             continue;
-        char *s = dupstr(e->d_name);
+        char *s = amni_strdup(e->d_name);
         if (!s || !push(&names, &n, &cap, s)) {
             free(s);
             break;
@@ -266,8 +259,8 @@ static void load_dir(amn_ctx *ctx, const char *dir) {
         if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
         plugin_rec *rec = new_record(ctx);
         if (!rec) break;
-        rec->file = dupstr(path);
-        rec->name = dupstr(stem);
+        rec->file = amni_strdup(path);
+        rec->name = amni_strdup(stem);
         if (loaded_plugin(ctx, stem)) {
             set_status(rec, "shadowed", "a plugin of the same name was found earlier");
             continue;
@@ -304,7 +297,7 @@ static void load_dir(amn_ctx *ctx, const char *dir) {
 }
 
 static void load_path_list(amn_ctx *ctx, const char *list) {
-    char *copy = dupstr(list);
+    char *copy = amni_strdup(list);
     if (!copy) return;
     char *save = NULL;
     for (char *tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save))

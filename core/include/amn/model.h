@@ -54,6 +54,10 @@ typedef struct amn_kv {
     const void *data;
 } amn_kv;
 
+/* Bytes of one value of type t as stored in amn_kv.data: the scalar's size,
+ * sizeof(amn_str) for STRING, sizeof(amn_kv) for ARRAY; 0 if unknown. */
+AMN_API size_t amn_kv_type_size(amn_kv_type t);
+
 /* `format` is the registered format name ("safetensors"). */
 AMN_API amn_model *amn_model_new(const char *format);
 AMN_API void amn_model_free(amn_model *m);
