@@ -142,18 +142,6 @@ int amn_model_add_tensor(amn_model *m, const amn_tensor *t, amn_error *err) {
         !index_reserve(m, m->n_tensors + 1))
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     amn_tensor c = *t;
-    /* Kernels may load elements through typed pointers: a tensor whose bytes
-     * sit at an address misaligned for its dtype (legal in safetensors,
-     * typical of hostile files) is copied to aligned memory once. */
-    const size_t align = t->dtype == AMN_DTYPE_BLOCK ? 2 : amn_dtype_size(t->dtype);
-    if (t->data && align > 1 && (uintptr_t)t->data % align) {
-        const uint64_t span = t->flags & AMN_TENSOR_STRIDED ? t->extent : t->nbytes;
-        void *copy = span <= SIZE_MAX ? amn_model_alloc(m, (size_t)span) : NULL;
-        if (!copy) return amn_error_set(err, AMN_E_NOMEM, "tensor %s: out of memory", t->name);
-        memcpy(copy, t->data, (size_t)span);
-        c.data = copy;
-        c.extent = span;
-    }
     c.name = amni_strdup(t->name);
     c.encoding_name = amni_strdup(t->encoding_name);
     if (!c.name || (t->encoding_name && !c.encoding_name)) {

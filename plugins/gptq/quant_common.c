@@ -209,7 +209,10 @@ int quant_tensor_bytes(const amn_tensor *t, uint8_t **own, const uint8_t **bytes
     *own = NULL;
     *bytes = NULL;
     if (!t->data) return AMN_OK;
-    if (amn_tensor_is_plain(t)) {
+    /* Kernels load through typed pointers: a plain tensor is used in place
+     * only when it is aligned for its dtype (safetensors does not promise it). */
+    const size_t align = amn_dtype_size(t->dtype);
+    if (amn_tensor_is_plain(t) && (align < 2 || (uintptr_t)t->data % align == 0)) {
         *bytes = t->data;
         return AMN_OK;
     }

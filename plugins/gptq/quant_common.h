@@ -49,8 +49,8 @@ bool quant_suffix(const char *name, const char *suffix, size_t *prefix_len);
 /* Check that t has exactly the bytes its shape and dtype call for. */
 int quant_check_bytes(const amn_tensor *t, amn_error *err);
 
-/* The tensor's little-endian C-order bytes: its own data when plain, else a
- * copy in *own (malloc'd, the caller frees). NULL data (a model read for
+/* The tensor's little-endian C-order bytes, aligned for its dtype: its own
+ * data when plain and aligned, else a copy in *own (malloc'd, the caller frees). NULL data (a model read for
  * inspection only) gives NULL and AMN_OK. */
 int quant_tensor_bytes(const amn_tensor *t, uint8_t **own, const uint8_t **bytes, amn_error *err);
 

@@ -30,8 +30,8 @@ typedef struct amn_tensor {
     uint64_t nbytes;
     /* The first element. NULL when only the header was read (inspect). For a
      * strided view, elements live at data + sum(i_k * strides[k]) * size.
-     * Once in a model, data is aligned to the element size (2 for BLOCK):
-     * amn_model_add_tensor copies a misaligned tensor. */
+     * data need not be aligned for its dtype (safetensors does not promise
+     * it): code that loads through typed pointers checks and copies. */
     const void *data;
     /* Bytes readable from `data`: bounds every strided access. */
     uint64_t extent;
