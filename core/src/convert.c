@@ -8,6 +8,7 @@
 
 #include "amn/checked.h"
 #include "amn/convert.h"
+#include "io_internal.h"
 #include "plan_internal.h"
 
 #define CHUNK_BYTES (1u << 20) /* output bytes per worker per round: cache-sized */
@@ -177,11 +178,20 @@ static int write_group(const amn_model *m, const group *g, amn_dtype out, unsign
                   g->spec.row_elems * amn_dtype_size(out), threads, bufs, buf_size, sink, err);
 }
 
-/* Plain same-dtype tensors go straight from the mapping to the file. */
-static int write_plain(const amn_tensor *t, amn_dtype to, unsigned threads, uint8_t *bufs[2],
-                       size_t buf_size, amn_sink *sink, amn_error *err) {
-    if (to == t->dtype && amn_tensor_is_plain(t))
+/* Plain same-dtype tensors go from the input file to the output inside the
+ * kernel when they can (copy_file_range), else straight from the mapping. */
+static int write_plain(const amn_model *m, const amn_tensor *t, amn_dtype to, unsigned threads,
+                       uint8_t *bufs[2], size_t buf_size, amn_sink *sink, amn_error *err) {
+    if (to == t->dtype && amn_tensor_is_plain(t)) {
+        const amn_map *map =
+            t->nbytes >= (64u << 10) ? amni_model_map_for(m, t->data, t->nbytes) : NULL;
+        if (map) {
+            uint64_t off = (uint64_t)((const uint8_t *)t->data - amn_map_data(map));
+            int rc = amni_sink_copy_range(sink, amni_map_fd(map), off, t->nbytes, err);
+            if (rc != AMN_E_UNSUPPORTED) return rc;
+        }
         return amn_sink_write(sink, t->data, t->nbytes, err);
+    }
     const size_t ss = t->dtype == AMN_DTYPE_BLOCK ? 1 : amn_dtype_size(t->dtype);
     const cast_ctx c = {t, to, ss};
     return stream(produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to),
@@ -322,7 +332,7 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
             st.dequantized++;
         } else {
             const amn_tensor *t = amn_model_tensor(m, e->tensor);
-            rc = write_plain(t, e->dtype, threads, bufs, buf_size, sink, err);
+            rc = write_plain(m, t, e->dtype, threads, bufs, buf_size, sink, err);
             if (e->dtype != t->dtype) st.cast++;
         }
         if (!rc && amn_sink_tell(sink) - before != e->out.nbytes)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "amn/io.h"
+#include "io_internal.h"
 
 /* ---- mapping ------------------------------------------------------------ */
 
@@ -17,6 +18,7 @@ struct amn_map {
     const uint8_t *data;
     uint64_t size;
     char *path;
+    int fd; /* kept open so conversions can copy ranges inside the kernel */
 };
 
 int amn_map_open(const char *path, amn_map **out, amn_error *err) {
@@ -42,6 +44,7 @@ int amn_map_open(const char *path, amn_map **out, amn_error *err) {
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
     memcpy(m->path, path, plen);
+    m->fd = fd;
     m->size = (uint64_t)st.st_size;
     if (m->size > 0) {
         void *p = mmap(NULL, (size_t)m->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -58,7 +61,6 @@ int amn_map_open(const char *path, amn_map **out, amn_error *err) {
         static const uint8_t empty[1];
         m->data = empty;
     }
-    close(fd);
     *out = m;
     return AMN_OK;
 }
@@ -76,12 +78,17 @@ const char *amn_map_path(const amn_map *m) {
 void amn_map_close(amn_map *m) {
     if (!m) return;
     if (m->size) munmap((void *)m->data, (size_t)m->size);
+    close(m->fd);
     free(m->path);
     free(m);
 }
 
 void amn_map_release(void *m) {
     amn_map_close(m);
+}
+
+int amni_map_fd(const amn_map *m) {
+    return m->fd;
 }
 
 /* ---- sources -------------------------------------------------------------- */
@@ -274,6 +281,26 @@ int amn_sink_pad(amn_sink *s, size_t n, amn_error *err) {
         if (rc) return rc;
         n -= k;
     }
+    return AMN_OK;
+}
+
+int amni_sink_copy_range(amn_sink *s, int fd, uint64_t off, uint64_t n, amn_error *err) {
+    int rc = flush(s, err);
+    if (rc) return rc;
+    loff_t in = (loff_t)off;
+    uint64_t done = 0;
+    while (done < n) {
+        size_t want = n - done > (1u << 30) ? (1u << 30) : (size_t)(n - done);
+        ssize_t c = copy_file_range(fd, &in, s->fd, NULL, want, 0);
+        if (c < 0 && errno == EINTR) continue;
+        if (c <= 0) {
+            if (done == 0) return AMN_E_UNSUPPORTED; /* caller falls back to write() */
+            return amn_error_set(err, AMN_E_IO, "%s: copy: %s", s->final_path,
+                                 c < 0 ? strerror(errno) : "unexpected end of input");
+        }
+        done += (uint64_t)c;
+    }
+    s->written += n;
     return AMN_OK;
 }
 

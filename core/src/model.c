@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io_internal.h"
 #include "util_internal.h"
 #include "amn/checked.h"
 #include "amn/model.h"
@@ -238,6 +239,18 @@ int amn_model_adopt(amn_model *m, void *ptr, void (*free_fn)(void *), amn_error 
     }
     m->res[m->n_res++] = (resource){ptr, free_fn};
     return AMN_OK;
+}
+
+const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n) {
+    for (size_t i = 0; i < m->n_res; i++) {
+        if (m->res[i].free_fn != amn_map_release) continue;
+        const amn_map *map = m->res[i].ptr;
+        const uint8_t *base = amn_map_data(map), *q = p;
+        if (q >= base && (uint64_t)(q - base) <= amn_map_size(map) &&
+            n <= amn_map_size(map) - (uint64_t)(q - base))
+            return map;
+    }
+    return NULL;
 }
 
 /* ---- typed key/values: deep copies live in model-owned memory ----------- */
