@@ -47,18 +47,6 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     bool resolved;
     int rc = cli_resolve_input(ctx, a->input, path, sizeof path, &resolved);
     if (rc) return rc;
-    const char *output = a->output;
-    if (!output) {
-        first_ext(tf, ext, sizeof ext);
-        char tag[16];
-        snprintf(tag, sizeof tag, "%s", amn_dtype_name(out));
-        for (char *c = tag; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
-        if (!cli_default_output(a->input, resolved, tag, ext, outbuf, sizeof outbuf)) {
-            fprintf(stderr, "amn: output path too long; pass -o\n");
-            return EXIT_USAGE;
-        }
-        output = outbuf;
-    }
     double t0 = now();
     amn_model *m = NULL;
     amn_plan *p = NULL;
@@ -68,16 +56,41 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
         amn_model_free(m);
         return cli_fail(&err);
     }
+    /* Full-precision checkpoints (npz, pth) convert losslessly unless an
+     * output dtype is asked for; everything else casts floats on convert. */
+    const amn_format *in_fmt = amn_ctx_find_format(ctx, amn_model_format(m));
+    const bool lossless_input = in_fmt && (amn_format_flags(in_fmt) & AMN_FORMAT_LOSSLESS);
+    amn_mode mode = convert && !(lossless_input && !a->out_dtype) ? AMN_MODE_CONVERT
+                                                                  : AMN_MODE_REMEMBER;
     amn_plan_summary s;
     amn_plan_summarize(p, out, &s);
+    const char *output = a->output;
+    if (!output) {
+        /* Name the dtype when something becomes it; a lossless copy of a
+         * non-safetensors file is just <stem>.safetensors. */
+        first_ext(tf, ext, sizeof ext);
+        char tag[16] = "";
+        if (mode == AMN_MODE_CONVERT || s.groups || strcmp(amn_model_format(m), target) == 0) {
+            snprintf(tag, sizeof tag, "%s", amn_dtype_name(out));
+            for (char *c = tag; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+        }
+        if (!cli_default_output(a->input, resolved, tag, ext, outbuf, sizeof outbuf)) {
+            fprintf(stderr, "amn: output path too long; pass -o\n");
+            amn_plan_free(p);
+            amn_model_free(m);
+            return EXIT_USAGE;
+        }
+        output = outbuf;
+    }
     if (!a->json) {
         printf("%s %s -> %s\n", convert ? "Converting" : "Remembering", a->input, output);
         if (s.groups)
             printf("  %s%s\n", s.label ? s.label : s.scheme,
                    s.labels_differ ? " (and others)" : "");
+        fflush(stdout);
     }
     amn_convert_options o = {
-        .mode = convert ? AMN_MODE_CONVERT : AMN_MODE_REMEMBER,
+        .mode = mode,
         .target = target,
         .out_dtype = out,
         .output = output,

@@ -57,7 +57,7 @@ bool cli_default_output(const char *input, bool resolved, const char *tag, const
             break;
         }
     }
-    return (size_t)snprintf(buf, size, "%s/%s-%s.%s", dir, base, tag, ext) < size;
+    return (size_t)snprintf(buf, size, "%s/%s%s%s.%s", dir, base, *tag ? "-" : "", tag, ext) < size;
 }
 
 const char *cli_size(uint64_t bytes, char *buf, size_t size) {

@@ -115,7 +115,17 @@ typedef struct amn_format {
     int (*open)(const amn_open_args *a, amn_model **out, amn_error *err);
     int (*inspect)(const amn_inspect_args *a, amn_model **out, amn_error *err);
     const amn_writer *writer;
+    uint32_t flags; /* AMN_FORMAT_*; read it through amn_format_flags() */
 } amn_format;
+
+/* Full-precision checkpoints (npz, pth): `convert` keeps their float dtypes
+ * unless the user asks for an output dtype. */
+#define AMN_FORMAT_LOSSLESS (1u << 0)
+
+/* flags, or 0 for a plugin built before the field existed. */
+static inline uint32_t amn_format_flags(const amn_format *f) {
+    return f->struct_size >= offsetof(amn_format, flags) + sizeof f->flags ? f->flags : 0;
+}
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,113 @@
+/* pickle_vm.h — a minimal, allowlisted pickle machine for PyTorch data.pkl.
+ *
+ * It runs protocols 0-5 opcodes over a byte buffer and builds a tree of
+ * plain values. GLOBAL / STACK_GLOBAL resolve only names in a fixed table
+ * (tensor rebuild functions, storage classes, dtypes, OrderedDict, ...);
+ * anything else is AMN_E_DISALLOWED naming the global. Nothing is ever
+ * imported or called: REDUCE on an allowlisted name runs a small C handler
+ * that builds a value. The VM is iterative; nesting is bounded by
+ * limits->max_depth marks and, for readers of the result, by pk_* walkers
+ * that take a depth argument.
+ */
+#ifndef AMN_PICKLE_VM_H
+#define AMN_PICKLE_VM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amn/dtype.h"
+#include "amn/error.h"
+#include "amn/format.h"
+#include "amn/tensor.h"
+
+typedef enum pv_kind {
+    PV_NONE,
+    PV_BOOL,
+    PV_INT,
+    PV_BIGINT, /* LONG1/LONG4 wider than 64 bits: kept only as a marker */
+    PV_FLOAT,
+    PV_STR,
+    PV_BYTES,
+    PV_TUPLE,
+    PV_LIST,
+    PV_SET,
+    PV_DICT,
+    PV_GLOBAL,
+    PV_STORAGE,
+    PV_TENSOR,
+} pv_kind;
+
+typedef enum pk_global_id {
+    PG_ORDERED_DICT,
+    PG_REBUILD_TENSOR,    /* torch._utils._rebuild_tensor (storage, offset, size, stride) */
+    PG_REBUILD_TENSOR_V2, /* ... requires_grad, hooks[, metadata] */
+    PG_REBUILD_TENSOR_V3, /* ... requires_grad, hooks, dtype[, metadata]: untyped storage */
+    PG_REBUILD_PARAMETER, /* _rebuild_parameter / _rebuild_parameter_with_state */
+    PG_REBUILD_FROM_TYPE_V2,
+    PG_PARAMETER,   /* torch.nn.parameter.Parameter */
+    PG_TENSOR_TYPE, /* torch.Tensor / torch._tensor.Tensor (a _rebuild_from_type_v2 type) */
+    PG_STORAGE,     /* torch.FloatStorage ..., torch.UntypedStorage */
+    PG_DTYPE,       /* torch.float32 ... */
+    PG_SIZE,        /* torch.Size */
+    PG_DEVICE,      /* torch.device */
+} pk_global_id;
+
+typedef struct pv pv;
+
+typedef struct pv_storage {
+    const char *key; /* NUL-terminated */
+    amn_dtype dtype; /* INVALID for untyped (bytes) or unsupported storages */
+    bool untyped;
+    const char *type_name; /* "torch.FloatStorage" */
+    uint64_t numel;
+} pv_storage;
+
+typedef struct pv_tensor {
+    const pv *storage; /* a PV_STORAGE */
+    amn_dtype dtype;   /* INVALID when the storage type is not supported */
+    uint64_t offset;   /* in elements */
+    uint32_t ndim;
+    uint64_t shape[AMN_MAX_DIMS];
+    int64_t stride[AMN_MAX_DIMS];
+} pv_tensor;
+
+struct pv {
+    pv_kind kind;
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        struct {
+            const char *s; /* NUL-terminated copy */
+            size_t len;
+        } str;
+        uint64_t bytes_len; /* PV_BYTES: contents are not kept */
+        struct {
+            pv **items;
+            size_t n, cap;
+        } seq; /* TUPLE, LIST, SET */
+        struct {
+            pv **keys, **vals;
+            size_t n, cap;
+        } dict;
+        struct {
+            pk_global_id id;
+            amn_dtype dtype;  /* PG_STORAGE, PG_DTYPE */
+            bool untyped;     /* PG_STORAGE */
+            const char *name; /* "module.name" */
+        } global;
+        pv_storage storage;
+        pv_tensor tensor;
+    } u;
+};
+
+typedef struct pk_vm pk_vm;
+
+/* Run the pickle in p[0..n) and return the VM holding the result (its
+ * root value stays valid until pk_free). */
+int pk_run(const uint8_t *p, size_t n, const amn_limits *lim, pk_vm **out, amn_error *err);
+const pv *pk_root(const pk_vm *vm);
+void pk_free(pk_vm *vm);
+
+#endif
