@@ -1,0 +1,907 @@
+/* AVX2 dequantizers: same arithmetic as gguf_dequant_scalar.c, eight lanes at
+ * a time, with the F32 -> BF16 narrowing fused into the stores.
+ *
+ * Built with -mavx2 -mf16c -mbmi2 (no FMA: every a * b + c stays two rounded
+ * operations) and only called after the run-time CPU check. Each kernel keeps
+ * the scalar operation order per element; since IEEE operations are
+ * deterministic per lane, the bytes equal the scalar path's, which the tests
+ * check on random blocks. Loads never reach past the block they belong to. */
+#include <immintrin.h>
+#include <stdbool.h>
+
+#include "gguf_kernels.h"
+#include "gguf_tables.h"
+#include "gguf_types.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* ---- output: F32 or BF16 ------------------------------------------------ */
+
+/* How a kernel stores: F32, or BF16 with or without the NaN check. A block
+ * whose f16 scales are all finite cannot produce a NaN (every product and sum
+ * of finite scales and small integers is finite or, for MXFP4, infinite), so
+ * its BF16 rounding needs no NaN lane: the wrappers scan the scales first. */
+enum { OUT_F32 = 0, OUT_BF16 = 1, OUT_BF16_NONAN = 2 };
+
+/* Round-to-nearest-even to BF16 in the low 16 bits of each lane, NaN quieted,
+ * as amn_f32_to_bf16. Infinities and overflow round right without a check. */
+ALWAYS_INLINE __m256i bf16_lanes(__m256 v, const int out) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i top = _mm256_srli_epi32(u, 16);
+    const __m256i lsb = _mm256_and_si256(top, _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    if (out == OUT_BF16_NONAN) return r;
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    return _mm256_blendv_epi8(r, _mm256_or_si256(top, _mm256_set1_epi32(0x40)), nan);
+}
+
+/* Store 16 values (a then b) at element index i of dst. */
+ALWAYS_INLINE void emit16(uint8_t *dst, size_t i, __m256 a, __m256 b, const int out) {
+    if (out) {
+        /* packus interleaves 128-bit lanes: a0-3 b0-3 a4-7 b4-7; 0xD8 reorders. */
+        const __m256i p = _mm256_packus_epi32(bf16_lanes(a, out), bf16_lanes(b, out));
+        _mm256_storeu_si256((__m256i *)(dst + 2 * i), _mm256_permute4x64_epi64(p, 0xD8));
+    } else {
+        _mm256_storeu_ps((float *)(dst + 4 * i), a);
+        _mm256_storeu_ps((float *)(dst + 4 * i + 32), b);
+    }
+}
+
+/* Each kernel body is instantiated per store mode so the choice is made once
+ * per call, outside the loops; `finite` is the scale scan of the blocks. */
+#define ROWS_FN(name, finite)                                                                      \
+    static void name(const uint8_t *b, size_t nb, void *dst, int bf16) {                           \
+        if (!bf16)                                                                                 \
+            name##_impl(b, nb, dst, OUT_F32);                                                      \
+        else if (finite)                                                                           \
+            name##_impl(b, nb, dst, OUT_BF16_NONAN);                                               \
+        else                                                                                       \
+            name##_impl(b, nb, dst, OUT_BF16);                                                     \
+    }
+
+/* True when the f16 at byte `off` of each of nb blocks of `size` bytes is
+ * finite (exponent field not all ones). */
+static inline bool f16_finite(const uint8_t *b, size_t nb, size_t size, size_t off) {
+    unsigned bad = 0;
+    for (size_t i = 0; i < nb; i++, b += size) bad |= (gguf_le16(b + off) & 0x7c00u) == 0x7c00u;
+    return !bad;
+}
+
+/* Same for the two f16 at off and off + 2 (d and dmin / m). */
+static inline bool f16x2_finite(const uint8_t *b, size_t nb, size_t size, size_t off) {
+    unsigned bad = 0;
+    for (size_t i = 0; i < nb; i++, b += size) {
+        const uint32_t w = gguf_le32(b + off);
+        bad |= ((w & 0x7c00u) == 0x7c00u) | ((w & 0x7c000000u) == 0x7c000000u);
+    }
+    return !bad;
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+ALWAYS_INLINE float h2f(const uint8_t *p) {
+    return _cvtsh_ss(gguf_le16(p));
+}
+
+/* Low 8 bytes of x, signed / unsigned, as 8 floats (exact). */
+ALWAYS_INLINE __m256 i8lo(__m128i x) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
+}
+ALWAYS_INLINE __m256 i8hi(__m128i x) {
+    return i8lo(_mm_unpackhi_epi64(x, x));
+}
+ALWAYS_INLINE __m256 u8lo(__m128i x) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(x));
+}
+ALWAYS_INLINE __m256 u8hi(__m128i x) {
+    return u8lo(_mm_unpackhi_epi64(x, x));
+}
+
+ALWAYS_INLINE __m128i load16(const uint8_t *p) {
+    return _mm_loadu_si128((const __m128i *)p);
+}
+ALWAYS_INLINE __m256i load32(const uint8_t *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+ALWAYS_INLINE __m128i lo128(__m256i x) {
+    return _mm256_castsi256_si128(x);
+}
+ALWAYS_INLINE __m128i hi128(__m256i x) {
+    return _mm256_extracti128_si256(x, 1);
+}
+
+/* Byte k of the result is 0xFF when bit k of `bits` is set. */
+ALWAYS_INLINE __m256i bits_to_bytes(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+}
+
+/* Negate lane k where bit k of s is set (ggml's "* -1.f": sign flip). */
+ALWAYS_INLINE __m256 apply_signs(__m256 v, uint32_t s) {
+    const __m256i sh = _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24);
+    const __m256i m = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32((int)s), sh),
+                                       _mm256_set1_epi32(INT32_MIN));
+    return _mm256_xor_ps(v, _mm256_castsi256_ps(m));
+}
+
+/* BF16 by table lookup. When 32 or more outputs share one scale and take at
+ * most 16 distinct codes, computing and rounding the 16 possible values once
+ * and gathering them with pshufb costs far less than rounding every output;
+ * each table entry is computed exactly as the direct path computes that code,
+ * so the bytes are the same. The table is split into low and high bytes,
+ * each 16 bytes repeated in both 128-bit lanes. */
+typedef struct lut16 {
+    __m256i lo, hi;
+} lut16;
+
+/* t0: the values of codes 0..7, t1: codes 8..15. */
+ALWAYS_INLINE lut16 lut16_make(__m256 t0, __m256 t1, const int out) {
+    /* lane 0: codes 0-3 8-11, lane 1: codes 4-7 12-15, as 16-bit words */
+    const __m256i w = _mm256_packus_epi32(bf16_lanes(t0, out), bf16_lanes(t1, out));
+    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
+                                           2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    /* dwords: lo(0-3) lo(8-11) hi(0-3) hi(8-11) | lo(4-7) lo(12-15) hi(4-7) hi(12-15) */
+    const __m256i s = _mm256_shuffle_epi8(w, split);
+    return (lut16){_mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5)),
+                   _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(2, 6, 3, 7, 2, 6, 3, 7))};
+}
+
+/* Same for 8 codes 0..7 (t0); codes 8..15 repeat them. */
+ALWAYS_INLINE lut16 lut8_make(__m256 t0, const int out) {
+    const __m256i h = bf16_lanes(t0, out);
+    const __m256i w = _mm256_packus_epi32(h, h); /* lane 0: codes 0-3 twice, lane 1: 4-7 twice */
+    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
+                                           2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i s = _mm256_shuffle_epi8(w, split);
+    return (lut16){_mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)),
+                   _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(2, 6, 2, 6, 2, 6, 2, 6))};
+}
+
+/* x[k] and x[k + 1] of a float array as {x[k] x4, x[k+1] x4}. */
+ALWAYS_INLINE __m256 pair_splat(const float *x) {
+    const __m256 v = _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd((const double *)x)));
+    return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+/* Store the BF16 values of 32 codes (bytes 0..15: outputs at..at+15, bytes
+ * 16..31: the next 16) at element index at. */
+ALWAYS_INLINE void lut16_emit32(uint8_t *dst, size_t at, lut16 t, __m256i codes) {
+    const __m256i lo = _mm256_shuffle_epi8(t.lo, codes), hi = _mm256_shuffle_epi8(t.hi, codes);
+    const __m256i p0 = _mm256_unpacklo_epi8(lo, hi); /* outputs 0-7 | 16-23 */
+    const __m256i p1 = _mm256_unpackhi_epi8(lo, hi); /* outputs 8-15 | 24-31 */
+    _mm256_storeu_si256((__m256i *)(dst + 2 * at), _mm256_permute2x128_si256(p0, p1, 0x20));
+    _mm256_storeu_si256((__m256i *)(dst + 2 * at + 32), _mm256_permute2x128_si256(p0, p1, 0x31));
+}
+
+/* The codes of a 32-element block with 16 bytes of nibbles: low nibbles are
+ * outputs 0..15, high nibbles 16..31. */
+ALWAYS_INLINE __m256i nibble_codes(const uint8_t *qs) {
+    const __m128i q = load16(qs), m4 = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+/* (float)c for codes 0..7 and 8..15, and the same minus 8. */
+#define CODES_0_7   _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7)
+#define CODES_8_15  _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15)
+#define CODES_M8_M1 _mm256_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1)
+
+/* ---- legacy 32-element blocks ------------------------------------------- */
+
+ALWAYS_INLINE void q4_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i m4 = _mm_set1_epi8(15), off = _mm_set1_epi8(8);
+    for (size_t i = 0; i < nb; i++, b += 18, dst += out ? 64 : 128) {
+        const __m256 d = _mm256_set1_ps(h2f(b));
+        if (out != OUT_F32) { /* (float)(c - 8) * d */
+            const lut16 t =
+                lut16_make(_mm256_mul_ps(CODES_M8_M1, d), _mm256_mul_ps(CODES_0_7, d), out);
+            lut16_emit32(dst, 0, t, nibble_codes(b + 2));
+            continue;
+        }
+        const __m128i q = load16(b + 2);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), off);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), off);
+        emit16(dst, 0, _mm256_mul_ps(i8lo(lo), d), _mm256_mul_ps(i8hi(lo), d), out);
+        emit16(dst, 16, _mm256_mul_ps(i8lo(hi), d), _mm256_mul_ps(i8hi(hi), d), out);
+    }
+}
+ROWS_FN(q4_0, f16_finite(b, nb, 18, 0))
+
+ALWAYS_INLINE void q4_1_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i m4 = _mm_set1_epi8(15);
+    for (size_t i = 0; i < nb; i++, b += 20, dst += out ? 64 : 128) {
+        const __m256 d = _mm256_set1_ps(h2f(b)), m = _mm256_set1_ps(h2f(b + 2));
+        if (out != OUT_F32) { /* (float)c * d + m */
+            const lut16 t = lut16_make(_mm256_add_ps(_mm256_mul_ps(CODES_0_7, d), m),
+                                       _mm256_add_ps(_mm256_mul_ps(CODES_8_15, d), m), out);
+            lut16_emit32(dst, 0, t, nibble_codes(b + 4));
+            continue;
+        }
+        const __m128i q = load16(b + 4);
+        const __m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+        emit16(dst, 0, _mm256_add_ps(_mm256_mul_ps(u8lo(lo), d), m),
+               _mm256_add_ps(_mm256_mul_ps(u8hi(lo), d), m), out);
+        emit16(dst, 16, _mm256_add_ps(_mm256_mul_ps(u8lo(hi), d), m),
+               _mm256_add_ps(_mm256_mul_ps(u8hi(hi), d), m), out);
+    }
+}
+ROWS_FN(q4_1, f16x2_finite(b, nb, 20, 0))
+
+/* The 32 five-bit values of a Q5 block, output order: nibbles of qs (low
+ * nibbles first) with bit k of qh as bit 4 of value k. */
+ALWAYS_INLINE __m256i q5_values(const uint8_t *qs, uint32_t qh) {
+    const __m128i m4 = _mm_set1_epi8(15);
+    const __m128i q = load16(qs);
+    const __m256i nib =
+        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    return _mm256_or_si256(nib, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16)));
+}
+
+ALWAYS_INLINE void q5_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    for (size_t i = 0; i < nb; i++, b += 22, dst += out ? 64 : 128) {
+        const __m256 d = _mm256_set1_ps(h2f(b));
+        const __m256i x = _mm256_sub_epi8(q5_values(b + 6, gguf_le32(b + 2)), _mm256_set1_epi8(16));
+        const __m128i lo = lo128(x), hi = hi128(x);
+        emit16(dst, 0, _mm256_mul_ps(i8lo(lo), d), _mm256_mul_ps(i8hi(lo), d), out);
+        emit16(dst, 16, _mm256_mul_ps(i8lo(hi), d), _mm256_mul_ps(i8hi(hi), d), out);
+    }
+}
+ROWS_FN(q5_0, f16_finite(b, nb, 22, 0))
+
+ALWAYS_INLINE void q5_1_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    for (size_t i = 0; i < nb; i++, b += 24, dst += out ? 64 : 128) {
+        const __m256 d = _mm256_set1_ps(h2f(b)), m = _mm256_set1_ps(h2f(b + 2));
+        const __m256i x = q5_values(b + 8, gguf_le32(b + 4));
+        const __m128i lo = lo128(x), hi = hi128(x);
+        emit16(dst, 0, _mm256_add_ps(_mm256_mul_ps(u8lo(lo), d), m),
+               _mm256_add_ps(_mm256_mul_ps(u8hi(lo), d), m), out);
+        emit16(dst, 16, _mm256_add_ps(_mm256_mul_ps(u8lo(hi), d), m),
+               _mm256_add_ps(_mm256_mul_ps(u8hi(hi), d), m), out);
+    }
+}
+ROWS_FN(q5_1, f16x2_finite(b, nb, 24, 0))
+
+ALWAYS_INLINE void q8_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    for (size_t i = 0; i < nb; i++, b += 34, dst += out ? 64 : 128) {
+        const __m256 d = _mm256_set1_ps(h2f(b));
+        const __m128i lo = load16(b + 2), hi = load16(b + 18);
+        emit16(dst, 0, _mm256_mul_ps(i8lo(lo), d), _mm256_mul_ps(i8hi(lo), d), out);
+        emit16(dst, 16, _mm256_mul_ps(i8lo(hi), d), _mm256_mul_ps(i8hi(hi), d), out);
+    }
+}
+ROWS_FN(q8_0, f16_finite(b, nb, 34, 0))
+
+/* IQ4_NL (d * KV[q]) and MXFP4 (KM[q] * d): a 16-entry codebook by pshufb. */
+ALWAYS_INLINE void codebook32(const uint8_t *qs, __m128i book, __m256 d, uint8_t *dst,
+                              const int out) {
+    if (out != OUT_F32) { /* d * (float)book[c]; the product commutes exactly */
+        const lut16 t = lut16_make(_mm256_mul_ps(d, i8lo(book)), _mm256_mul_ps(d, i8hi(book)), out);
+        lut16_emit32(dst, 0, t, nibble_codes(qs));
+        return;
+    }
+    const __m128i m4 = _mm_set1_epi8(15);
+    const __m128i q = load16(qs);
+    const __m128i lo = _mm_shuffle_epi8(book, _mm_and_si128(q, m4));
+    const __m128i hi = _mm_shuffle_epi8(book, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+    emit16(dst, 0, _mm256_mul_ps(d, i8lo(lo)), _mm256_mul_ps(d, i8hi(lo)), out);
+    emit16(dst, 16, _mm256_mul_ps(d, i8lo(hi)), _mm256_mul_ps(d, i8hi(hi)), out);
+}
+
+ALWAYS_INLINE void iq4_nl_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i book = load16((const uint8_t *)gguf_kvalues_iq4nl);
+    for (size_t i = 0; i < nb; i++, b += 18, dst += out ? 64 : 128)
+        codebook32(b + 2, book, _mm256_set1_ps(h2f(b)), dst, out);
+}
+ROWS_FN(iq4_nl, f16_finite(b, nb, 18, 0))
+
+ALWAYS_INLINE void mxfp4_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i book = load16((const uint8_t *)gguf_kvalues_mxfp4);
+    for (size_t i = 0; i < nb; i++, b += 17, dst += out ? 64 : 128)
+        codebook32(b + 1, book, _mm256_set1_ps(gguf_e8m0_half(b[0])), dst, out);
+}
+ROWS_FN(mxfp4, true)
+
+/* ---- k-quants ----------------------------------------------------------- */
+
+/* out[i] = d * (float)s[i] for 16 signed bytes s: the per-sub-block scales. */
+ALWAYS_INLINE void scale16(float out[16], float d, __m128i s) {
+    const __m256 dv = _mm256_set1_ps(d);
+    _mm256_storeu_ps(out, _mm256_mul_ps(dv, i8lo(s)));
+    _mm256_storeu_ps(out + 8, _mm256_mul_ps(dv, i8hi(s)));
+}
+
+ALWAYS_INLINE void q2_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i m3 = _mm_set1_epi8(3), m4 = _mm_set1_epi8(15);
+    for (size_t i = 0; i < nb; i++, b += 84, dst += out ? 512 : 1024) {
+        float dl[16], ml[16];
+        const __m128i sc = load16(b);
+        scale16(dl, h2f(b + 80), _mm_and_si128(sc, m4));
+        scale16(ml, h2f(b + 82), _mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+        if (out != OUT_F32) {
+            /* Two sub-blocks of 16 per table: codes 0..3 and 4..7. */
+            const __m256i second = _mm256_set_m128i(_mm_set1_epi8(4), _mm_setzero_si128());
+            const __m256 codes = _mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3);
+            for (int n = 0; n < 2; n++) {
+                const __m256i q = load32(b + 16 + 32 * n);
+                for (int j = 0; j < 4; j++) {
+                    const int is = 8 * n + 2 * j;
+                    const lut16 t =
+                        lut8_make(_mm256_sub_ps(_mm256_mul_ps(pair_splat(dl + is), codes),
+                                                pair_splat(ml + is)),
+                                  out);
+                    const __m256i c =
+                        _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3));
+                    lut16_emit32(dst, (size_t)(128 * n + 32 * j), t, _mm256_or_si256(c, second));
+                }
+            }
+            continue;
+        }
+        for (int n = 0; n < 2; n++) {
+            const __m128i q[2] = {load16(b + 16 + 32 * n), load16(b + 32 + 32 * n)};
+            for (int j = 0; j < 4; j++)
+                for (int h = 0; h < 2; h++) {
+                    const int is = 8 * n + 2 * j + h;
+                    const __m256 d = _mm256_set1_ps(dl[is]), m = _mm256_set1_ps(ml[is]);
+                    const __m128i v = _mm_and_si128(_mm_srli_epi16(q[h], 2 * j), m3);
+                    emit16(dst, (size_t)(128 * n + 32 * j + 16 * h),
+                           _mm256_sub_ps(_mm256_mul_ps(d, u8lo(v)), m),
+                           _mm256_sub_ps(_mm256_mul_ps(d, u8hi(v)), m), out);
+                }
+        }
+    }
+}
+ROWS_FN(q2_k, f16x2_finite(b, nb, 84, 80))
+
+/* The 16 six-bit Q3_K scales minus 32, as signed bytes (ggml's aux words). */
+ALWAYS_INLINE __m128i q3k_scales(const uint8_t *p) {
+    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+    const uint32_t a0 = gguf_le32(p), a1 = gguf_le32(p + 4), a2 = gguf_le32(p + 8);
+    const __m128i s = _mm_setr_epi32((int)((a0 & k2) | ((a2 & k1) << 4)),
+                                     (int)((a1 & k2) | (((a2 >> 2) & k1) << 4)),
+                                     (int)(((a0 >> 4) & k2) | (((a2 >> 4) & k1) << 4)),
+                                     (int)(((a1 >> 4) & k2) | (((a2 >> 6) & k1) << 4)));
+    return _mm_sub_epi8(s, _mm_set1_epi8(32));
+}
+
+ALWAYS_INLINE void q3_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i m3 = _mm_set1_epi8(3), four = _mm_set1_epi8(4);
+    for (size_t i = 0; i < nb; i++, b += 110, dst += out ? 512 : 1024) {
+        float dl[16];
+        scale16(dl, h2f(b + 108), q3k_scales(b + 96));
+        if (out != OUT_F32) {
+            /* Two sub-blocks of 16 per table: v + 4 in 0..7, and + 8. */
+            const __m256i second = _mm256_set_m128i(_mm_set1_epi8(8), _mm_setzero_si128());
+            const __m256 codes = _mm256_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3);
+            const __m256i hm = load32(b);
+            for (int n = 0; n < 2; n++) {
+                const __m256i q = load32(b + 32 + 32 * n);
+                for (int j = 0; j < 4; j++) {
+                    const int is = 8 * n + 2 * j;
+                    const lut16 t =
+                        lut16_make(_mm256_mul_ps(_mm256_set1_ps(dl[is]), codes),
+                                   _mm256_mul_ps(_mm256_set1_ps(dl[is + 1]), codes), out);
+                    const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + j)));
+                    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+                    const __m256i c =
+                        _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3));
+                    const __m256i v4 =
+                        _mm256_or_si256(c, _mm256_and_si256(set, _mm256_set1_epi8(4)));
+                    lut16_emit32(dst, (size_t)(128 * n + 32 * j), t, _mm256_or_si256(v4, second));
+                }
+            }
+            continue;
+        }
+        const __m128i hm[2] = {load16(b), load16(b + 16)};
+        for (int n = 0; n < 2; n++) {
+            const __m128i q[2] = {load16(b + 32 + 32 * n), load16(b + 48 + 32 * n)};
+            for (int j = 0; j < 4; j++) {
+                const __m128i bit = _mm_set1_epi8((char)(1 << (4 * n + j)));
+                for (int h = 0; h < 2; h++) {
+                    const __m256 d = _mm256_set1_ps(dl[8 * n + 2 * j + h]);
+                    /* (q >> 2j) & 3, minus 4 where the hmask bit is clear */
+                    const __m128i set = _mm_cmpeq_epi8(_mm_and_si128(hm[h], bit), bit);
+                    const __m128i v = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q[h], 2 * j), m3),
+                                                   _mm_andnot_si128(set, four));
+                    emit16(dst, (size_t)(128 * n + 32 * j + 16 * h), _mm256_mul_ps(d, i8lo(v)),
+                           _mm256_mul_ps(d, i8hi(v)), out);
+                }
+            }
+        }
+    }
+}
+ROWS_FN(q3_k, f16_finite(b, nb, 110, 108))
+
+/* d * sc and dmin * mn for the 8 sub-blocks of a Q4_K / Q5_K super-block.
+ * The 6-bit pairs are unpacked four at a time in 32-bit words (the bytes of
+ * get_scale_min_k4), avoiding byte stores that a vector load would reread. */
+ALWAYS_INLINE void k4_scales(const uint8_t *b, float dl[8], float ml[8]) {
+    const uint32_t u0 = gguf_le32(b + 4), u1 = gguf_le32(b + 8), u2 = gguf_le32(b + 12);
+    const uint32_t sc_lo = u0 & 0x3f3f3f3fu, mn_lo = u1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    const __m256 scf = u8lo(_mm_cvtsi64_si128((long long)((uint64_t)sc_hi << 32 | sc_lo)));
+    const __m256 mnf = u8lo(_mm_cvtsi64_si128((long long)((uint64_t)mn_hi << 32 | mn_lo)));
+    _mm256_storeu_ps(dl, _mm256_mul_ps(_mm256_set1_ps(h2f(b)), scf));
+    _mm256_storeu_ps(ml, _mm256_mul_ps(_mm256_set1_ps(h2f(b + 2)), mnf));
+}
+
+/* 32 unsigned byte values x: y = d * x - m, stored at element index at. */
+ALWAYS_INLINE void affine32(uint8_t *dst, size_t at, __m256i x, float dl, float ml, const int out) {
+    const __m256 d = _mm256_set1_ps(dl), m = _mm256_set1_ps(ml);
+    const __m128i lo = lo128(x), hi = hi128(x);
+    emit16(dst, at, _mm256_sub_ps(_mm256_mul_ps(d, u8lo(lo)), m),
+           _mm256_sub_ps(_mm256_mul_ps(d, u8hi(lo)), m), out);
+    emit16(dst, at + 16, _mm256_sub_ps(_mm256_mul_ps(d, u8lo(hi)), m),
+           _mm256_sub_ps(_mm256_mul_ps(d, u8hi(hi)), m), out);
+}
+
+/* BF16 by lookup of 32 codes 0..15: y = dl * (float)c - ml. */
+ALWAYS_INLINE void lut_affine32(uint8_t *dst, size_t at, __m256i codes, float dl, float ml,
+                                const int out) {
+    const __m256 d = _mm256_set1_ps(dl), m = _mm256_set1_ps(ml);
+    const lut16 t = lut16_make(_mm256_sub_ps(_mm256_mul_ps(d, CODES_0_7), m),
+                               _mm256_sub_ps(_mm256_mul_ps(d, CODES_8_15), m), out);
+    lut16_emit32(dst, at, t, codes);
+}
+
+ALWAYS_INLINE void q4_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (size_t i = 0; i < nb; i++, b += 144, dst += out ? 512 : 1024) {
+        float dl[8], ml[8];
+        k4_scales(b, dl, ml);
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = load32(b + 16 + 32 * j);
+            if (out != OUT_F32) {
+                lut_affine32(dst, (size_t)(64 * j), _mm256_and_si256(q, m4), dl[2 * j], ml[2 * j],
+                             out);
+                lut_affine32(dst, (size_t)(64 * j + 32),
+                             _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), dl[2 * j + 1],
+                             ml[2 * j + 1], out);
+                continue;
+            }
+            affine32(dst, (size_t)(64 * j), _mm256_and_si256(q, m4), dl[2 * j], ml[2 * j], out);
+            affine32(dst, (size_t)(64 * j + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                     dl[2 * j + 1], ml[2 * j + 1], out);
+        }
+    }
+}
+ROWS_FN(q4_k, f16x2_finite(b, nb, 144, 0))
+
+ALWAYS_INLINE void q5_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m256i m4 = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
+    for (size_t i = 0; i < nb; i++, b += 176, dst += out ? 512 : 1024) {
+        float dl[8], ml[8];
+        k4_scales(b, dl, ml);
+        const __m256i qh = load32(b + 16);
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = load32(b + 48 + 32 * j);
+            const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * j)));
+            const __m256i b1 = _mm256_set1_epi8((char)(2 << (2 * j)));
+            const __m256i h0 =
+                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), sixteen);
+            const __m256i h1 =
+                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), sixteen);
+            affine32(dst, (size_t)(64 * j), _mm256_or_si256(_mm256_and_si256(q, m4), h0), dl[2 * j],
+                     ml[2 * j], out);
+            affine32(dst, (size_t)(64 * j + 32),
+                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1),
+                     dl[2 * j + 1], ml[2 * j + 1], out);
+        }
+    }
+}
+ROWS_FN(q5_k, f16x2_finite(b, nb, 176, 0))
+
+/* 32 signed values x at element index at: first 16 scaled by s0, next 16 by s1. */
+ALWAYS_INLINE void scaled32(uint8_t *dst, size_t at, __m256i x, float s0, float s1, const int out) {
+    const __m256 a = _mm256_set1_ps(s0), c = _mm256_set1_ps(s1);
+    const __m128i lo = lo128(x), hi = hi128(x);
+    emit16(dst, at, _mm256_mul_ps(a, i8lo(lo)), _mm256_mul_ps(a, i8hi(lo)), out);
+    emit16(dst, at + 16, _mm256_mul_ps(c, i8lo(hi)), _mm256_mul_ps(c, i8hi(hi)), out);
+}
+
+ALWAYS_INLINE void q6_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30),
+                  m32 = _mm256_set1_epi8(32);
+    for (size_t i = 0; i < nb; i++, b += 210, dst += out ? 512 : 1024) {
+        float ds[16]; /* (d * scale): ggml multiplies d by the scale first */
+        scale16(ds, h2f(b + 208), load16(b + 192));
+        for (int n = 0; n < 2; n++) {
+            const __m256i l0 = load32(b + 64 * n), l1 = load32(b + 64 * n + 32);
+            const __m256i qh = load32(b + 128 + 32 * n);
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                               _mm256_and_si256(qh, m30));
+            const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            const float *s = ds + 8 * n;
+            uint8_t *y = dst + (size_t)(128 * n) * (out ? 2 : 4);
+            scaled32(y, 0, _mm256_sub_epi8(q1, m32), s[0], s[1], out);
+            scaled32(y, 32, _mm256_sub_epi8(q2, m32), s[2], s[3], out);
+            scaled32(y, 64, _mm256_sub_epi8(q3, m32), s[4], s[5], out);
+            scaled32(y, 96, _mm256_sub_epi8(q4, m32), s[6], s[7], out);
+        }
+    }
+}
+ROWS_FN(q6_k, f16_finite(b, nb, 210, 208))
+
+ALWAYS_INLINE void iq4_xs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i book = load16((const uint8_t *)gguf_kvalues_iq4nl);
+    for (size_t i = 0; i < nb; i++, b += 136, dst += out ? 512 : 1024) {
+        const float d = h2f(b);
+        const uint32_t sh = gguf_le16(b + 2);
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls =
+                ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | (int)(((sh >> (2 * ib)) & 3) << 4);
+            codebook32(b + 8 + 16 * ib, book, _mm256_set1_ps(d * (float)(ls - 32)),
+                       dst + (size_t)(32 * ib) * (out ? 2 : 4), out);
+        }
+    }
+}
+ROWS_FN(iq4_xs, f16_finite(b, nb, 136, 0))
+
+/* ---- i-quants ----------------------------------------------------------- */
+
+/* The IQ2 / IQ3 kernels first gather, per 32 outputs, the four 8-byte grid
+ * entries (gv: unsigned magnitudes in output order), the 32 sign bits (bit k
+ * negates output k) and the scale of each half, in registers; then store.
+ *
+ * F32: y = +/-(db * g), the sign flipped after the product as ggml does. */
+ALWAYS_INLINE void iq_grid_f32(uint8_t *dst, size_t at, __m256i gv, uint32_t s32, float db0,
+                               float db1) {
+    const __m256 d0 = _mm256_set1_ps(db0), d1 = _mm256_set1_ps(db1);
+    const __m128i lo = lo128(gv), hi = hi128(gv);
+    emit16(dst, at, apply_signs(_mm256_mul_ps(d0, u8lo(lo)), s32),
+           apply_signs(_mm256_mul_ps(d0, u8hi(lo)), s32 >> 8), OUT_F32);
+    emit16(dst, at + 16, apply_signs(_mm256_mul_ps(d1, u8lo(hi)), s32 >> 16),
+           apply_signs(_mm256_mul_ps(d1, u8hi(hi)), s32 >> 24), OUT_F32);
+}
+
+/* BF16 by lookup: `codes` gives each output's magnitude code 0..7, whose
+ * value (db * magnitude) is in `pos`; codes 8..15 hold the negated values. */
+ALWAYS_INLINE void iq_grid_bf16(uint8_t *dst, size_t at, __m256i codes, uint32_t s32, __m256 pos,
+                                const int out) {
+    const lut16 t = lut16_make(pos, _mm256_xor_ps(pos, _mm256_set1_ps(-0.0f)), out);
+    const __m256i neg = _mm256_and_si256(bits_to_bytes(s32), _mm256_set1_epi8(8));
+    lut16_emit32(dst, at, t, _mm256_or_si256(codes, neg));
+}
+
+ALWAYS_INLINE __m256i grid4(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3) {
+    return _mm256_setr_epi64x((long long)g0, (long long)g1, (long long)g2, (long long)g3);
+}
+
+/* Four sign bytes as 32 sign bits. */
+ALWAYS_INLINE uint32_t signs4(uint8_t s0, uint8_t s1, uint8_t s2, uint8_t s3) {
+    return (uint32_t)s0 | (uint32_t)s1 << 8 | (uint32_t)s2 << 16 | (uint32_t)s3 << 24;
+}
+
+/* IQ2 grids hold 8, 25 and 43 only: their low nibbles 8, 9, 11 select codes
+ * 0, 1, 2 for outputs 0..15 (scale db0) and 3, 4, 5 for 16..31 (db1). */
+ALWAYS_INLINE void iq2_emit32(uint8_t *dst, size_t at, __m256i gv, uint32_t s32, float db0,
+                              float db1, const int out) {
+    if (out == OUT_F32) {
+        iq_grid_f32(dst, at, gv, s32, db0, db1);
+        return;
+    }
+    const __m256i map = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0, 0, 3, 3, 3, 3,
+                                         3, 3, 3, 3, 3, 4, 3, 5, 3, 3, 3, 3);
+    const __m256 pos = _mm256_mul_ps(_mm256_setr_ps(db0, db0, db0, db1, db1, db1, 0, 0),
+                                     _mm256_setr_ps(8, 25, 43, 8, 25, 43, 0, 0));
+    iq_grid_bf16(dst, at, _mm256_shuffle_epi8(map, gv), s32, pos, out);
+}
+
+ALWAYS_INLINE void iq2_xxs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const uint64_t *grid = gguf_iq2xxs_grid;
+    const uint8_t *ks = gguf_ksigns_iq2xs;
+    for (size_t i = 0; i < nb; i++, b += 66, dst += out ? 512 : 1024) {
+        const float d = h2f(b);
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *q = b + 2 + 8 * ib;
+            const uint32_t a = gguf_le32(q + 4);
+            const float db = d * (0.5f + (float)(a >> 28)) * 0.25f;
+            iq2_emit32(
+                dst, (size_t)(32 * ib), grid4(grid[q[0]], grid[q[1]], grid[q[2]], grid[q[3]]),
+                signs4(ks[a & 127], ks[(a >> 7) & 127], ks[(a >> 14) & 127], ks[(a >> 21) & 127]),
+                db, db, out);
+        }
+    }
+}
+ROWS_FN(iq2_xxs, f16_finite(b, nb, 66, 0))
+
+ALWAYS_INLINE void iq2_xs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const uint64_t *grid = gguf_iq2xs_grid;
+    const uint8_t *ks = gguf_ksigns_iq2xs;
+    for (size_t i = 0; i < nb; i++, b += 74, dst += out ? 512 : 1024) {
+        const float d = h2f(b);
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t sc = b[66 + ib];
+            const uint8_t *w = b + 2 + 8 * ib;
+            const uint16_t w0 = gguf_le16(w), w1 = gguf_le16(w + 2), w2 = gguf_le16(w + 4),
+                           w3 = gguf_le16(w + 6);
+            iq2_emit32(dst, (size_t)(32 * ib),
+                       grid4(grid[w0 & 511], grid[w1 & 511], grid[w2 & 511], grid[w3 & 511]),
+                       signs4(ks[w0 >> 9], ks[w1 >> 9], ks[w2 >> 9], ks[w3 >> 9]),
+                       d * (0.5f + (float)(sc & 15)) * 0.25f, d * (0.5f + (float)(sc >> 4)) * 0.25f,
+                       out);
+        }
+    }
+}
+ROWS_FN(iq2_xs, f16_finite(b, nb, 74, 0))
+
+ALWAYS_INLINE void iq2_s_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const uint64_t *grid = gguf_iq2s_grid;
+    for (size_t i = 0; i < nb; i++, b += 82, dst += out ? 512 : 1024) {
+        const float d = h2f(b);
+        const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
+        for (int ib = 0; ib < 8; ib++, qs += 4) {
+            const unsigned h = qh[ib];
+            iq2_emit32(dst, (size_t)(32 * ib),
+                       grid4(grid[qs[0] | ((h << 8) & 0x300u)], grid[qs[1] | ((h << 6) & 0x300u)],
+                             grid[qs[2] | ((h << 4) & 0x300u)], grid[qs[3] | ((h << 2) & 0x300u)]),
+                       gguf_le32(signs + 4 * ib), d * (0.5f + (float)(scales[ib] & 15)) * 0.25f,
+                       d * (0.5f + (float)(scales[ib] >> 4)) * 0.25f, out);
+        }
+    }
+}
+ROWS_FN(iq2_s, f16_finite(b, nb, 82, 0))
+
+/* IQ3 grids: 8 magnitudes `mags`, code = (byte >> shift) & 7. */
+ALWAYS_INLINE void iq3_emit32(uint8_t *dst, size_t at, __m256i gv, uint32_t s32, float db,
+                              __m256 mags, int shift, const int out) {
+    if (out == OUT_F32) {
+        iq_grid_f32(dst, at, gv, s32, db, db);
+        return;
+    }
+    const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(gv, shift), _mm256_set1_epi8(7));
+    iq_grid_bf16(dst, at, codes, s32, _mm256_mul_ps(_mm256_set1_ps(db), mags), out);
+}
+
+/* Two 4-byte grid entries as one 8-byte group. */
+ALWAYS_INLINE uint64_t pair32(uint32_t lo, uint32_t hi) {
+    return (uint64_t)hi << 32 | lo;
+}
+
+ALWAYS_INLINE void iq3_xxs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m256 mags = _mm256_setr_ps(4, 12, 20, 28, 36, 44, 52, 62); /* byte >> 3 */
+    const uint32_t *grid = gguf_iq3xxs_grid;
+    const uint8_t *ks = gguf_ksigns_iq2xs;
+    for (size_t i = 0; i < nb; i++, b += 98, dst += out ? 512 : 1024) {
+        const float d = h2f(b);
+        const uint8_t *q = b + 2;
+        for (int ib = 0; ib < 8; ib++, q += 8) {
+            const uint32_t a = gguf_le32(b + 66 + 4 * ib);
+            iq3_emit32(
+                dst, (size_t)(32 * ib),
+                grid4(pair32(grid[q[0]], grid[q[1]]), pair32(grid[q[2]], grid[q[3]]),
+                      pair32(grid[q[4]], grid[q[5]]), pair32(grid[q[6]], grid[q[7]])),
+                signs4(ks[a & 127], ks[(a >> 7) & 127], ks[(a >> 14) & 127], ks[(a >> 21) & 127]),
+                d * (0.5f + (float)(a >> 28)) * 0.5f, mags, 3, out);
+        }
+    }
+}
+ROWS_FN(iq3_xxs, f16_finite(b, nb, 98, 0))
+
+ALWAYS_INLINE void iq3_s_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m256 mags = _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15); /* byte >> 1 */
+    const uint32_t *grid = gguf_iq3s_grid;
+    for (size_t i = 0; i < nb; i++, b += 110, dst += out ? 512 : 1024) {
+        const float d = h2f(b);
+        const uint8_t *q = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
+        for (int ib = 0; ib < 8; ib++, q += 8) {
+            const unsigned nib = ib % 2 ? scales[ib / 2] >> 4 : scales[ib / 2] & 15u;
+            /* bit 2l and 2l + 1 of qh are bit 8 of indices 2l and 2l + 1 */
+            const unsigned h = qh[ib];
+            iq3_emit32(
+                dst, (size_t)(32 * ib),
+                grid4(pair32(grid[q[0] | ((h << 8) & 256u)], grid[q[1] | ((h << 7) & 256u)]),
+                      pair32(grid[q[2] | ((h << 6) & 256u)], grid[q[3] | ((h << 5) & 256u)]),
+                      pair32(grid[q[4] | ((h << 4) & 256u)], grid[q[5] | ((h << 3) & 256u)]),
+                      pair32(grid[q[6] | ((h << 2) & 256u)], grid[q[7] | ((h << 1) & 256u)])),
+                gguf_le32(signs + 4 * ib), d * (float)(1 + 2 * (int)nib), mags, 1, out);
+        }
+    }
+}
+ROWS_FN(iq3_s, f16_finite(b, nb, 110, 0))
+
+/* IQ1S_DELTA, negated when bit 0 of `neg` is set: built from bits rather than
+ * chosen by a branch, which random data would mispredict half the time. */
+ALWAYS_INLINE __m256 iq1_delta(uint32_t neg) {
+    return _mm256_castsi256_ps(_mm256_set1_epi32((int)(0x3e000000u | (neg & 1u) << 31)));
+}
+
+/* dl * ((float)g + delta) for the 8 signed bytes of an IQ1S grid entry. */
+ALWAYS_INLINE __m256 iq1_group(uint64_t g, __m256 dl, __m256 delta) {
+    return _mm256_mul_ps(dl, _mm256_add_ps(i8lo(_mm_cvtsi64_si128((long long)g)), delta));
+}
+
+ALWAYS_INLINE void iq1_s_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    for (size_t i = 0; i < nb; i++, b += 50, dst += out ? 512 : 1024) {
+        const float d = h2f(b);
+        const uint8_t *qs = b + 2;
+        for (int ib = 0; ib < 8; ib++) {
+            const uint32_t hw = gguf_le16(b + 34 + 2 * ib);
+            const __m256 dl = _mm256_set1_ps(d * (float)(2 * ((hw >> 12) & 7) + 1));
+            const __m256 delta = iq1_delta(hw >> 15);
+            __m256 v[4];
+            for (int l = 0; l < 4; l++)
+                v[l] = iq1_group(gguf_iq1s_grid[qs[4 * ib + l] | ((hw >> (3 * l)) & 7) << 8], dl,
+                                 delta);
+            emit16(dst, (size_t)(32 * ib), v[0], v[1], out);
+            emit16(dst, (size_t)(32 * ib + 16), v[2], v[3], out);
+        }
+    }
+}
+ROWS_FN(iq1_s, f16_finite(b, nb, 50, 0))
+
+/* IQ1_M's scale is assembled from the top nibbles of its 4 scale words: its
+ * exponent (bits 10..14) is bits 14..15 of word 2 and bits 12..14 of word 3. */
+static inline bool iq1m_finite(const uint8_t *b, size_t nb) {
+    unsigned bad = 0;
+    for (size_t i = 0; i < nb; i++, b += 56) bad |= ((b[53] >> 6) | (b[55] >> 4 & 7) << 2) == 31;
+    return !bad;
+}
+
+ALWAYS_INLINE void iq1_m_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    for (size_t i = 0; i < nb; i++, b += 56, dst += out ? 512 : 1024) {
+        uint32_t sc[4];
+        for (int t = 0; t < 4; t++) sc[t] = gguf_le16(b + 48 + 2 * t);
+        const uint32_t dbits =
+            (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
+        const float d = _cvtsh_ss((unsigned short)dbits);
+        const uint8_t *qs = b, *qh = b + 32;
+        for (int ib = 0; ib < 8; ib++) {
+            const uint32_t s = sc[ib / 2], sft = 6 * (ib % 2);
+            const __m256 dl1 = _mm256_set1_ps(d * (float)(2 * ((s >> sft) & 7) + 1));
+            const __m256 dl2 = _mm256_set1_ps(d * (float)(2 * ((s >> (sft + 3)) & 7) + 1));
+            const uint32_t qa = qh[2 * ib], qb = qh[2 * ib + 1];
+            const uint8_t *q = qs + 4 * ib;
+            const __m256 v0 =
+                iq1_group(gguf_iq1s_grid[q[0] | ((qa << 8) & 0x700)], dl1, iq1_delta(qa >> 3));
+            const __m256 v1 =
+                iq1_group(gguf_iq1s_grid[q[1] | ((qa << 4) & 0x700)], dl1, iq1_delta(qa >> 7));
+            const __m256 v2 =
+                iq1_group(gguf_iq1s_grid[q[2] | ((qb << 8) & 0x700)], dl2, iq1_delta(qb >> 3));
+            const __m256 v3 =
+                iq1_group(gguf_iq1s_grid[q[3] | ((qb << 4) & 0x700)], dl2, iq1_delta(qb >> 7));
+            emit16(dst, (size_t)(32 * ib), v0, v1, out);
+            emit16(dst, (size_t)(32 * ib + 16), v2, v3, out);
+        }
+    }
+}
+ROWS_FN(iq1_m, iq1m_finite(b, nb))
+
+/* ---- ternary ------------------------------------------------------------ */
+
+/* Base-3 digits of 16 bytes held in 16-bit lanes: ((x * p) & 255) * 3 >> 8,
+ * in 0..2; p holds the power of 3 of each lane. */
+ALWAYS_INLINE __m256i tq1_digits(__m256i x16, __m256i p) {
+    const __m256i q = _mm256_and_si256(_mm256_mullo_epi16(x16, p), _mm256_set1_epi16(255));
+    return _mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8);
+}
+
+/* Store 16 digits t (16-bit lanes) as (float)(t - 1) * d. */
+ALWAYS_INLINE void tq1_emit16(uint8_t *dst, size_t at, __m256i t, __m256 d, const int out) {
+    const __m256i v = _mm256_sub_epi16(t, _mm256_set1_epi16(1));
+    const __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(lo128(v)));
+    const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(hi128(v)));
+    emit16(dst, at, _mm256_mul_ps(a, d), _mm256_mul_ps(c, d), out);
+}
+
+/* Store 16 + 16 digits: F32 directly, BF16 from the 3-entry table. */
+ALWAYS_INLINE void tq1_emit32(uint8_t *dst, size_t at, __m256i ta, __m256i tb, __m256 d, lut16 t,
+                              const int out) {
+    if (out == OUT_F32) {
+        tq1_emit16(dst, at, ta, d, out);
+        tq1_emit16(dst, at + 16, tb, d, out);
+    } else {
+        lut16_emit32(dst, at, t, _mm256_permute4x64_epi64(_mm256_packus_epi16(ta, tb), 0xD8));
+    }
+}
+
+ALWAYS_INLINE void tq1_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    /* The 4 qh bytes repeated for digits 0..3: those outputs are n-major. */
+    const __m256i qh_pow = _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
+    const __m256 codes = _mm256_setr_ps(-1, 0, 1, 0, 0, 0, 0, 0); /* (float)(t - 1) */
+    for (size_t i = 0; i < nb; i++, b += 54, dst += out ? 512 : 1024) {
+        const __m256 d = _mm256_set1_ps(h2f(b + 52));
+        lut16 t = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        if (out != OUT_F32) t = lut16_make(_mm256_mul_ps(codes, d), _mm256_setzero_ps(), out);
+        const __m256i x0 = _mm256_cvtepu8_epi16(load16(b)),
+                      x1 = _mm256_cvtepu8_epi16(load16(b + 16));
+        const __m256i x2 = _mm256_cvtepu8_epi16(load16(b + 32));
+        const __m256i qh = _mm256_cvtepu8_epi16(_mm_set1_epi32((int)gguf_le32(b + 48)));
+        __m256i p = _mm256_set1_epi16(1);
+        __m256i t2[6];
+        for (int n = 0; n < 5; n++) {
+            tq1_emit32(dst, (size_t)(32 * n), tq1_digits(x0, p), tq1_digits(x1, p), d, t, out);
+            t2[n] = tq1_digits(x2, p);
+            p = _mm256_mullo_epi16(p, _mm256_set1_epi16(3));
+        }
+        t2[5] = tq1_digits(qh, qh_pow);
+        for (int k = 0; k < 3; k++)
+            tq1_emit32(dst, (size_t)(160 + 32 * k), t2[2 * k], t2[2 * k + 1], d, t, out);
+    }
+}
+ROWS_FN(tq1_0, f16_finite(b, nb, 54, 52))
+
+ALWAYS_INLINE void tq2_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256 codes = _mm256_setr_ps(-1, 0, 1, 2, 0, 0, 0, 0); /* (float)(c - 1) */
+    for (size_t i = 0; i < nb; i++, b += 66, dst += out ? 512 : 1024) {
+        const __m256 d = _mm256_set1_ps(h2f(b + 64));
+        lut16 t = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        if (out != OUT_F32) t = lut16_make(_mm256_mul_ps(codes, d), _mm256_setzero_ps(), out);
+        for (int c = 0; c < 2; c++) {
+            const __m256i q = load32(b + 32 * c);
+            for (int l = 0; l < 4; l++) {
+                const __m256i code = _mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3);
+                const size_t at = (size_t)(128 * c + 32 * l);
+                if (out != OUT_F32) {
+                    lut16_emit32(dst, at, t, code);
+                    continue;
+                }
+                const __m256i v = _mm256_sub_epi8(code, one);
+                const __m128i lo = lo128(v), hi = hi128(v);
+                emit16(dst, at, _mm256_mul_ps(i8lo(lo), d), _mm256_mul_ps(i8hi(lo), d), out);
+                emit16(dst, at + 16, _mm256_mul_ps(i8lo(hi), d), _mm256_mul_ps(i8hi(hi), d), out);
+            }
+        }
+    }
+}
+ROWS_FN(tq2_0, f16_finite(b, nb, 66, 64))
+
+gguf_rows_fn gguf_avx2_kernel(uint32_t ggml_type) {
+    switch (ggml_type) {
+    case GGUF_TYPE_Q4_0:
+        return q4_0;
+    case GGUF_TYPE_Q4_1:
+        return q4_1;
+    case GGUF_TYPE_Q5_0:
+        return q5_0;
+    case GGUF_TYPE_Q5_1:
+        return q5_1;
+    case GGUF_TYPE_Q8_0:
+        return q8_0;
+    case GGUF_TYPE_IQ4_NL:
+        return iq4_nl;
+    case GGUF_TYPE_MXFP4:
+        return mxfp4;
+    case GGUF_TYPE_Q2_K:
+        return q2_k;
+    case GGUF_TYPE_Q3_K:
+        return q3_k;
+    case GGUF_TYPE_Q4_K:
+        return q4_k;
+    case GGUF_TYPE_Q5_K:
+        return q5_k;
+    case GGUF_TYPE_Q6_K:
+        return q6_k;
+    case GGUF_TYPE_IQ4_XS:
+        return iq4_xs;
+    case GGUF_TYPE_IQ2_XXS:
+        return iq2_xxs;
+    case GGUF_TYPE_IQ2_XS:
+        return iq2_xs;
+    case GGUF_TYPE_IQ2_S:
+        return iq2_s;
+    case GGUF_TYPE_IQ3_XXS:
+        return iq3_xxs;
+    case GGUF_TYPE_IQ3_S:
+        return iq3_s;
+    case GGUF_TYPE_IQ1_S:
+        return iq1_s;
+    case GGUF_TYPE_IQ1_M:
+        return iq1_m;
+    case GGUF_TYPE_TQ1_0:
+        return tq1_0;
+    case GGUF_TYPE_TQ2_0:
+        return tq2_0;
+    default:
+        return NULL;
+    }
+}
