@@ -70,6 +70,17 @@ cmp -s "$work/same.safetensors" "$ex/tiny-f32.safetensors" && passes=$((passes +
 check "unknown target" 3 "$amn" convert "$ex/tiny-f32.safetensors" --to nosuchformat -o "$work/x"
 contains "unknown target" "install the amn-nosuchformat plugin"
 ls -a "$work" | grep -q '\.amn-' && { echo "FAIL: temporary file left behind"; fails=$((fails + 1)); } || passes=$((passes + 1))
+# Full-precision checkpoints convert losslessly unless a dtype is asked for.
+if "$amn" plugins | grep -q "format npz"; then
+  cp "$src/fixtures/npz/stored.npz" "$work/arrays.npz"
+  check "convert npz" 0 "$amn" convert "$work/arrays.npz" --to safetensors
+  check "parse lossless" 0 "$amn" parse "$work/arrays.safetensors"
+  contains "f64 kept" "^  f64  *F64  *\[5\]"
+  check "convert npz --out-dtype" 0 "$amn" convert "$work/arrays.npz" --to safetensors --out-dtype bf16
+  check "parse cast" 0 "$amn" parse "$work/arrays-bf16.safetensors"
+  contains "f64 cast" "^  f64  *BF16  *\[5\]"
+  contains "ints kept" "^  i64  *I64"
+fi
 check "plugins" 0 "$amn" plugins
 contains "plugins" "safetensors .*ABI 1.0"
 
