@@ -50,8 +50,8 @@ bool quant_suffix(const char *name, const char *suffix, size_t *prefix_len);
 int quant_check_bytes(const amn_tensor *t, amn_error *err);
 
 /* The tensor's little-endian C-order bytes, aligned for its dtype: its own
- * data when plain and aligned, else a copy in *own (malloc'd, the caller frees). NULL data (a model read for
- * inspection only) gives NULL and AMN_OK. */
+ * data when plain and aligned, else a copy in *own (malloc'd, the caller frees). NULL data (a model
+ * read for inspection only) gives NULL and AMN_OK. */
 int quant_tensor_bytes(const amn_tensor *t, uint8_t **own, const uint8_t **bytes, amn_error *err);
 
 /* "[a, b]" of a tensor for messages. */

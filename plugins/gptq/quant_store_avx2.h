@@ -23,6 +23,15 @@ static inline __m128i qs_bf16x8(__m256 y) {
     return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
 }
 
+/* qs_bf16x8 for lanes known to hold no NaN: the same rounding, no quieting. */
+static inline __m128i qs_bf16x8_finite(__m256 y) {
+    const __m256i u = _mm256_castps_si256(y);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
+}
+
 /* Write 8 values at d (no alignment needed). F16C rounds to nearest even,
  * as amn_f32_to_f16 does. */
 static inline void qs_store8(amn_dtype out, void *d, __m256 y) {

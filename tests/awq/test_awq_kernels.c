@@ -121,10 +121,85 @@ static void test_awq_paths_agree(void **state) {
     }
 }
 
+/* The vector paths against the scalar path on random data and special
+ * scales, over shapes that reach every edge of the lookup-table path (word
+ * counts that are not a multiple of the 16-word block or of 8, inputs after
+ * the last run of 32, one group or many, group sizes of 32 and more) and of
+ * the arithmetic path, with row splits that cut words. */
+static void test_awq_paths_random(void **state) {
+    (void)state;
+    if (amn_simd_level() < AMN_SIMD_AVX2) skip();
+    const uint64_t shapes[][3] = {{64, 136, 32},  {96, 1032, 96}, {256, 264, 64}, {72, 200, 72},
+                                  {128, 8, 128},  {160, 520, 32}, {40, 24, 40},   {32, 64, 32},
+                                  {192, 256, 64}, {48, 40, 16},   {24, 88, 8}};
+    const amn_dtype stypes[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32};
+    const uint64_t steps[6] = {0, 11, 47, 1, 7, 130}; /* 0: all rows at once */
+    uint32_t x = 987654321u;
+    size_t values = 0;
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (size_t si = 0; si < 6; si++) {
+            const uint64_t in = shapes[k][0], out = shapes[k][1], gs = shapes[k][2], G = in / gs;
+            const amn_dtype st = stypes[si % 3];
+            const bool specials = si >= 3;
+            uint32_t *qw = malloc(in * out / 8 * 4), *qz = malloc(G * out / 8 * 4);
+            uint8_t *sc = malloc(G * out * 4);
+            assert_true(qw && qz && sc);
+            for (uint64_t i = 0; i < in * out / 8; i++) qw[i] = qg_lcg(&x);
+            for (uint64_t i = 0; i < G * out / 8; i++) qz[i] = qg_lcg(&x);
+            for (uint64_t i = 0; i < G * out; i++) qg_put_scale(sc, i, st, specials, &x);
+            const awq_layout l = {.in = in,
+                                  .out = out,
+                                  .groups = G,
+                                  .group_size = gs,
+                                  .qweight = (const uint8_t *)qw,
+                                  .qzeros = (const uint8_t *)qz,
+                                  .scales = sc,
+                                  .stype = st};
+            for (size_t oi = 0; oi < 3; oi++) {
+                const size_t es = amn_dtype_size(outs[oi]);
+                uint8_t *a = malloc(in * out * es), *b = malloc(in * out * es);
+                assert_true(a && b);
+                assert_int_equal(awq_dequant_rows(&l, 0, out, outs[oi], a, AMN_SIMD_SCALAR), 0);
+                for (size_t pi = 0; pi < sizeof steps / sizeof *steps; pi++) {
+                    const uint64_t step = steps[pi] ? steps[pi] : out;
+                    memset(b, 0xa5, in * out * es);
+                    for (uint64_t r0 = 0; r0 < out; r0 += step) {
+                        /* Each call into its own buffer between guards: no byte
+                         * outside its rows may change. */
+                        const uint64_t n = out - r0 < step ? out - r0 : step;
+                        const size_t len = n * in * es;
+                        uint8_t *g = qg_guarded(len);
+                        assert_int_equal(awq_dequant_rows(&l, r0, n, outs[oi], g, AMN_SIMD_AVX2),
+                                         0);
+                        qg_guarded_done(g, len, b + r0 * in * es);
+                    }
+                    if (memcmp(a, b, in * out * es) != 0) {
+                        char what[200];
+                        snprintf(what, sizeof what,
+                                 "in %llu out %llu group %llu scales %s%s -> %s step %llu",
+                                 (unsigned long long)in, (unsigned long long)out,
+                                 (unsigned long long)gs, amn_dtype_name(st),
+                                 specials ? " (specials)" : "", amn_dtype_name(outs[oi]),
+                                 (unsigned long long)step);
+                        assert_int_equal(qg_diff(what, b, a, in * out, es, in), 0);
+                    }
+                    values += in * out;
+                }
+                free(a);
+                free(b);
+            }
+            free(qw);
+            free(qz);
+            free(sc);
+        }
+    fprintf(stderr, "awq: %zu random values compared with the scalar path\n", values);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_awq_goldens),
         cmocka_unit_test(test_awq_paths_agree),
+        cmocka_unit_test(test_awq_paths_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

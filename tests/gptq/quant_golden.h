@@ -101,4 +101,75 @@ static inline size_t qg_diff(const char *what, const uint8_t *got, const uint8_t
     return bad;
 }
 
+static inline uint32_t qg_lcg(uint32_t *x) {
+    return *x = *x * 1664525u + 1013904223u;
+}
+
+/* A random scale of dtype st into s + i; with `specials`, now and then a
+ * zero, subnormal, huge (overflows when multiplied), infinite or NaN one. */
+static inline void qg_put_scale(uint8_t *s, uint64_t i, amn_dtype st, bool specials, uint32_t *x) {
+    uint32_t r = qg_lcg(x);
+    if (!specials && (r >> 4) % 32 < 6) r |= 0x1f0; /* an ordinary value */
+    float f = (float)(r >> 8) * 0x1p-30f * (r & 1 ? -1.0f : 1.0f);
+    uint32_t bits = amn_f32_bits(f);
+    switch ((r >> 4) % 32) {
+    case 0:
+        bits = 0x80000000u;
+        break; /* -0 */
+    case 1:
+        bits = 0x00000001u + (r >> 20);
+        break; /* subnormal */
+    case 2:
+        bits = 0x7f000000u | (r >> 12);
+        break; /* huge */
+    case 3:
+        bits = 0xff800000u;
+        break; /* -Inf */
+    case 4:
+        bits = 0x7fc00000u | (r >> 16);
+        break; /* quiet NaN with payload */
+    case 5:
+        bits = 0x7f800001u + (r >> 12);
+        break; /* signalling NaN */
+    default:
+        break;
+    }
+    f = amn_bits_f32(bits);
+    uint16_t h;
+    switch (st) {
+    case AMN_DTYPE_F32:
+        memcpy(s + i * 4, &bits, 4);
+        break;
+    case AMN_DTYPE_F16:
+        h = amn_f32_to_f16(f);
+        if ((r >> 4) % 32 == 5) h = (uint16_t)(0x7c01u + (r >> 24)); /* signalling NaN */
+        memcpy(s + i * 2, &h, 2);
+        break;
+    default:
+        h = (uint16_t)(bits >> 16);
+        if ((r >> 4) % 32 == 5) h = (uint16_t)(0x7f81u + (r >> 26)); /* signalling NaN */
+        memcpy(s + i * 2, &h, 2);
+        break;
+    }
+}
+
+/* A buffer of len bytes between two 64-byte guards, for a kernel call that
+ * must write nothing outside its rows. */
+static inline uint8_t *qg_guarded(size_t len) {
+    uint8_t *g = malloc(len + 128);
+    assert_non_null(g);
+    memset(g, 0x5a, len + 128);
+    return g + 64;
+}
+
+/* Check both guards of a qg_guarded buffer, copy its len bytes to dst, free it. */
+static inline void qg_guarded_done(uint8_t *b, size_t len, uint8_t *dst) {
+    for (size_t j = 0; j < 64; j++) {
+        assert_int_equal(b[j - 64], 0x5a);
+        assert_int_equal(b[len + j], 0x5a);
+    }
+    memcpy(dst, b, len);
+    free(b - 64);
+}
+
 #endif

@@ -157,11 +157,102 @@ static void test_gptq_v2_zeros(void **state) {
     }
 }
 
+/* The vector path against the scalar path on random data and scales (with
+ * and without NaN, infinite, huge and subnormal ones), for every bit width,
+ * with g_idx and without, group sizes that are and are not a multiple of 8,
+ * row counts that leave partial blocks (8-bit: 4 rows), 8-bit inputs that
+ * leave 4 values after the last whole unit, qweight at every alignment, and
+ * row splits that cut blocks; every call writes into a buffer between guards. */
+static void test_gptq_paths_random(void **state) {
+    (void)state;
+    if (amn_simd_level() < AMN_SIMD_AVX2) skip();
+    /* bits, in, out, group size, act-order */
+    const unsigned shapes[][5] = {{4, 64, 72, 32, 0}, {4, 64, 72, 32, 1}, {4, 48, 40, 12, 0},
+                                  {4, 40, 16, 40, 0}, {2, 48, 48, 16, 1}, {2, 64, 80, 64, 0},
+                                  {3, 64, 96, 32, 0}, {3, 96, 64, 8, 1},  {3, 64, 32, 64, 0},
+                                  {8, 36, 76, 12, 0}, {8, 36, 76, 12, 1}, {8, 64, 44, 16, 0}};
+    const amn_dtype stypes[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32};
+    const uint64_t steps[6] = {0, 11, 47, 1, 7, 130}; /* 0: all rows at once */
+    uint32_t x = 24681357u;
+    size_t values = 0;
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (size_t si = 0; si < 6; si++) {
+            const unsigned bits = shapes[k][0];
+            const uint64_t in = shapes[k][1], out = shapes[k][2], gs = shapes[k][3], G = in / gs;
+            const amn_dtype st = stypes[si % 3];
+            const bool specials = si >= 3;
+            const uint64_t qwn = in * bits / 32 * out, qzn = G * (out * bits / 32);
+            /* qweight at every offset from 32-byte alignment, 4-aligned or not. */
+            const size_t qoff = (4 * (k + si)) % 32 + (k % 5 == 4 ? 2 : 0);
+            uint8_t *qwbuf = aligned_alloc(64, qwn * 4 + 64);
+            uint32_t *qw = malloc(qwn * 4), *qz = malloc(qzn * 4);
+            uint8_t *sc = malloc(G * out * 4);
+            int32_t *gidx = malloc(in * 4);
+            assert_true(qwbuf && qw && qz && sc && gidx);
+            for (uint64_t i = 0; i < qwn; i++) qw[i] = qg_lcg(&x);
+            memcpy(qwbuf + qoff, qw, qwn * 4);
+            for (uint64_t i = 0; i < qzn; i++) qz[i] = qg_lcg(&x);
+            for (uint64_t i = 0; i < G * out; i++) qg_put_scale(sc, i, st, specials, &x);
+            for (uint64_t i = 0; i < in; i++) gidx[i] = (int32_t)(qg_lcg(&x) % G);
+            const gptq_layout l = {.bits = bits,
+                                   .in = in,
+                                   .out = out,
+                                   .groups = G,
+                                   .group_size = gs,
+                                   .qweight = qwbuf + qoff,
+                                   .qzeros = (const uint8_t *)qz,
+                                   .scales = sc,
+                                   .stype = st,
+                                   .gidx = shapes[k][4] ? gidx : NULL,
+                                   .zeros_v1 = (k + si) % 2 == 0};
+            for (size_t oi = 0; oi < 3; oi++) {
+                const size_t es = amn_dtype_size(outs[oi]);
+                uint8_t *a = malloc(in * out * es), *b = malloc(in * out * es);
+                assert_true(a && b);
+                assert_int_equal(gptq_dequant_rows(&l, 0, out, outs[oi], a, AMN_SIMD_SCALAR), 0);
+                for (size_t pi = 0; pi < sizeof steps / sizeof *steps; pi++) {
+                    const uint64_t step = steps[pi] ? steps[pi] : out;
+                    memset(b, 0xa5, in * out * es);
+                    for (uint64_t r0 = 0; r0 < out; r0 += step) {
+                        const uint64_t n = out - r0 < step ? out - r0 : step;
+                        const size_t len = n * in * es;
+                        uint8_t *g = qg_guarded(len);
+                        assert_int_equal(gptq_dequant_rows(&l, r0, n, outs[oi], g, AMN_SIMD_AVX2),
+                                         0);
+                        qg_guarded_done(g, len, b + r0 * in * es);
+                    }
+                    if (memcmp(a, b, in * out * es) != 0) {
+                        char what[200];
+                        snprintf(
+                            what, sizeof what,
+                            "%u-bit in %llu out %llu group %llu%s scales %s%s qweight+%zu -> %s "
+                            "step %llu",
+                            bits, (unsigned long long)in, (unsigned long long)out,
+                            (unsigned long long)gs, l.gidx ? " g_idx" : "", amn_dtype_name(st),
+                            specials ? " (specials)" : "", qoff, amn_dtype_name(outs[oi]),
+                            (unsigned long long)step);
+                        assert_int_equal(qg_diff(what, b, a, in * out, es, in), 0);
+                    }
+                    values += in * out;
+                }
+                free(a);
+                free(b);
+            }
+            free(qwbuf);
+            free(qw);
+            free(qz);
+            free(sc);
+            free(gidx);
+        }
+    fprintf(stderr, "gptq: %zu random values compared with the scalar path\n", values);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gptq_goldens),
         cmocka_unit_test(test_gptq_lowbit_packer),
         cmocka_unit_test(test_gptq_v2_zeros),
+        cmocka_unit_test(test_gptq_paths_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
