@@ -184,7 +184,7 @@ static void test_gptq_paths_random(void **state) {
             const uint64_t qwn = in * bits / 32 * out, qzn = G * (out * bits / 32);
             /* qweight at every offset from 32-byte alignment, 4-aligned or not. */
             const size_t qoff = (4 * (k + si)) % 32 + (k % 5 == 4 ? 2 : 0);
-            uint8_t *qwbuf = aligned_alloc(64, qwn * 4 + 64);
+            uint8_t *qwbuf = aligned_alloc(64, (qwn * 4 + 64 + 63) / 64 * 64);
             uint32_t *qw = malloc(qwn * 4), *qz = malloc(qzn * 4);
             uint8_t *sc = malloc(G * out * 4);
             int32_t *gidx = malloc(in * 4);
