@@ -112,6 +112,13 @@ int amni_plan_check_unclaimed(const amn_plan *p, const amn_model *m, amn_error *
         count++;
     }
     if (!count) return AMN_OK;
+    for (size_t i = 0; i < amn_ctx_scheme_count(p->ctx); i++)
+        if (strcmp(amn_ctx_scheme(p->ctx, i)->name, plugin) == 0)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: %zu quantized tensor%s (%s%s) cannot be "
+                                 "dequantized by the loaded amn-%s plugin",
+                                 count, count == 1 ? "" : "s", names, count > 3 ? ", ..." : "",
+                                 plugin);
     return amn_error_set(err, AMN_E_UNSUPPORTED,
                          "unsupported: %zu quantized tensor%s (%s%s) need a scheme no loaded "
                          "plugin provides; install the amn-%s plugin",
@@ -140,6 +147,7 @@ int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_err
     amn_plan *p = calloc(1, sizeof *p);
     const size_t n = amn_model_tensor_count(m);
     if (p) {
+        p->ctx = ctx;
         p->cs.model = m;
         p->cs.n_tensors = n;
         p->cs.role = calloc(n ? n : 1, 1);

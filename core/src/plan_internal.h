@@ -22,6 +22,7 @@ struct amn_claimset {
 
 struct amn_plan {
     struct amn_claimset cs;
+    const amn_ctx *ctx;
 };
 
 /* AMN_E_UNSUPPORTED naming the tensors that look quantized but that no

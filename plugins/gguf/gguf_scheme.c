@@ -85,6 +85,9 @@ static int gguf_detect(const amn_model *m, amn_claimset *cs, amn_error *err) {
         if (!t || t->dtype != AMN_DTYPE_BLOCK || amn_claimset_is_claimed(cs, i)) continue;
         amn_group_spec g;
         int rc = plan_tensor(t, i, &g, err);
+        /* A type without a kernel (retired, unknown) stays unclaimed: inspect
+         * still describes the file, and conversion refuses it by name. */
+        if (rc == AMN_E_UNSUPPORTED) continue;
         if (rc == AMN_OK) rc = amn_claimset_add(cs, &g, err); /* owns g.plan from here */
         if (rc != AMN_OK) return rc;
     }

@@ -1,11 +1,16 @@
-/* amn-gguf: GGUF block-quant dequantization (scheme "gguf"). */
+/* amn-gguf: GGUF files (format "gguf"), their block-quant types (scheme
+ * "gguf"), and ollama:<model>[:<tag>] inputs (resolver "ollama"). */
 #include "amn/plugin.h"
+#include "gguf_format.h"
 #include "gguf_scheme.h"
+#include "ollama.h"
 
 static int gguf_plugin_init(amn_registrar *r) {
-    int rc = amn_register_scheme(r, &gguf_block_scheme);
-    /* The GGUF container adds: if (rc == AMN_OK) rc = amn_register_format(r, &gguf_format); */
+    int rc = amn_register_format(r, &amn_gguf_format);
+    if (rc == AMN_OK) rc = amn_register_scheme(r, &gguf_block_scheme);
+    if (rc == AMN_OK) rc = amn_register_resolver(r, &amn_ollama_resolver);
     return rc;
 }
 
-AMN_PLUGIN_DEFINE(gguf, "0.1.0", "GGUF block-quant dequantization", "MIT", gguf_plugin_init);
+AMN_PLUGIN_DEFINE(gguf, "0.1.0", "GGUF files, ggml block-quant dequantization, ollama: inputs",
+                  "MIT", gguf_plugin_init);

@@ -1,0 +1,69 @@
+/* The "gguf" format vtable: probe, open (mapped), inspect (header only). */
+#include <string.h>
+
+#include "gguf_format.h"
+
+static uint64_t le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static int probe(const amn_probe_data *pd) {
+    if (pd->is_directory || pd->head_size < 8 || memcmp(pd->head, GGUF_MAGIC, 4) != 0)
+        return AMN_PROBE_NONE;
+    const uint32_t version = (uint32_t)le(pd->head + 4, 4);
+    /* The magic alone is claimed firmly enough that open() explains what is
+     * wrong (a newer version, a big-endian file) instead of "unrecognised". */
+    if (version < 1 || version > 3 || pd->head_size < 24) return AMN_PROBE_LIKELY;
+    const int w = version == 1 ? 4 : 8;
+    const uint64_t n_tensors = le(pd->head + 8, w), n_kv = le(pd->head + 8 + w, w);
+    /* Each tensor info and each key/value takes more than 8 bytes. */
+    if (n_tensors > pd->file_size / 8 || n_kv > pd->file_size / 8) return AMN_PROBE_LIKELY;
+    return AMN_PROBE_MAX - 5;
+}
+
+static int read_model(const amn_source *src, const uint8_t *map, const amn_limits *lim,
+                      amn_model **out, amn_error *err) {
+    amn_model *m = amn_model_new("gguf");
+    if (!m) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = gguf_read(src, map, lim, m, err);
+    if (rc) {
+        amn_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return AMN_OK;
+}
+
+static int open_model(const amn_open_args *a, amn_model **out, amn_error *err) {
+    if (!a->map)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: %s: a directory is not a GGUF file", a->path);
+    amn_source src;
+    const uint64_t size = amn_map_size(a->map);
+    if (size > SIZE_MAX) return amn_error_set(err, AMN_E_LIMIT, "%s: file too large", a->path);
+    amn_source_memory(&src, amn_map_data(a->map), (size_t)size, a->path);
+    return read_model(&src, amn_map_data(a->map), a->limits, out, err);
+}
+
+static int inspect(const amn_inspect_args *a, amn_model **out, amn_error *err) {
+    if (!a->src)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: %s: a directory is not a GGUF file",
+                             a->path ? a->path : "input");
+    amn_source src = *a->src;
+    if (!src.name) src.name = a->path;
+    return read_model(&src, NULL, a->limits, out, err);
+}
+
+const amn_format amn_gguf_format = {
+    .struct_size = sizeof(amn_format),
+    .name = "gguf",
+    .description = "GGUF (llama.cpp / ggml), versions 1 to 3",
+    .extensions = "gguf",
+    .probe = probe,
+    .open = open_model,
+    .inspect = inspect,
+    .writer = &gguf_writer,
+};

@@ -1,0 +1,55 @@
+/* The GGUF container (versions 1-3): reader, header-only inspection and the
+ * streaming v3 writer. Private to the gguf plugin. */
+#ifndef AMN_GGUF_FORMAT_H
+#define AMN_GGUF_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amn/format.h"
+#include "amn/model.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the GGUF container code assumes a little-endian host"
+#endif
+
+#define GGUF_MAGIC             "GGUF"
+#define GGUF_DEFAULT_ALIGNMENT 32u
+#define GGUF_MAX_DIMS          4u /* GGML_MAX_DIMS */
+#define GGUF_KEY_ALIGNMENT     "general.alignment"
+
+extern const amn_format amn_gguf_format;
+extern const amn_writer gguf_writer;
+
+/* Parse a GGUF file from src and fill m: label, key/values, tensors. When
+ * `map` is non-NULL it holds the whole file and tensors point into it;
+ * otherwise only the header is read (inspect) and the data section is never
+ * touched. */
+int gguf_read(const amn_source *src, const uint8_t *map, const amn_limits *lim, amn_model *m,
+              amn_error *err);
+
+/* ---- writer metadata: an ordered key -> typed value list ---------------- */
+
+typedef struct gguf_kvlist {
+    amn_kv *items;
+    size_t n, cap;
+    amn_model *arena; /* owns values created from JSON and --gguf-kv */
+} gguf_kvlist;
+
+int gguf_kvlist_init(gguf_kvlist *l, amn_error *err);
+void gguf_kvlist_free(gguf_kvlist *l);
+/* Index of key, or -1. */
+ptrdiff_t gguf_kvlist_find(const gguf_kvlist *l, const char *key);
+/* Replace the value of an existing key in place, else append. kv is stored
+ * shallowly: its key and data must outlive the list. */
+int gguf_kvlist_set(gguf_kvlist *l, const amn_kv *kv, amn_error *err);
+void gguf_kvlist_remove(gguf_kvlist *l, size_t i);
+
+/* --gguf-metadata FILE.json: a JSON object of key -> value, typed as
+ * documented in gguf_metadata.c, merged into l (later keys win). */
+int gguf_metadata_load(const char *path, gguf_kvlist *l, amn_error *err);
+/* --gguf-kv KEY=VALUE: VALUE takes the type the key already has in l (a new
+ * key becomes a string, general.alignment a u32). */
+int gguf_metadata_override(const char *spec, gguf_kvlist *l, amn_error *err);
+
+#endif
