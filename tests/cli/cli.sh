@@ -3,7 +3,7 @@
 # refusal to overwrite, JSON output, and a full remember/convert round.
 set -uo pipefail
 build=$1 src=$2
-amn=$build/bin/amn
+amn=$(cd "$build" && pwd)/bin/amn
 work=$(mktemp -d /tmp/amn-cli.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fails=0 passes=0
@@ -80,6 +80,39 @@ if "$amn" plugins | grep -q "format npz"; then
   check "parse cast" 0 "$amn" parse "$work/arrays-bf16.safetensors"
   contains "f64 cast" "^  f64  *BF16  *\[5\]"
   contains "ints kept" "^  i64  *I64"
+fi
+# GGUF: inspect, remember, convert to and from, and ollama: names.
+if "$amn" plugins | grep -q "format gguf"; then
+  g=$src/fixtures/gguf/tiny-quant.gguf
+  check "inspect gguf" 0 "$amn" inspect "$g"
+  contains "gguf label" "^Format: *GGUF v3"
+  contains "gguf arch" "^Arch: *llama"
+  contains "gguf scheme" "^Scheme: *GGUF Q8_0"
+  check "remember gguf" 0 "$amn" remember "$g" -o "$work/q.safetensors"
+  check "parse remembered" 0 "$amn" parse "$work/q.safetensors"
+  contains "dequantized" " BF16 "
+  check "remembered metadata" 0 "$amn" inspect --json "$work/q.safetensors"
+  contains "gguf metadata in __metadata__" '"general.architecture": "llama"'
+  check "gguf to gguf" 0 "$amn" convert "$g" --to gguf -o "$work/q2.gguf"
+  check "gguf to gguf metadata" 0 "$amn" inspect --json "$work/q2.gguf"
+  contains "architecture kept" '"general.architecture": "llama"'
+  check "safetensors to gguf" 0 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf -o "$work/f.gguf" --gguf-kv general.name=tiny
+  check "parse written gguf" 0 "$amn" inspect --json "$work/f.gguf"
+  contains "kv override" '"general.name": "tiny"'
+  # ollama: a fake store, resolved by name; outputs go to the current directory.
+  digest=$(sha256sum "$g" | cut -d' ' -f1)
+  mkdir -p "$work/ollama/blobs" "$work/ollama/manifests/registry.ollama.ai/library/tiny" "$work/cwd"
+  cp "$g" "$work/ollama/blobs/sha256-$digest"
+  printf '{"schemaVersion":2,"layers":[{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:%s","size":%s}]}' \
+    "$digest" "$(stat -c %s "$g")" >"$work/ollama/manifests/registry.ollama.ai/library/tiny/latest"
+  export OLLAMA_MODELS=$work/ollama
+  check "inspect ollama:" 0 "$amn" inspect ollama:tiny
+  contains "ollama resolved" "^Format: *GGUF v3"
+  check "remember ollama:" 0 bash -c "cd '$work/cwd' && '$amn' remember ollama:tiny"
+  [ -f "$work/cwd/tiny-bf16.safetensors" ] && passes=$((passes + 1)) \
+    || { echo "FAIL: ollama output not in the current directory:"; ls -R "$work/cwd"; fails=$((fails + 1)); }
+  check "unknown ollama model" 6 "$amn" inspect ollama:nosuchmodel
+  unset OLLAMA_MODELS
 fi
 check "plugins" 0 "$amn" plugins
 contains "plugins" "safetensors .*ABI 1.0"
