@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "amn/plugin.h"
 #include "cli.h"
 
 int cmd_plugins(const amn_ctx *ctx, const cli_args *a) {
@@ -24,6 +25,9 @@ int cmd_plugins(const amn_ctx *ctx, const cli_args *a) {
             printf("               format %-12s [%s%s%s] %s\n", f->name, f->open ? "read " : "",
                    f->inspect ? "inspect " : "", f->writer ? "write" : "", f->description);
         }
+        for (size_t k = 0; k < pi.n_resolvers; k++)
+            printf("               input  %-12s %s\n", pi.resolvers[k]->scheme,
+                   pi.resolvers[k]->description ? pi.resolvers[k]->description : "");
         for (size_t k = 0; k < pi.n_schemes; k++)
             printf("               scheme %-12s %s\n", pi.schemes[k]->name,
                    pi.schemes[k]->description ? pi.schemes[k]->description : "");

@@ -207,7 +207,8 @@ static int admit(amn_ctx *ctx, plugin_rec *rec, const amn_plugin_desc *d, const 
         return -1;
     }
     for (size_t i = 0; i < r.n_resolvers; i++) ctx->resolvers[ctx->n_resolvers++] = r.resolvers[i];
-    free(r.resolvers);
+    rec->resolvers = r.resolvers;
+    rec->n_resolvers = r.n_resolvers;
     for (size_t i = 0; i < r.n_formats; i++) {
         ctx->format_owner[ctx->n_formats] = rec->name;
         ctx->formats[ctx->n_formats++] = r.formats[i];
@@ -347,7 +348,7 @@ void amn_ctx_free(amn_ctx *ctx) {
         if (p->handle) lt_dlclose(p->handle);
         free(p->name), free(p->version), free(p->description), free(p->license);
         free(p->file), free(p->status), free(p->reason);
-        free(p->formats), free(p->schemes);
+        free(p->formats), free(p->schemes), free(p->resolvers);
     }
     free(ctx->plugins);
     free(ctx->formats);
@@ -380,6 +381,8 @@ int amn_ctx_plugin(const amn_ctx *ctx, size_t i, amn_plugin_info *out) {
         .n_schemes = p->n_schemes,
         .formats = p->formats,
         .schemes = p->schemes,
+        .n_resolvers = p->n_resolvers,
+        .resolvers = p->resolvers,
     };
     return AMN_OK;
 }

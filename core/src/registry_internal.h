@@ -15,6 +15,8 @@ typedef struct plugin_rec {
     size_t n_formats;
     const amn_scheme **schemes;
     size_t n_schemes;
+    const amn_resolver **resolvers;
+    size_t n_resolvers;
 } plugin_rec;
 
 struct amn_ctx {

@@ -50,4 +50,4 @@ static int init(amn_registrar *r) {
     return amn_register_scheme(r, &awq_scheme);
 }
 
-AMN_PLUGIN_DEFINE(awq, AMN_VERSION_STRING, "AutoAWQ quantized layers", "MIT OR Apache-2.0", init);
+AMN_PLUGIN_DEFINE(awq, AMN_VERSION_STRING, "AutoAWQ quantized layers", "MIT", init);

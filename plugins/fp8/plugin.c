@@ -48,5 +48,5 @@ static int init(amn_registrar *r) {
     return amn_register_scheme(r, &fp8_scheme);
 }
 
-AMN_PLUGIN_DEFINE(fp8, AMN_VERSION_STRING, "FP8 weights (E4M3, E5M2) with their scales",
-                  "MIT OR Apache-2.0", init);
+AMN_PLUGIN_DEFINE(fp8, AMN_VERSION_STRING, "FP8 weights (E4M3, E5M2) with their scales", "MIT",
+                  init);

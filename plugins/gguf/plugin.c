@@ -12,5 +12,6 @@ static int gguf_plugin_init(amn_registrar *r) {
     return rc;
 }
 
-AMN_PLUGIN_DEFINE(gguf, "0.1.0", "GGUF files, ggml block-quant dequantization, ollama: inputs",
-                  "MIT", gguf_plugin_init);
+AMN_PLUGIN_DEFINE(gguf, AMN_VERSION_STRING,
+                  "GGUF files, ggml block-quant dequantization, ollama: inputs", "MIT",
+                  gguf_plugin_init);

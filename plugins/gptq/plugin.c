@@ -53,4 +53,4 @@ static int init(amn_registrar *r) {
     return amn_register_scheme(r, &gptq_scheme);
 }
 
-AMN_PLUGIN_DEFINE(gptq, AMN_VERSION_STRING, "GPTQ quantized layers", "MIT OR Apache-2.0", init);
+AMN_PLUGIN_DEFINE(gptq, AMN_VERSION_STRING, "GPTQ quantized layers", "MIT", init);

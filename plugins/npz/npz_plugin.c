@@ -268,5 +268,6 @@ static int npz_init(amn_registrar *r) {
     return amn_register_format(r, &npz_format);
 }
 
-AMN_PLUGIN_DEFINE(npz, "1.0", "NumPy .npz archives and .npy arrays (stored and DEFLATE, ZIP64)",
-                  "MIT", npz_init);
+AMN_PLUGIN_DEFINE(npz, AMN_VERSION_STRING,
+                  "NumPy .npz archives and .npy arrays (stored and DEFLATE, ZIP64)", "MIT",
+                  npz_init);

@@ -525,6 +525,6 @@ static int pth_init(amn_registrar *r) {
     return amn_register_format(r, &pth_format);
 }
 
-AMN_PLUGIN_DEFINE(pth, "1.0",
+AMN_PLUGIN_DEFINE(pth, AMN_VERSION_STRING,
                   "PyTorch checkpoints (.pth/.pt/.bin) through an allowlisted pickle VM", "MIT",
                   pth_init);

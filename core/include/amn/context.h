@@ -53,6 +53,8 @@ typedef struct amn_plugin_info {
     size_t n_formats, n_schemes;
     const amn_format *const *formats;
     const amn_scheme *const *schemes;
+    size_t n_resolvers;
+    const struct amn_resolver *const *resolvers;
 } amn_plugin_info;
 AMN_API int amn_ctx_plugin(const amn_ctx *ctx, size_t i, amn_plugin_info *out);
 
