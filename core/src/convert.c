@@ -40,77 +40,141 @@ typedef struct work {
     amn_error err;
 } work;
 
-typedef struct batch {
-    work w[MAX_THREADS];
+/* Workers live for a whole conversion: creating threads per chunk cost as
+ * much as writing the chunk. A batch is handed over under a mutex; each
+ * worker takes items until none is left. */
+typedef struct pool {
     pthread_t tid[MAX_THREADS];
-    bool threaded[MAX_THREADS];
-    unsigned n;
-} batch;
+    unsigned n_threads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    work *items;
+    unsigned n_items, next, pending;
+    bool quit;
+} pool;
 
-static void *work_run(void *arg) {
-    work *w = arg;
+static void run_item(work *w) {
     w->rc = w->fn(w->ctx, w->unit0, w->n, w->dst, &w->err);
+}
+
+static void *pool_main(void *arg) {
+    pool *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->quit && p->next >= p->n_items) pthread_cond_wait(&p->cv_work, &p->mu);
+        if (p->quit) break;
+        work *w = &p->items[p->next++];
+        pthread_mutex_unlock(&p->mu);
+        run_item(w);
+        pthread_mutex_lock(&p->mu);
+        if (--p->pending == 0) pthread_cond_signal(&p->cv_done);
+    }
+    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
-static void batch_start(batch *b, produce_fn fn, const void *ctx, uint64_t unit0, uint64_t n,
-                        uint64_t unit_bytes, uint8_t *dst, unsigned threads, bool async) {
-    if (n < threads) threads = (unsigned)n;
-    if (threads == 0) threads = 1;
-    const uint64_t base = n / threads, extra = n % threads;
+/* Start up to `threads` workers; with none (threads <= 1 or no thread could
+ * be made), batches run on the calling thread. */
+static void pool_init(pool *p, unsigned threads) {
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_work, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    for (unsigned k = 0; threads > 1 && k < threads; k++) {
+        if (pthread_create(&p->tid[k], NULL, pool_main, p) != 0) break;
+        p->n_threads++;
+    }
+}
+
+static void pool_destroy(pool *p) {
+    pthread_mutex_lock(&p->mu);
+    p->quit = true;
+    pthread_cond_broadcast(&p->cv_work);
+    pthread_mutex_unlock(&p->mu);
+    for (unsigned k = 0; k < p->n_threads; k++) pthread_join(p->tid[k], NULL);
+    pthread_cond_destroy(&p->cv_work);
+    pthread_cond_destroy(&p->cv_done);
+    pthread_mutex_destroy(&p->mu);
+}
+
+typedef struct batch {
+    work w[MAX_THREADS];
+    unsigned n;
+} batch;
+
+/* Split units [unit0, unit0+n) into one slice per worker and hand them to the
+ * pool (or run them here when async is false or there are no workers). */
+static void batch_start(pool *p, batch *b, produce_fn fn, const void *ctx, uint64_t unit0,
+                        uint64_t n, uint64_t unit_bytes, uint8_t *dst, bool async) {
+    unsigned parts = async && p->n_threads ? p->n_threads : 1;
+    if (n < parts) parts = (unsigned)n;
+    if (parts == 0) parts = 1;
+    const uint64_t base = n / parts, extra = n % parts;
     uint64_t at = unit0;
-    b->n = threads;
-    for (unsigned k = 0; k < threads; k++) {
+    b->n = parts;
+    for (unsigned k = 0; k < parts; k++) {
         const uint64_t cnt = base + (k < extra);
         b->w[k] = (work){
             .fn = fn, .ctx = ctx, .unit0 = at, .n = cnt, .dst = dst + (at - unit0) * unit_bytes};
         at += cnt;
-        b->threaded[k] = async && pthread_create(&b->tid[k], NULL, work_run, &b->w[k]) == 0;
-        if (!b->threaded[k]) work_run(&b->w[k]);
     }
+    if (!async || !p->n_threads) {
+        for (unsigned k = 0; k < parts; k++) run_item(&b->w[k]);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->items = b->w;
+    p->n_items = parts;
+    p->next = 0;
+    p->pending = parts;
+    pthread_cond_broadcast(&p->cv_work);
+    pthread_mutex_unlock(&p->mu);
 }
 
-static int batch_join(batch *b, amn_error *err) {
+static int batch_join(pool *p, batch *b, amn_error *err) {
+    pthread_mutex_lock(&p->mu);
+    if (p->items == b->w)
+        while (p->pending) pthread_cond_wait(&p->cv_done, &p->mu);
+    p->items = NULL;
+    p->n_items = p->next = 0;
+    pthread_mutex_unlock(&p->mu);
     int rc = AMN_OK;
-    for (unsigned k = 0; k < b->n; k++) {
-        if (b->threaded[k]) pthread_join(b->tid[k], NULL);
+    for (unsigned k = 0; k < b->n; k++)
         if (b->w[k].rc && !rc) {
             rc = b->w[k].rc;
             if (err) *err = b->w[k].err;
         }
-    }
     b->n = 0;
     return rc;
 }
 
 /* Produce `units` units of `unit_bytes` each through fn and write them in
  * order. bufs are two buffers of buf_size bytes. */
-static int stream(produce_fn fn, const void *ctx, uint64_t units, uint64_t unit_bytes,
-                  unsigned threads, uint8_t *bufs[2], size_t buf_size, amn_sink *sink,
-                  amn_error *err) {
+static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint64_t unit_bytes,
+                  uint8_t *bufs[2], size_t buf_size, amn_sink *sink, amn_error *err) {
     if (units == 0) return AMN_OK;
     uint64_t per = buf_size / unit_bytes;
     if (per == 0) per = 1; /* buffers hold at least one unit (sized by the caller) */
-    /* Small outputs are not worth a thread. */
-    const bool async = units * unit_bytes >= (1u << 20);
+    /* Small outputs are not worth the hand-over. */
+    const bool async = units * unit_bytes >= (256u << 10);
     batch b[2];
     uint64_t next = 0;
     int k = 0, rc;
     uint64_t n0 = units < per ? units : per;
-    batch_start(&b[0], fn, ctx, 0, n0, unit_bytes, bufs[0], threads, async);
+    batch_start(pl, &b[0], fn, ctx, 0, n0, unit_bytes, bufs[0], async);
     next = n0;
     uint64_t cur_n = n0;
     for (;;) {
-        rc = batch_join(&b[k], err);
+        rc = batch_join(pl, &b[k], err);
         if (rc) return rc;
         uint64_t nn = 0;
         if (next < units) {
             nn = units - next < per ? units - next : per;
-            batch_start(&b[!k], fn, ctx, next, nn, unit_bytes, bufs[!k], threads, async);
+            batch_start(pl, &b[!k], fn, ctx, next, nn, unit_bytes, bufs[!k], async);
         }
         rc = amn_sink_write(sink, bufs[k], cur_n * unit_bytes, err);
         if (rc) {
-            if (nn) batch_join(&b[!k], NULL);
+            if (nn) batch_join(pl, &b[!k], NULL);
             return rc;
         }
         if (!nn) return AMN_OK;
@@ -169,18 +233,18 @@ static unsigned default_threads(void) {
     return n > 4 ? 4 : (unsigned)n;
 }
 
-static int write_group(const amn_model *m, const group *g, amn_dtype out, unsigned threads,
+static int write_group(pool *pl, const amn_model *m, const group *g, amn_dtype out,
                        uint8_t *bufs[2], size_t buf_size, amn_sink *sink, amn_error *err) {
     uint64_t numel = 1;
     for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d]; /* checked at claim */
     const group_ctx c = {m, g, out};
-    return stream(produce_group, &c, numel / g->spec.row_elems,
-                  g->spec.row_elems * amn_dtype_size(out), threads, bufs, buf_size, sink, err);
+    return stream(pl, produce_group, &c, numel / g->spec.row_elems,
+                  g->spec.row_elems * amn_dtype_size(out), bufs, buf_size, sink, err);
 }
 
 /* Plain same-dtype tensors go from the input file to the output inside the
  * kernel when they can (copy_file_range), else straight from the mapping. */
-static int write_plain(const amn_model *m, const amn_tensor *t, amn_dtype to, unsigned threads,
+static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dtype to,
                        uint8_t *bufs[2], size_t buf_size, amn_sink *sink, amn_error *err) {
     if (to == t->dtype && amn_tensor_is_plain(t)) {
         const amn_map *map =
@@ -194,8 +258,8 @@ static int write_plain(const amn_model *m, const amn_tensor *t, amn_dtype to, un
     }
     const size_t ss = t->dtype == AMN_DTYPE_BLOCK ? 1 : amn_dtype_size(t->dtype);
     const cast_ctx c = {t, to, ss};
-    return stream(produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to),
-                  threads, bufs, buf_size, sink, err);
+    return stream(pl, produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to),
+                  bufs, buf_size, sink, err);
 }
 
 static int build_outputs(const amn_plan *p, const amn_model *m, const amn_convert_options *o,
@@ -311,6 +375,8 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
                          .n_kv_overrides = o->n_kv_overrides,
                          .metadata_file = o->metadata_file};
     bool begun = false;
+    pool pl;
+    pool_init(&pl, threads);
     if (!rc) rc = f->writer->begin(&wa, &state, order, err);
     if (!rc) {
         begun = true;
@@ -328,11 +394,11 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         if (f->writer->tensor_begin && (rc = f->writer->tensor_begin(state, idx, err))) break;
         const uint64_t before = amn_sink_tell(sink);
         if (e->group >= 0) {
-            rc = write_group(m, &p->cs.groups[e->group], out, threads, bufs, buf_size, sink, err);
+            rc = write_group(&pl, m, &p->cs.groups[e->group], out, bufs, buf_size, sink, err);
             st.dequantized++;
         } else {
             const amn_tensor *t = amn_model_tensor(m, e->tensor);
-            rc = write_plain(m, t, e->dtype, threads, bufs, buf_size, sink, err);
+            rc = write_plain(&pl, m, t, e->dtype, bufs, buf_size, sink, err);
             if (e->dtype != t->dtype) st.cast++;
         }
         if (!rc && amn_sink_tell(sink) - before != e->out.nbytes)
@@ -345,6 +411,7 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         begun = false;
         rc = f->writer->finish(state, err);
     }
+    pool_destroy(&pl);
     if (begun) f->writer->abort(state);
     if (!rc) {
         st.bytes_written = amn_sink_tell(sink);

@@ -1,24 +1,41 @@
 /* Run-time choice of vector instruction set. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "amn/simd.h"
 
-static amn_simd cpu_level(void) {
+#if defined(__x86_64__) || defined(__i386__)
+/* clang before 16 rejects __builtin_cpu_supports("f16c"): read CPUID.1:ECX
+ * bit 29 directly (YMM state is already checked by the "avx2" builtin). */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
+/* What the CPU offers never changes, and CPUID traps to the hypervisor in a
+ * VM (microseconds each): ask once per process. */
+static amn_simd cpu_level_value = AMN_SIMD_SCALAR;
+static pthread_once_t cpu_level_once = PTHREAD_ONCE_INIT;
+
+static void detect_cpu_level(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        return AMN_SIMD_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-        __builtin_cpu_supports("bmi2"))
-        return AMN_SIMD_AVX2;
+        cpu_level_value = AMN_SIMD_AVX512;
+    else if (__builtin_cpu_supports("avx2") && cpu_has_f16c() && __builtin_cpu_supports("bmi2"))
+        cpu_level_value = AMN_SIMD_AVX2;
 #endif
-    return AMN_SIMD_SCALAR;
 }
 
 amn_simd amn_simd_level(void) {
-    amn_simd lvl = cpu_level();
+    pthread_once(&cpu_level_once, detect_cpu_level);
+    amn_simd lvl = cpu_level_value;
     const char *cap = getenv("AMN_SIMD");
     if (cap) {
         amn_simd want = lvl;

@@ -1,6 +1,13 @@
 /* gguf_dequantize: picks a path and an output conversion for a run of blocks. */
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "amn/error.h"
 #include "gguf_dequant.h"
@@ -30,13 +37,37 @@ static void run_scalar(gguf_block_fn fn, const gguf_type_traits *tr, const uint8
     const size_t qk = tr->block_elems, esize = amn_dtype_size(out);
     for (size_t i = 0; i < nblocks; i++, src += tr->block_bytes, dst += qk * esize) {
         fn(src, y);
-        if (out == AMN_DTYPE_F32)
+        if (out == AMN_DTYPE_F32) {
             memcpy(dst, y, qk * sizeof(float));
-        else if (out == AMN_DTYPE_BF16)
+        } else if (out == AMN_DTYPE_BF16) {
             store_bf16(y, dst, qk);
-        else
-            amn_store_f32(y, out, dst, qk);
+        } else {
+            /* Per value: a block is too short for amn_store_f32's dispatch. */
+            for (size_t k = 0; k < qk; k++) {
+                const uint16_t h = amn_f32_to_f16(y[k]);
+                memcpy(dst + 2 * k, &h, 2);
+            }
+        }
     }
+}
+
+/* Whether the CPU runs the AVX2 kernels (AVX2, F16C, BMI2, as the core's
+ * amn_simd_level() asks), found once: gguf_dequantize_simd clamps its
+ * explicit level to the CPU, not to AMN_SIMD, so it needs no getenv. */
+static bool cpu_has_avx2(void) {
+    static atomic_int known = -1; /* -1: not asked yet; races only repeat the question */
+    int v = atomic_load_explicit(&known, memory_order_relaxed);
+    if (v < 0) {
+        v = 0;
+#if defined(__x86_64__) || defined(__i386__)
+        unsigned a, b, c, d;
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
+            __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+#endif
+        atomic_store_explicit(&known, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 static int dequantize_plain(const gguf_type_traits *tr, const void *src, uint64_t n, amn_dtype out,
@@ -64,9 +95,8 @@ int gguf_dequantize_simd(uint32_t ggml_type, const void *blocks, uint64_t n_elem
         return AMN_E_INVALID;
     const uint8_t *src = blocks;
     uint8_t *d = dst;
-    const amn_simd cpu = amn_simd_level();
     gguf_rows_fn vec =
-        (level < cpu ? level : cpu) >= AMN_SIMD_AVX2 ? gguf_avx2_kernel(ggml_type) : NULL;
+        level >= AMN_SIMD_AVX2 && cpu_has_avx2() ? gguf_avx2_kernel(ggml_type) : NULL;
     if (!vec) {
         run_scalar(gguf_scalar_kernel(ggml_type), tr, src, (size_t)nblocks, out, d);
         return AMN_OK;
@@ -75,13 +105,15 @@ int gguf_dequantize_simd(uint32_t ggml_type, const void *blocks, uint64_t n_elem
         vec(src, (size_t)nblocks, d, out == AMN_DTYPE_BF16);
         return AMN_OK;
     }
-    /* F16 is rare: stage F32 through the stack and let the core narrow it. */
+    /* F16 is rare: stage F32 through the stack and narrow it with F16C, as
+     * the core's amn_store_f32 does on this path (same bytes as
+     * amn_f32_to_f16), without its per-call CPUID. */
     float stage[STAGE_ELEMS];
     const size_t step = STAGE_ELEMS / tr->block_elems;
     for (size_t i = 0; i < (size_t)nblocks; i += step) {
         const size_t nb = (size_t)nblocks - i < step ? (size_t)nblocks - i : step;
         vec(src + i * tr->block_bytes, nb, stage, 0);
-        amn_store_f32(stage, AMN_DTYPE_F16, d + i * tr->block_elems * 2, nb * tr->block_elems);
+        gguf_avx2_f32_to_f16(stage, d + i * tr->block_elems * 2, nb * tr->block_elems);
     }
     return AMN_OK;
 }

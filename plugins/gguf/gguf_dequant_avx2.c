@@ -8,6 +8,7 @@
  * check on random blocks. Loads never reach past the block they belong to. */
 #include <immintrin.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "gguf_kernels.h"
 #include "gguf_tables.h"
@@ -61,21 +62,22 @@ ALWAYS_INLINE void emit16(uint8_t *dst, size_t i, __m256 a, __m256 b, const int 
     }
 
 /* True when the f16 at byte `off` of each of nb blocks of `size` bytes is
- * finite (exponent field not all ones). */
+ * finite (exponent field not all ones). The early exit keeps the compiler
+ * from vectorizing the scan with word inserts: as scalar code it runs on the
+ * integer pipes, which the kernels leave idle, instead of the vector ones. */
 static inline bool f16_finite(const uint8_t *b, size_t nb, size_t size, size_t off) {
-    unsigned bad = 0;
-    for (size_t i = 0; i < nb; i++, b += size) bad |= (gguf_le16(b + off) & 0x7c00u) == 0x7c00u;
-    return !bad;
+    for (size_t i = 0; i < nb; i++, b += size)
+        if ((gguf_le16(b + off) & 0x7c00u) == 0x7c00u) return false;
+    return true;
 }
 
 /* Same for the two f16 at off and off + 2 (d and dmin / m). */
 static inline bool f16x2_finite(const uint8_t *b, size_t nb, size_t size, size_t off) {
-    unsigned bad = 0;
     for (size_t i = 0; i < nb; i++, b += size) {
         const uint32_t w = gguf_le32(b + off);
-        bad |= ((w & 0x7c00u) == 0x7c00u) | ((w & 0x7c000000u) == 0x7c000000u);
+        if ((w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u) return false;
     }
-    return !bad;
+    return true;
 }
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -104,11 +106,74 @@ ALWAYS_INLINE __m128i load16(const uint8_t *p) {
 ALWAYS_INLINE __m256i load32(const uint8_t *p) {
     return _mm256_loadu_si256((const __m256i *)p);
 }
+/* Software prefetch of the input PF_AHEAD bytes ahead of block b (size
+ * bytes, one hint per cache line), for the BF16 stores only. There the
+ * kernels are compute-bound and the hardware prefetcher alone left them
+ * waiting on the streamed input: measured 10-25 % faster per row on the
+ * loaded test host, output in cache or not. Writing F32 (twice the bytes),
+ * or with the fastest kernels (TQ1_0, TQ2_0: none here), the stores bound
+ * the time and extra requests only slowed them. Prefetch never faults, so
+ * the hints may point past the end of the blocks. */
+#define PF_AHEAD 4096
+ALWAYS_INLINE void prefetch_block(const uint8_t *b, size_t size, const int out) {
+    if (out == OUT_F32) return;
+    for (size_t k = 0; k < size; k += 64) _mm_prefetch((const char *)b + PF_AHEAD + k, _MM_HINT_T0);
+}
+
 ALWAYS_INLINE __m128i lo128(__m256i x) {
     return _mm256_castsi256_si128(x);
 }
 ALWAYS_INLINE __m128i hi128(__m256i x) {
     return _mm256_extracti128_si256(x, 1);
+}
+
+/* BF16 of 32 outputs given in "stride-4" order: lane j of f[k] is output
+ * 4j + k, which is how the 32 bytes of a register split into dwords by
+ * shifts, without crossing a 128-bit lane. Each value is rounded as
+ * bf16_lanes but left in the high half of its dword; word blends pair
+ * outputs 4j, 4j + 1 and 4j + 2, 4j + 3, and dword unpacks order them
+ * (outputs 0-7 | 16-23 and 8-15 | 24-31), stored as four 16-byte halves:
+ * no pack, no lane crossing (vpermq and vpmovsx from a register cost
+ * twice a shuffle on Zen 3, and stores are not the bottleneck here). The
+ * tie bit is found by compare rather than shift: shifts and shuffles share
+ * two of the four vector pipes, adds and compares have all four. */
+ALWAYS_INLINE __m256i bf16_high(__m256 v, const int out) {
+    const __m256i u = _mm256_castps_si256(v), bit = _mm256_set1_epi32(0x10000);
+    const __m256i odd = _mm256_cmpeq_epi32(_mm256_and_si256(u, bit), bit); /* -1: round up a tie */
+    const __m256i r = _mm256_sub_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd);
+    if (out == OUT_BF16_NONAN) return r;
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    return _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
+}
+
+ALWAYS_INLINE void emit32_s4(uint8_t *dst, size_t at, __m256 f0, __m256 f1, __m256 f2, __m256 f3,
+                             const int out) {
+    const __m256i w01 =
+        _mm256_blend_epi16(_mm256_srli_epi32(bf16_high(f0, out), 16), bf16_high(f1, out), 0xAA);
+    const __m256i w23 =
+        _mm256_blend_epi16(_mm256_srli_epi32(bf16_high(f2, out), 16), bf16_high(f3, out), 0xAA);
+    const __m256i lo = _mm256_unpacklo_epi32(w01, w23); /* outputs 0-7 | 16-23 */
+    const __m256i hi = _mm256_unpackhi_epi32(w01, w23); /* outputs 8-15 | 24-31 */
+    __m128i *y = (__m128i *)(dst + 2 * at);
+    _mm_storeu_si128(y, lo128(lo));
+    _mm_storeu_si128(y + 1, lo128(hi));
+    _mm_storeu_si128(y + 2, hi128(lo));
+    _mm_storeu_si128(y + 3, hi128(hi));
+}
+
+/* Byte k of each dword of x (k a constant): signed as 8 floats, unsigned
+ * as 8 ints or floats (exact). Three shifts for the unsigned bytes against
+ * seven for the signed ones. */
+ALWAYS_INLINE __m256 s8_at(__m256i x, int k) {
+    const __m256i v = k == 3 ? x : _mm256_slli_epi32(x, 24 - 8 * k);
+    return _mm256_cvtepi32_ps(_mm256_srai_epi32(v, 24));
+}
+ALWAYS_INLINE __m256i u8i_at(__m256i x, int k) {
+    const __m256i v = k == 0 ? x : _mm256_srli_epi32(x, 8 * k);
+    return k == 3 ? v : _mm256_and_si256(v, _mm256_set1_epi32(255));
+}
+ALWAYS_INLINE __m256 u8_at(__m256i x, int k) {
+    return _mm256_cvtepi32_ps(u8i_at(x, k));
 }
 
 /* Byte k of the result is 0xFF when bit k of `bits` is set. */
@@ -177,30 +242,112 @@ ALWAYS_INLINE void lut16_emit32(uint8_t *dst, size_t at, lut16 t, __m256i codes)
     _mm256_storeu_si256((__m256i *)(dst + 2 * at + 32), _mm256_permute2x128_si256(p0, p1, 0x31));
 }
 
-/* The codes of a 32-element block with 16 bytes of nibbles: low nibbles are
- * outputs 0..15, high nibbles 16..31. */
-ALWAYS_INLINE __m256i nibble_codes(const uint8_t *qs) {
-    const __m128i q = load16(qs), m4 = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+/* BF16 by paired lookup. Two groups A and B of 32 outputs, each with its
+ * own 16 values: lane 0 of every register serves A and lane 1 B, so neither
+ * building the tables nor using them crosses a 128-bit lane (lut16 needs
+ * four lane crossings per 32 outputs, which cost twice a shuffle on Zen 3).
+ * Each entry is computed exactly as the direct path computes that code. */
+typedef struct lutp {
+    __m256i lo, hi; /* low and high bytes of the 16 BF16 values, per lane */
+} lutp;
+
+/* v[k] holds the values of codes 4k .. 4k+3: A's in lane 0, B's in lane 1. */
+ALWAYS_INLINE lutp lutp_make(__m256 v0, __m256 v1, __m256 v2, __m256 v3, const int out) {
+    /* words per lane: codes 0 4 1 5 2 6 3 7, and 8 12 9 13 10 14 11 15 */
+    const __m256i w01 =
+        _mm256_blend_epi16(_mm256_srli_epi32(bf16_high(v0, out), 16), bf16_high(v1, out), 0xAA);
+    const __m256i w23 =
+        _mm256_blend_epi16(_mm256_srli_epi32(bf16_high(v2, out), 16), bf16_high(v3, out), 0xAA);
+    const __m256i sort = _mm256_setr_epi8(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15, 0,
+                                          4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
+    const __m256i x = _mm256_shuffle_epi8(w01, sort), y = _mm256_shuffle_epi8(w23, sort);
+    return (lutp){_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y)};
 }
 
-/* (float)c for codes 0..7 and 8..15, and the same minus 8. */
-#define CODES_0_7   _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7)
-#define CODES_8_15  _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15)
-#define CODES_M8_M1 _mm256_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1)
+/* 16 outputs of A at ya and 16 of B at yb (BF16), from codes 0..15: A's in
+ * lane 0, B's in lane 1. */
+ALWAYS_INLINE void lutp_emit(uint8_t *ya, uint8_t *yb, lutp t, __m256i codes) {
+    const __m256i lo = _mm256_shuffle_epi8(t.lo, codes), hi = _mm256_shuffle_epi8(t.hi, codes);
+    const __m256i p0 = _mm256_unpacklo_epi8(lo, hi), p1 = _mm256_unpackhi_epi8(lo, hi);
+    _mm_storeu_si128((__m128i *)ya, lo128(p0));
+    _mm_storeu_si128((__m128i *)ya + 1, lo128(p1));
+    _mm_storeu_si128((__m128i *)yb, hi128(p0));
+    _mm_storeu_si128((__m128i *)yb + 1, hi128(p1));
+}
+
+/* Codes 4k .. 4k+3 plus `base`, as floats, in both lanes. */
+ALWAYS_INLINE __m256 codes4(int k, float base) {
+    const float c = base + (float)(4 * k);
+    return _mm256_setr_ps(c, c + 1, c + 2, c + 3, c, c + 1, c + 2, c + 3);
+}
+
+/* The f16 at pa in lane 0 and the one at pb in lane 1, as floats. */
+ALWAYS_INLINE __m256 h2f_pair(const uint8_t *pa, const uint8_t *pb) {
+    const __m128i w = _mm_cvtsi32_si128((int)(gguf_le16(pa) | (uint32_t)gguf_le16(pb) << 16));
+    return _mm256_cvtph_ps(
+        _mm_shuffle_epi8(w, _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3)));
+}
+
+/* a in lane 0, b in lane 1. */
+ALWAYS_INLINE __m256 pair_ps(float a, float b) {
+    return _mm256_blend_ps(_mm256_set1_ps(a), _mm256_set1_ps(b), 0xF0);
+}
+
+/* Nibble codes of two 16-byte runs: qa's in lane 0 and qb's in lane 1; low
+ * nibbles (lo) or high nibbles. */
+ALWAYS_INLINE __m256i nibbles2(const uint8_t *qa, const uint8_t *qb, int high) {
+    __m256i q = _mm256_loadu2_m128i((const __m128i *)qb, (const __m128i *)qa);
+    if (high) q = _mm256_srli_epi16(q, 4);
+    return _mm256_and_si256(q, _mm256_set1_epi8(15));
+}
+
+/* Low nibbles of the 16 bytes at q in lane 0, their high nibbles in lane 1. */
+ALWAYS_INLINE __m256i nibbles_lo_hi(const uint8_t *q) {
+    const __m256i v = _mm256_broadcastsi128_si256(load16(q));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
+                            _mm256_set1_epi8(15));
+}
+
+/* Pairs of 32-element blocks of `size` bytes with their 16 nibble bytes at
+ * `qs`: A is block i, B block i + 1 (or a copy of A into scratch for an odd
+ * last block). make(b, bb) returns the table of blocks b and bb. */
+#define PAIRED_BLOCKS32(b, nb, dst, size, qs, make)                                                \
+    do {                                                                                           \
+        size_t i_ = 0;                                                                             \
+        for (; i_ + 2 <= (nb); i_ += 2, (b) += 2 * (size), (dst) += 128) {                         \
+            prefetch_block((b), 2 * (size), OUT_BF16);                                             \
+            const lutp t_ = make((b), (b) + (size));                                               \
+            lutp_emit((dst), (dst) + 64, t_, nibbles2((b) + (qs), (b) + (size) + (qs), 0));        \
+            lutp_emit((dst) + 32, (dst) + 96, t_, nibbles2((b) + (qs), (b) + (size) + (qs), 1));   \
+        }                                                                                          \
+        if (i_ < (nb)) {                                                                           \
+            uint8_t scratch_[64];                                                                  \
+            const lutp t_ = make((b), (b));                                                        \
+            lutp_emit((dst), scratch_, t_, nibbles2((b) + (qs), (b) + (qs), 0));                   \
+            lutp_emit((dst) + 32, scratch_ + 32, t_, nibbles2((b) + (qs), (b) + (qs), 1));         \
+        }                                                                                          \
+    } while (0)
 
 /* ---- legacy 32-element blocks ------------------------------------------- */
 
+/* (float)(c - 8) * d for blocks a and b. */
+ALWAYS_INLINE lutp q4_0_table(const uint8_t *a, const uint8_t *b, const int out) {
+    const __m256 d = h2f_pair(a, b);
+    return lutp_make(_mm256_mul_ps(codes4(0, -8), d), _mm256_mul_ps(codes4(1, -8), d),
+                     _mm256_mul_ps(codes4(2, -8), d), _mm256_mul_ps(codes4(3, -8), d), out);
+}
+
 ALWAYS_INLINE void q4_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    if (out != OUT_F32) {
+#define MAKE(x, y) q4_0_table(x, y, out)
+        PAIRED_BLOCKS32(b, nb, dst, 18, 2, MAKE);
+#undef MAKE
+        return;
+    }
     const __m128i m4 = _mm_set1_epi8(15), off = _mm_set1_epi8(8);
-    for (size_t i = 0; i < nb; i++, b += 18, dst += out ? 64 : 128) {
+    for (size_t i = 0; i < nb; i++, b += 18, dst += 128) {
+        prefetch_block(b, 18, out);
         const __m256 d = _mm256_set1_ps(h2f(b));
-        if (out != OUT_F32) { /* (float)(c - 8) * d */
-            const lut16 t =
-                lut16_make(_mm256_mul_ps(CODES_M8_M1, d), _mm256_mul_ps(CODES_0_7, d), out);
-            lut16_emit32(dst, 0, t, nibble_codes(b + 2));
-            continue;
-        }
         const __m128i q = load16(b + 2);
         const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), off);
         const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), off);
@@ -210,16 +357,26 @@ ALWAYS_INLINE void q4_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
 }
 ROWS_FN(q4_0, f16_finite(b, nb, 18, 0))
 
+/* (float)c * d + m for blocks a and b. */
+ALWAYS_INLINE lutp q4_1_table(const uint8_t *a, const uint8_t *b, const int out) {
+    const __m256 d = h2f_pair(a, b), m = h2f_pair(a + 2, b + 2);
+    return lutp_make(_mm256_add_ps(_mm256_mul_ps(codes4(0, 0), d), m),
+                     _mm256_add_ps(_mm256_mul_ps(codes4(1, 0), d), m),
+                     _mm256_add_ps(_mm256_mul_ps(codes4(2, 0), d), m),
+                     _mm256_add_ps(_mm256_mul_ps(codes4(3, 0), d), m), out);
+}
+
 ALWAYS_INLINE void q4_1_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    if (out != OUT_F32) {
+#define MAKE(x, y) q4_1_table(x, y, out)
+        PAIRED_BLOCKS32(b, nb, dst, 20, 4, MAKE);
+#undef MAKE
+        return;
+    }
     const __m128i m4 = _mm_set1_epi8(15);
-    for (size_t i = 0; i < nb; i++, b += 20, dst += out ? 64 : 128) {
+    for (size_t i = 0; i < nb; i++, b += 20, dst += 128) {
+        prefetch_block(b, 20, out);
         const __m256 d = _mm256_set1_ps(h2f(b)), m = _mm256_set1_ps(h2f(b + 2));
-        if (out != OUT_F32) { /* (float)c * d + m */
-            const lut16 t = lut16_make(_mm256_add_ps(_mm256_mul_ps(CODES_0_7, d), m),
-                                       _mm256_add_ps(_mm256_mul_ps(CODES_8_15, d), m), out);
-            lut16_emit32(dst, 0, t, nibble_codes(b + 4));
-            continue;
-        }
         const __m128i q = load16(b + 4);
         const __m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
         emit16(dst, 0, _mm256_add_ps(_mm256_mul_ps(u8lo(lo), d), m),
@@ -231,19 +388,28 @@ ALWAYS_INLINE void q4_1_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
 ROWS_FN(q4_1, f16x2_finite(b, nb, 20, 0))
 
 /* The 32 five-bit values of a Q5 block, output order: nibbles of qs (low
- * nibbles first) with bit k of qh as bit 4 of value k. */
-ALWAYS_INLINE __m256i q5_values(const uint8_t *qs, uint32_t qh) {
-    const __m128i m4 = _mm_set1_epi8(15);
-    const __m128i q = load16(qs);
-    const __m256i nib =
-        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-    return _mm256_or_si256(nib, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16)));
+ * nibbles first) with bit k of qh as bit 4 of value k. The nibbles come
+ * from one broadcast load shifted by 0 | 4 per lane: no lane crossing. */
+ALWAYS_INLINE __m256i q5_values(const uint8_t *qs, const uint8_t *qh) {
+    const __m256i q = _mm256_broadcastsi128_si256(load16(qs));
+    const __m256i nib = _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_setr_epi64x(0, 0, 4, 4)),
+                                         _mm256_set1_epi8(15));
+    return _mm256_or_si256(nib,
+                           _mm256_and_si256(bits_to_bytes(gguf_le32(qh)), _mm256_set1_epi8(16)));
 }
 
 ALWAYS_INLINE void q5_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     for (size_t i = 0; i < nb; i++, b += 22, dst += out ? 64 : 128) {
+        prefetch_block(b, 22, out);
         const __m256 d = _mm256_set1_ps(h2f(b));
-        const __m256i x = _mm256_sub_epi8(q5_values(b + 6, gguf_le32(b + 2)), _mm256_set1_epi8(16));
+        if (out != OUT_F32) { /* (float)(x - 16) * d */
+            const __m256i x = q5_values(b + 6, b + 2), o = _mm256_set1_epi32(16);
+#define V(k) _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(u8i_at(x, k), o)), d)
+            emit32_s4(dst, 0, V(0), V(1), V(2), V(3), out);
+#undef V
+            continue;
+        }
+        const __m256i x = _mm256_sub_epi8(q5_values(b + 6, b + 2), _mm256_set1_epi8(16));
         const __m128i lo = lo128(x), hi = hi128(x);
         emit16(dst, 0, _mm256_mul_ps(i8lo(lo), d), _mm256_mul_ps(i8hi(lo), d), out);
         emit16(dst, 16, _mm256_mul_ps(i8lo(hi), d), _mm256_mul_ps(i8hi(hi), d), out);
@@ -253,8 +419,17 @@ ROWS_FN(q5_0, f16_finite(b, nb, 22, 0))
 
 ALWAYS_INLINE void q5_1_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     for (size_t i = 0; i < nb; i++, b += 24, dst += out ? 64 : 128) {
+        prefetch_block(b, 24, out);
         const __m256 d = _mm256_set1_ps(h2f(b)), m = _mm256_set1_ps(h2f(b + 2));
-        const __m256i x = q5_values(b + 8, gguf_le32(b + 4));
+        if (out != OUT_F32) { /* (float)x * d + m */
+            const __m256i x = q5_values(b + 8, b + 4);
+            emit32_s4(dst, 0, _mm256_add_ps(_mm256_mul_ps(u8_at(x, 0), d), m),
+                      _mm256_add_ps(_mm256_mul_ps(u8_at(x, 1), d), m),
+                      _mm256_add_ps(_mm256_mul_ps(u8_at(x, 2), d), m),
+                      _mm256_add_ps(_mm256_mul_ps(u8_at(x, 3), d), m), out);
+            continue;
+        }
+        const __m256i x = q5_values(b + 8, b + 4);
         const __m128i lo = lo128(x), hi = hi128(x);
         emit16(dst, 0, _mm256_add_ps(_mm256_mul_ps(u8lo(lo), d), m),
                _mm256_add_ps(_mm256_mul_ps(u8hi(lo), d), m), out);
@@ -266,7 +441,14 @@ ROWS_FN(q5_1, f16x2_finite(b, nb, 24, 0))
 
 ALWAYS_INLINE void q8_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     for (size_t i = 0; i < nb; i++, b += 34, dst += out ? 64 : 128) {
+        prefetch_block(b, 34, out);
         const __m256 d = _mm256_set1_ps(h2f(b));
+        if (out != OUT_F32) { /* (float)q * d */
+            const __m256i x = load32(b + 2);
+            emit32_s4(dst, 0, _mm256_mul_ps(s8_at(x, 0), d), _mm256_mul_ps(s8_at(x, 1), d),
+                      _mm256_mul_ps(s8_at(x, 2), d), _mm256_mul_ps(s8_at(x, 3), d), out);
+            continue;
+        }
         const __m128i lo = load16(b + 2), hi = load16(b + 18);
         emit16(dst, 0, _mm256_mul_ps(i8lo(lo), d), _mm256_mul_ps(i8hi(lo), d), out);
         emit16(dst, 16, _mm256_mul_ps(i8lo(hi), d), _mm256_mul_ps(i8hi(hi), d), out);
@@ -274,33 +456,63 @@ ALWAYS_INLINE void q8_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
 }
 ROWS_FN(q8_0, f16_finite(b, nb, 34, 0))
 
-/* IQ4_NL (d * KV[q]) and MXFP4 (KM[q] * d): a 16-entry codebook by pshufb. */
-ALWAYS_INLINE void codebook32(const uint8_t *qs, __m128i book, __m256 d, uint8_t *dst,
-                              const int out) {
-    if (out != OUT_F32) { /* d * (float)book[c]; the product commutes exactly */
-        const lut16 t = lut16_make(_mm256_mul_ps(d, i8lo(book)), _mm256_mul_ps(d, i8hi(book)), out);
-        lut16_emit32(dst, 0, t, nibble_codes(qs));
-        return;
-    }
+/* IQ4_NL (d * KV[q]) and MXFP4 (KM[q] * d): a 16-entry codebook by pshufb.
+ * F32 only: BF16 goes through the paired tables. */
+ALWAYS_INLINE void codebook32(const uint8_t *qs, __m128i book, __m256 d, uint8_t *dst) {
     const __m128i m4 = _mm_set1_epi8(15);
     const __m128i q = load16(qs);
     const __m128i lo = _mm_shuffle_epi8(book, _mm_and_si128(q, m4));
     const __m128i hi = _mm_shuffle_epi8(book, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
-    emit16(dst, 0, _mm256_mul_ps(d, i8lo(lo)), _mm256_mul_ps(d, i8hi(lo)), out);
-    emit16(dst, 16, _mm256_mul_ps(d, i8lo(hi)), _mm256_mul_ps(d, i8hi(hi)), out);
+    emit16(dst, 0, _mm256_mul_ps(d, i8lo(lo)), _mm256_mul_ps(d, i8hi(lo)), OUT_F32);
+    emit16(dst, 16, _mm256_mul_ps(d, i8lo(hi)), _mm256_mul_ps(d, i8hi(hi)), OUT_F32);
+}
+
+/* The 16 codebook values as floats, codes 4k .. 4k+3 in both lanes of bk[k]. */
+ALWAYS_INLINE void book4(const int8_t *book, __m256 bk[4]) {
+    for (int k = 0; k < 4; k++) {
+        const __m128 v = _mm_setr_ps((float)book[4 * k], (float)book[4 * k + 1],
+                                     (float)book[4 * k + 2], (float)book[4 * k + 3]);
+        bk[k] = _mm256_set_m128(v, v);
+    }
+}
+
+/* d * (float)book[c] (the product commutes exactly), d per lane. */
+ALWAYS_INLINE lutp book_table(const __m256 bk[4], __m256 d, const int out) {
+    return lutp_make(_mm256_mul_ps(d, bk[0]), _mm256_mul_ps(d, bk[1]), _mm256_mul_ps(d, bk[2]),
+                     _mm256_mul_ps(d, bk[3]), out);
 }
 
 ALWAYS_INLINE void iq4_nl_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    if (out != OUT_F32) {
+        __m256 bk[4];
+        book4(gguf_kvalues_iq4nl, bk);
+#define MAKE(x, y) book_table(bk, h2f_pair(x, y), out)
+        PAIRED_BLOCKS32(b, nb, dst, 18, 2, MAKE);
+#undef MAKE
+        return;
+    }
     const __m128i book = load16((const uint8_t *)gguf_kvalues_iq4nl);
-    for (size_t i = 0; i < nb; i++, b += 18, dst += out ? 64 : 128)
-        codebook32(b + 2, book, _mm256_set1_ps(h2f(b)), dst, out);
+    for (size_t i = 0; i < nb; i++, b += 18, dst += 128) {
+        prefetch_block(b, 18, out);
+        codebook32(b + 2, book, _mm256_set1_ps(h2f(b)), dst);
+    }
 }
 ROWS_FN(iq4_nl, f16_finite(b, nb, 18, 0))
 
 ALWAYS_INLINE void mxfp4_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    if (out != OUT_F32) {
+        __m256 bk[4];
+        book4(gguf_kvalues_mxfp4, bk);
+#define MAKE(x, y) book_table(bk, pair_ps(gguf_e8m0_half((x)[0]), gguf_e8m0_half((y)[0])), out)
+        PAIRED_BLOCKS32(b, nb, dst, 17, 1, MAKE);
+#undef MAKE
+        return;
+    }
     const __m128i book = load16((const uint8_t *)gguf_kvalues_mxfp4);
-    for (size_t i = 0; i < nb; i++, b += 17, dst += out ? 64 : 128)
-        codebook32(b + 1, book, _mm256_set1_ps(gguf_e8m0_half(b[0])), dst, out);
+    for (size_t i = 0; i < nb; i++, b += 17, dst += 128) {
+        prefetch_block(b, 17, out);
+        codebook32(b + 1, book, _mm256_set1_ps(gguf_e8m0_half(b[0])), dst);
+    }
 }
 ROWS_FN(mxfp4, true)
 
@@ -316,6 +528,7 @@ ALWAYS_INLINE void scale16(float out[16], float d, __m128i s) {
 ALWAYS_INLINE void q2_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const __m128i m3 = _mm_set1_epi8(3), m4 = _mm_set1_epi8(15);
     for (size_t i = 0; i < nb; i++, b += 84, dst += out ? 512 : 1024) {
+        prefetch_block(b, 84, out);
         float dl[16], ml[16];
         const __m128i sc = load16(b);
         scale16(dl, h2f(b + 80), _mm_and_si128(sc, m4));
@@ -369,6 +582,7 @@ ALWAYS_INLINE __m128i q3k_scales(const uint8_t *p) {
 ALWAYS_INLINE void q3_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const __m128i m3 = _mm_set1_epi8(3), four = _mm_set1_epi8(4);
     for (size_t i = 0; i < nb; i++, b += 110, dst += out ? 512 : 1024) {
+        prefetch_block(b, 110, out);
         float dl[16];
         scale16(dl, h2f(b + 108), q3k_scales(b + 96));
         if (out != OUT_F32) {
@@ -438,30 +652,31 @@ ALWAYS_INLINE void affine32(uint8_t *dst, size_t at, __m256i x, float dl, float 
            _mm256_sub_ps(_mm256_mul_ps(d, u8hi(hi)), m), out);
 }
 
-/* BF16 by lookup of 32 codes 0..15: y = dl * (float)c - ml. */
-ALWAYS_INLINE void lut_affine32(uint8_t *dst, size_t at, __m256i codes, float dl, float ml,
-                                const int out) {
-    const __m256 d = _mm256_set1_ps(dl), m = _mm256_set1_ps(ml);
-    const lut16 t = lut16_make(_mm256_sub_ps(_mm256_mul_ps(d, CODES_0_7), m),
-                               _mm256_sub_ps(_mm256_mul_ps(d, CODES_8_15), m), out);
-    lut16_emit32(dst, at, t, codes);
-}
-
 ALWAYS_INLINE void q4_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const __m256i m4 = _mm256_set1_epi8(15);
     for (size_t i = 0; i < nb; i++, b += 144, dst += out ? 512 : 1024) {
+        prefetch_block(b, 144, out);
         float dl[8], ml[8];
         k4_scales(b, dl, ml);
+        if (out != OUT_F32) {
+            /* Sub-block 2j (low nibbles, lane 0) and 2j + 1 (high nibbles, lane 1)
+             * of the same 32 bytes: dl * (float)c - ml. */
+            for (int j = 0; j < 4; j++) {
+                const __m256 d = pair_ps(dl[2 * j], dl[2 * j + 1]);
+                const __m256 m = pair_ps(ml[2 * j], ml[2 * j + 1]);
+                const lutp t = lutp_make(_mm256_sub_ps(_mm256_mul_ps(d, codes4(0, 0)), m),
+                                         _mm256_sub_ps(_mm256_mul_ps(d, codes4(1, 0)), m),
+                                         _mm256_sub_ps(_mm256_mul_ps(d, codes4(2, 0)), m),
+                                         _mm256_sub_ps(_mm256_mul_ps(d, codes4(3, 0)), m), out);
+                const uint8_t *q = b + 16 + 32 * j;
+                uint8_t *y = dst + 128 * j;
+                lutp_emit(y, y + 64, t, nibbles_lo_hi(q));
+                lutp_emit(y + 32, y + 96, t, nibbles_lo_hi(q + 16));
+            }
+            continue;
+        }
         for (int j = 0; j < 4; j++) {
             const __m256i q = load32(b + 16 + 32 * j);
-            if (out != OUT_F32) {
-                lut_affine32(dst, (size_t)(64 * j), _mm256_and_si256(q, m4), dl[2 * j], ml[2 * j],
-                             out);
-                lut_affine32(dst, (size_t)(64 * j + 32),
-                             _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), dl[2 * j + 1],
-                             ml[2 * j + 1], out);
-                continue;
-            }
             affine32(dst, (size_t)(64 * j), _mm256_and_si256(q, m4), dl[2 * j], ml[2 * j], out);
             affine32(dst, (size_t)(64 * j + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                      dl[2 * j + 1], ml[2 * j + 1], out);
@@ -470,11 +685,44 @@ ALWAYS_INLINE void q4_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
 }
 ROWS_FN(q4_k, f16x2_finite(b, nb, 144, 0))
 
+/* Bit (4 - sh) of each byte of x moved to bit 4 and isolated (sh a constant
+ * in -3..4 after unrolling): qh bit planes as the 16 added to a Q5_K value. */
+ALWAYS_INLINE __m256i bit_to_16(__m256i x, int sh) {
+    const __m256i v = sh > 0 ? _mm256_slli_epi16(x, sh) : sh < 0 ? _mm256_srli_epi16(x, -sh) : x;
+    return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+/* dl * (float)x - ml for 32 byte values x, as BF16 through emit32_s4. */
+ALWAYS_INLINE void affine32_s4(uint8_t *dst, size_t at, __m256i x, float dl, float ml,
+                               const int out) {
+    const __m256 d = _mm256_set1_ps(dl), m = _mm256_set1_ps(ml);
+    emit32_s4(dst, at, _mm256_sub_ps(_mm256_mul_ps(d, u8_at(x, 0)), m),
+              _mm256_sub_ps(_mm256_mul_ps(d, u8_at(x, 1)), m),
+              _mm256_sub_ps(_mm256_mul_ps(d, u8_at(x, 2)), m),
+              _mm256_sub_ps(_mm256_mul_ps(d, u8_at(x, 3)), m), out);
+}
+
 ALWAYS_INLINE void q5_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const __m256i m4 = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
     for (size_t i = 0; i < nb; i++, b += 176, dst += out ? 512 : 1024) {
+        prefetch_block(b, 176, out);
         float dl[8], ml[8];
         k4_scales(b, dl, ml);
+        if (out != OUT_F32) {
+            const __m256i qh = load32(b + 16);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const __m256i q = load32(b + 48 + 32 * j);
+                affine32_s4(dst, (size_t)(64 * j),
+                            _mm256_or_si256(_mm256_and_si256(q, m4), bit_to_16(qh, 4 - 2 * j)),
+                            dl[2 * j], ml[2 * j], out);
+                affine32_s4(dst, (size_t)(64 * j + 32),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                            bit_to_16(qh, 3 - 2 * j)),
+                            dl[2 * j + 1], ml[2 * j + 1], out);
+            }
+            continue;
+        }
         const __m256i qh = load32(b + 16);
         for (int j = 0; j < 4; j++) {
             const __m256i q = load32(b + 48 + 32 * j);
@@ -502,10 +750,20 @@ ALWAYS_INLINE void scaled32(uint8_t *dst, size_t at, __m256i x, float s0, float 
     emit16(dst, at + 16, _mm256_mul_ps(c, i8lo(hi)), _mm256_mul_ps(c, i8hi(hi)), out);
 }
 
+/* Same as BF16 through emit32_s4: outputs 0-15 sit in lane 0, 16-31 in
+ * lane 1 of every stride-4 register. */
+ALWAYS_INLINE void scaled32_s4(uint8_t *dst, size_t at, __m256i x, float s0, float s1,
+                               const int out) {
+    const __m256 s = _mm256_blend_ps(_mm256_set1_ps(s0), _mm256_set1_ps(s1), 0xF0);
+    emit32_s4(dst, at, _mm256_mul_ps(s, s8_at(x, 0)), _mm256_mul_ps(s, s8_at(x, 1)),
+              _mm256_mul_ps(s, s8_at(x, 2)), _mm256_mul_ps(s, s8_at(x, 3)), out);
+}
+
 ALWAYS_INLINE void q6_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30),
                   m32 = _mm256_set1_epi8(32);
     for (size_t i = 0; i < nb; i++, b += 210, dst += out ? 512 : 1024) {
+        prefetch_block(b, 210, out);
         float ds[16]; /* (d * scale): ggml multiplies d by the scale first */
         scale16(ds, h2f(b + 208), load16(b + 192));
         for (int n = 0; n < 2; n++) {
@@ -521,6 +779,13 @@ ALWAYS_INLINE void q6_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
                                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
             const float *s = ds + 8 * n;
             uint8_t *y = dst + (size_t)(128 * n) * (out ? 2 : 4);
+            if (out != OUT_F32) {
+                scaled32_s4(y, 0, _mm256_sub_epi8(q1, m32), s[0], s[1], out);
+                scaled32_s4(y, 32, _mm256_sub_epi8(q2, m32), s[2], s[3], out);
+                scaled32_s4(y, 64, _mm256_sub_epi8(q3, m32), s[4], s[5], out);
+                scaled32_s4(y, 96, _mm256_sub_epi8(q4, m32), s[6], s[7], out);
+                continue;
+            }
             scaled32(y, 0, _mm256_sub_epi8(q1, m32), s[0], s[1], out);
             scaled32(y, 32, _mm256_sub_epi8(q2, m32), s[2], s[3], out);
             scaled32(y, 64, _mm256_sub_epi8(q3, m32), s[4], s[5], out);
@@ -532,14 +797,30 @@ ROWS_FN(q6_k, f16_finite(b, nb, 210, 208))
 
 ALWAYS_INLINE void iq4_xs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const __m128i book = load16((const uint8_t *)gguf_kvalues_iq4nl);
+    __m256 bk[4];
+    book4(gguf_kvalues_iq4nl, bk);
     for (size_t i = 0; i < nb; i++, b += 136, dst += out ? 512 : 1024) {
+        prefetch_block(b, 136, out);
         const float d = h2f(b);
         const uint32_t sh = gguf_le16(b + 2);
+        float dl[8];
         for (int ib = 0; ib < 8; ib++) {
             const int ls =
                 ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | (int)(((sh >> (2 * ib)) & 3) << 4);
-            codebook32(b + 8 + 16 * ib, book, _mm256_set1_ps(d * (float)(ls - 32)),
-                       dst + (size_t)(32 * ib) * (out ? 2 : 4), out);
+            dl[ib] = d * (float)(ls - 32);
+        }
+        if (out == OUT_F32) {
+            for (int ib = 0; ib < 8; ib++)
+                codebook32(b + 8 + 16 * ib, book, _mm256_set1_ps(dl[ib]), dst + 128 * ib);
+            continue;
+        }
+        /* Sub-blocks 2p (lane 0) and 2p + 1 (lane 1): their 16 + 16 bytes are adjacent. */
+        for (int p = 0; p < 4; p++) {
+            const lutp t = book_table(bk, pair_ps(dl[2 * p], dl[2 * p + 1]), out);
+            const __m256i q = load32(b + 8 + 32 * p), m4 = _mm256_set1_epi8(15);
+            uint8_t *y = dst + 128 * p;
+            lutp_emit(y, y + 64, t, _mm256_and_si256(q, m4));
+            lutp_emit(y + 32, y + 96, t, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
         }
     }
 }
@@ -599,6 +880,7 @@ ALWAYS_INLINE void iq2_xxs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const
     const uint64_t *grid = gguf_iq2xxs_grid;
     const uint8_t *ks = gguf_ksigns_iq2xs;
     for (size_t i = 0; i < nb; i++, b += 66, dst += out ? 512 : 1024) {
+        prefetch_block(b, 66, out);
         const float d = h2f(b);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = b + 2 + 8 * ib;
@@ -617,6 +899,7 @@ ALWAYS_INLINE void iq2_xs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const 
     const uint64_t *grid = gguf_iq2xs_grid;
     const uint8_t *ks = gguf_ksigns_iq2xs;
     for (size_t i = 0; i < nb; i++, b += 74, dst += out ? 512 : 1024) {
+        prefetch_block(b, 74, out);
         const float d = h2f(b);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t sc = b[66 + ib];
@@ -636,6 +919,7 @@ ROWS_FN(iq2_xs, f16_finite(b, nb, 74, 0))
 ALWAYS_INLINE void iq2_s_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const uint64_t *grid = gguf_iq2s_grid;
     for (size_t i = 0; i < nb; i++, b += 82, dst += out ? 512 : 1024) {
+        prefetch_block(b, 82, out);
         const float d = h2f(b);
         const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
         for (int ib = 0; ib < 8; ib++, qs += 4) {
@@ -671,6 +955,7 @@ ALWAYS_INLINE void iq3_xxs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const
     const uint32_t *grid = gguf_iq3xxs_grid;
     const uint8_t *ks = gguf_ksigns_iq2xs;
     for (size_t i = 0; i < nb; i++, b += 98, dst += out ? 512 : 1024) {
+        prefetch_block(b, 98, out);
         const float d = h2f(b);
         const uint8_t *q = b + 2;
         for (int ib = 0; ib < 8; ib++, q += 8) {
@@ -690,6 +975,7 @@ ALWAYS_INLINE void iq3_s_impl(const uint8_t *b, size_t nb, uint8_t *dst, const i
     const __m256 mags = _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15); /* byte >> 1 */
     const uint32_t *grid = gguf_iq3s_grid;
     for (size_t i = 0; i < nb; i++, b += 110, dst += out ? 512 : 1024) {
+        prefetch_block(b, 110, out);
         const float d = h2f(b);
         const uint8_t *q = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
         for (int ib = 0; ib < 8; ib++, q += 8) {
@@ -721,6 +1007,7 @@ ALWAYS_INLINE __m256 iq1_group(uint64_t g, __m256 dl, __m256 delta) {
 
 ALWAYS_INLINE void iq1_s_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     for (size_t i = 0; i < nb; i++, b += 50, dst += out ? 512 : 1024) {
+        prefetch_block(b, 50, out);
         const float d = h2f(b);
         const uint8_t *qs = b + 2;
         for (int ib = 0; ib < 8; ib++) {
@@ -748,6 +1035,7 @@ static inline bool iq1m_finite(const uint8_t *b, size_t nb) {
 
 ALWAYS_INLINE void iq1_m_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     for (size_t i = 0; i < nb; i++, b += 56, dst += out ? 512 : 1024) {
+        prefetch_block(b, 56, out);
         uint32_t sc[4];
         for (int t = 0; t < 4; t++) sc[t] = gguf_le16(b + 48 + 2 * t);
         const uint32_t dbits =
@@ -854,6 +1142,17 @@ ALWAYS_INLINE void tq2_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const i
     }
 }
 ROWS_FN(tq2_0, f16_finite(b, nb, 66, 64))
+
+void gguf_avx2_f32_to_f16(const float *src, uint8_t *dst, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + 2 * i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) {
+        const uint16_t h = amn_f32_to_f16(src[i]);
+        memcpy(dst + 2 * i, &h, 2);
+    }
+}
 
 gguf_rows_fn gguf_avx2_kernel(uint32_t ggml_type) {
     switch (ggml_type) {

@@ -19,6 +19,10 @@ gguf_block_fn gguf_scalar_kernel(uint32_t ggml_type);
 /* NULL when the type has no AVX2 kernel (the scalar one is used). */
 gguf_rows_fn gguf_avx2_kernel(uint32_t ggml_type);
 
+/* n F32 values to F16 (round to nearest even, as amn_f32_to_f16), with F16C:
+ * only after the AVX2 check. dst has any alignment. */
+void gguf_avx2_f32_to_f16(const float *src, uint8_t *dst, size_t n);
+
 static inline uint16_t gguf_le16(const uint8_t *p) {
     return (uint16_t)(p[0] | p[1] << 8);
 }

@@ -5,14 +5,24 @@
  * random valid blocks, one call per 4096-element row, one thread, best of
  * several passes, into a 64 MiB F32 buffer. The same run also times the
  * core's F16 -> F32 and BF16 -> F32 conversions, which have anchors too, as
- * a calibration of this machine against the anchor machine. The "4MiB"
- * columns write the rows round a 4 MiB buffer instead, as the core's
- * conversion pipeline does (one such chunk per worker, then written out):
- * the kernels' own cost with the output in cache, without the DRAM write
- * bandwidth the 64 MiB figures are bound by.
+ * a calibration of this machine against the anchor machine.
  *
- *   gguf_bench [--quick] [--rounds N] [--simd scalar|avx2] [TYPE...]
+ * Two destinations: the anchor's 64 MiB buffer, where a fast kernel is bound
+ * by DRAM write bandwidth (each line is read for ownership, then written
+ * back), and rows written round one 1 MiB buffer, as the core's conversion
+ * pipeline does (CHUNK_BYTES per worker, then handed to write(2) while still
+ * in cache). The second is the realistic one for `amn remember`.
+ *
+ * The anchors were recorded on another machine. --ggml LIB loads a shared
+ * library that exports ggml's dequantize_row_* (libggml-base.so, or
+ * ggml-quants.c built alone with -O3 -march=native and stubs for ggml_abort
+ * and friends) and times them in the same run, same method, both
+ * destinations: the fair baseline.
+ *
+ *   gguf_bench [--quick] [--rounds N] [--simd scalar|avx2] [--ggml LIB] [TYPE...]
  */
+#include <ctype.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +50,8 @@ static const double anchor_f16 = 0.167, anchor_bf16 = 0.154;
 
 #define ROWS 4096
 #define COLS 4096
-/* The core converts through one 4 MiB buffer per worker (CHUNK_BYTES). */
-#define RING (4u << 20)
+/* The core converts through one 1 MiB chunk per worker (CHUNK_BYTES). */
+#define RING (1u << 20)
 
 static double now(void) {
     struct timespec ts;
@@ -100,26 +110,52 @@ static void fill_blocks(const gguf_type_traits *tr, uint8_t *raw, size_t nblocks
             }
 }
 
-/* Best time of `reps` passes over the tensor, one call per row; ns/elem. */
-static double time_type(const gguf_type_traits *tr, const uint8_t *raw, void *dst, amn_dtype out,
-                        amn_simd level, int reps, int ring) {
+/* ggml's dequantize_row_<type>(blocks, y, k), f32 out only. */
+typedef void (*ggml_row_fn)(const void *x, float *y, int64_t k);
+
+/* One pass over the tensor, one call per row (amn: gguf_dequantize_simd, or
+ * ggml's row function when g is set); rows go to consecutive places in dst,
+ * or round a RING-byte buffer. Seconds. */
+static double pass(const gguf_type_traits *tr, ggml_row_fn g, const uint8_t *raw, uint8_t *dst,
+                   amn_dtype out, amn_simd level, int ring) {
     const size_t row_bytes = COLS / tr->block_elems * tr->block_bytes;
-    const size_t es = amn_dtype_size(out);
+    const size_t es = amn_dtype_size(out), row_out = COLS * es;
+    const double t0 = now();
+    for (size_t i = 0; i < ROWS; i++) {
+        uint8_t *y = dst + (ring ? i % (RING / row_out) : i) * row_out;
+        if (g)
+            g(raw + i * row_bytes, (float *)y, COLS);
+        else if (gguf_dequantize_simd(tr->id, raw + i * row_bytes, COLS, out, y, level) != 0) {
+            fprintf(stderr, "dequantize failed for %s\n", tr->name);
+            exit(1);
+        }
+    }
+    return now() - t0;
+}
+
+/* Best of `reps` passes; ns/elem. */
+static double time_type(const gguf_type_traits *tr, ggml_row_fn g, const uint8_t *raw, uint8_t *dst,
+                        amn_dtype out, amn_simd level, int reps, int ring) {
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        const double t0 = now();
-        for (size_t i = 0; i < ROWS; i++)
-            if (gguf_dequantize_simd(tr->id, raw + i * row_bytes, COLS, out,
-                                     (uint8_t *)dst +
-                                         (ring ? i % (RING / (COLS * es)) : i) * COLS * es,
-                                     level) != 0) {
-                fprintf(stderr, "dequantize failed for %s\n", tr->name);
-                exit(1);
-            }
-        const double t = now() - t0;
+        const double t = pass(tr, g, raw, dst, out, level, ring);
         if (t < best) best = t;
     }
     return best * 1e9 / ((double)ROWS * COLS);
+}
+
+/* ggml's row dequantizer for a type name ("Q4_K" -> dequantize_row_q4_K),
+ * or NULL. */
+static ggml_row_fn ggml_lookup(void *lib, const char *name) {
+    char sym[64] = "dequantize_row_";
+    size_t n = strlen(sym);
+    for (const char *p = name; *p && n + 1 < sizeof sym; p++)
+        sym[n++] = *p == 'K' && p > name && p[-1] == '_' ? 'K' : (char)tolower((unsigned char)*p);
+    sym[n] = '\0';
+    ggml_row_fn f;
+    void *v = dlsym(lib, sym);
+    memcpy(&f, &v, sizeof f); /* object pointer to function pointer, as POSIX allows */
+    return f;
 }
 
 static double time_convert(amn_dtype from, const void *src, void *dst, int reps) {
@@ -142,13 +178,15 @@ static double min2(double a, double b) {
 int main(int argc, char **argv) {
     int reps = 5, rounds = 3;
     amn_simd level = amn_simd_level();
-    const char *only[64];
+    const char *only[64], *ggml_path = NULL;
     int n_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             reps = 2, rounds = 1;
         else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
             rounds = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
+        else if (strcmp(argv[i], "--ggml") == 0 && i + 1 < argc)
+            ggml_path = argv[++i];
         else if (strcmp(argv[i], "--simd") == 0 && i + 1 < argc) {
             const char *s = argv[++i];
             level = strcmp(s, "scalar") == 0 ? AMN_SIMD_SCALAR : AMN_SIMD_AVX2;
@@ -156,6 +194,11 @@ int main(int argc, char **argv) {
             only[n_only++] = argv[i];
     }
     if (level > amn_simd_level()) level = amn_simd_level();
+    void *lib = NULL;
+    if (ggml_path && !(lib = dlopen(ggml_path, RTLD_NOW | RTLD_LOCAL))) {
+        fprintf(stderr, "gguf_bench: %s\n", dlerror());
+        return 1;
+    }
 
     const size_t out_bytes = (size_t)ROWS * COLS * 4;
     uint8_t *dst = malloc(out_bytes);
@@ -166,6 +209,7 @@ int main(int argc, char **argv) {
 
     enum { NA = sizeof anchors / sizeof anchors[0] };
     const gguf_type_traits *types[NA] = {0};
+    ggml_row_fn ggml_fn[NA] = {0};
     for (size_t a = 0; a < NA; a++) {
         int want = !n_only;
         for (int k = 0; k < n_only; k++) want |= strcmp(only[k], anchors[a].name) == 0;
@@ -173,11 +217,17 @@ int main(int argc, char **argv) {
             const gguf_type_traits *t = gguf_type_traits_get(id);
             if (t->kind == GGUF_KIND_QUANT && strcmp(t->name, anchors[a].name) == 0) types[a] = t;
         }
+        if (lib && types[a] && !(ggml_fn[a] = ggml_lookup(lib, anchors[a].name)))
+            fprintf(stderr, "gguf_bench: %s has no dequantizer for %s\n", ggml_path,
+                    anchors[a].name);
     }
     /* The machine is shared: every figure is the best over rounds spread out
-     * in time, each round the best of `reps` passes. */
-    double wbest = 1e30, cf16 = 1e30, cbf16 = 1e30, res[NA][4];
-    for (size_t a = 0; a < NA; a++) res[a][0] = res[a][1] = res[a][2] = res[a][3] = 1e30;
+     * in time, each round the best of `reps` passes. Columns: amn F32, BF16
+     * into 64 MiB; the same round 1 MiB; ggml F32 into 64 MiB, round 1 MiB. */
+    enum { NCOL = 6 };
+    double wbest = 1e30, cf16 = 1e30, cbf16 = 1e30, res[NA][NCOL];
+    for (size_t a = 0; a < NA; a++)
+        for (int k = 0; k < NCOL; k++) res[a][k] = 1e30;
     for (int round = 0; round < rounds; round++) {
         for (size_t i = 0; i < (size_t)ROWS * COLS * 2; i++) raw[i] = (uint8_t)rng();
         for (size_t i = 1; i < (size_t)ROWS * COLS * 2; i += 2) raw[i] &= 0x3f; /* finite halves */
@@ -193,10 +243,13 @@ int main(int argc, char **argv) {
             if (!tr) continue;
             rng_state = 0x243F6A8885A308D3ull ^ tr->id;
             fill_blocks(tr, raw, (size_t)ROWS * COLS / tr->block_elems);
-            for (int k = 0; k < 4; k++)
-                res[a][k] =
-                    min2(res[a][k], time_type(tr, raw, dst, k % 2 ? AMN_DTYPE_BF16 : AMN_DTYPE_F32,
-                                              level, reps, k / 2));
+            for (int k = 0; k < NCOL; k++) {
+                ggml_row_fn g = k >= 4 ? ggml_fn[a] : NULL;
+                if (k >= 4 && !g) continue;
+                const amn_dtype out = k < 4 && k % 2 ? AMN_DTYPE_BF16 : AMN_DTYPE_F32;
+                res[a][k] = min2(res[a][k], time_type(tr, g, raw, dst, out, level, reps,
+                                                      k >= 4 ? k == 5 : k >= 2));
+            }
         }
     }
 
@@ -207,16 +260,29 @@ int main(int argc, char **argv) {
     printf("calibration (core amn_convert_elems): F16->F32 %.3f ns/elem (ggml %.3f, x%.2f), "
            "BF16->F32 %.3f ns/elem (ggml %.3f, x%.2f)\n",
            cf16, anchor_f16, anchor_f16 / cf16, cbf16, anchor_bf16, anchor_bf16 / cbf16);
-    printf("%-8s %10s %10s %10s %9s %9s %9s %9s\n", "type", "F32 ns/el", "BF16 ns/el", "ggml ns/el",
-           "ggml/F32", "ggml/BF16", "F32 4MiB", "BF16 4MiB");
+    printf("ns/elem; \"64M\": rows into a 64 MiB buffer (the anchor's method), \"1M\": round a "
+           "1 MiB chunk (the core's pipeline)\n");
+    printf("ratios: ggml time / amn time (> 1: amn faster), against %s\n",
+           lib ? "ggml measured in this run (same buffer)" : "the recorded anchor (other machine)");
+    printf("%-8s %7s %7s %7s %7s | %6s %7s %7s | %6s %6s %6s %6s\n", "type", "F32 64M", "BF16 64M",
+           "F32 1M", "BF16 1M", "anchor", "ggml64M", "ggml1M", "F32 64", "BF16 64", "F32 1M",
+           "BF16 1M");
     for (size_t a = 0; a < NA; a++) {
         if (!types[a]) continue;
         const double *r = res[a];
-        printf("%-8s %10.3f %10.3f %10.3f %8.2fx %8.2fx %9.3f %9.3f\n", types[a]->name, r[0], r[1],
-               anchors[a].ggml_ns, anchors[a].ggml_ns / r[0], anchors[a].ggml_ns / r[1], r[2],
-               r[3]);
+        const double b64 = ggml_fn[a] ? r[4] : anchors[a].ggml_ns;
+        const double b1 = ggml_fn[a] ? r[5] : anchors[a].ggml_ns;
+        char g64[16] = "-", g1[16] = "-";
+        if (ggml_fn[a]) {
+            snprintf(g64, sizeof g64, "%.3f", r[4]);
+            snprintf(g1, sizeof g1, "%.3f", r[5]);
+        }
+        printf("%-8s %7.3f %8.3f %7.3f %7.3f | %6.3f %7s %7s | %5.2fx %6.2fx %5.2fx %6.2fx\n",
+               types[a]->name, r[0], r[1], r[2], r[3], anchors[a].ggml_ns, g64, g1, b64 / r[0],
+               b64 / r[1], b1 / r[2], b1 / r[3]);
     }
     free(dst);
     free(raw);
+    if (lib) dlclose(lib);
     return 0;
 }

@@ -301,6 +301,117 @@ static void test_random_any_bits(void **state) {
     }
 }
 
+/* ---- scale edge cases: the fused BF16 rounding ------------------------- */
+
+/* Byte offsets of a type's f16 scales (-1: none; MXFP4's E8M0 byte is -2). */
+static void scale_offsets(uint32_t type, int off[2]) {
+    off[0] = 0, off[1] = -1;
+    switch (type) {
+    case GGUF_TYPE_Q4_1:
+    case GGUF_TYPE_Q5_1:
+    case GGUF_TYPE_Q4_K:
+    case GGUF_TYPE_Q5_K:
+        off[1] = 2;
+        break;
+    case GGUF_TYPE_Q6_K:
+        off[0] = 208;
+        break;
+    case GGUF_TYPE_MXFP4:
+        off[0] = -2;
+        break;
+    default:
+        break;
+    }
+}
+
+/* The vector BF16 paths round in registers (compare-based tie detection,
+ * word blends, paired lookup tables that serve two blocks per register), and
+ * F16 is narrowed by F16C there: every path must equal the scalar one, and
+ * BF16 and F16 must be the F32 output rounded once, on scales that stress
+ * the rounding: 1 + 2^-8 (exact ties for small codes, rounding down to even),
+ * 1 + 3 * 2^-8 (ties rounding up), signed zeros, subnormals, the largest
+ * half, infinities and NaNs (quiet and signalling, with payloads whose low
+ * bits would carry into the BF16 if a NaN were rounded like a number).
+ * Block counts are odd, so the pairing has a lone block. */
+static void test_bf16_scale_edges(void **state) {
+    (void)state;
+    static const uint16_t halves[] = {0x3C04, 0x3C0C, 0xBC04, 0x3C01, 0x3BFF, 0x0000, 0x8000,
+                                      0x0001, 0x03FF, 0x7BFF, 0xFBFF, 0x5BFF, 0x2001, 0x7C00,
+                                      0xFC00, 0x7E00, 0x7C01, 0xFE01, 0x7C07, 0xFFFF};
+    static const uint8_t e8m0[] = {0, 1, 2, 100, 127, 128, 200, 254, 255};
+    static const uint32_t types[] = {GGUF_TYPE_Q8_0,   GGUF_TYPE_Q5_0, GGUF_TYPE_Q5_1,
+                                     GGUF_TYPE_Q5_K,   GGUF_TYPE_Q6_K, GGUF_TYPE_Q4_0,
+                                     GGUF_TYPE_Q4_1,   GGUF_TYPE_Q4_K, GGUF_TYPE_IQ4_NL,
+                                     GGUF_TYPE_IQ4_XS, GGUF_TYPE_MXFP4};
+    enum { NH = sizeof halves / sizeof halves[0] };
+    amn_simd paths[2];
+    const size_t npaths = simd_paths(paths);
+    size_t compared = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const gguf_type_traits *tr = gguf_type_traits_get(types[ti]);
+        int off[2];
+        scale_offsets(tr->id, off);
+        /* One block per scale (pair); Q8_0 also cycles its 32 codes through
+         * all 256 values, block after block. */
+        const size_t nb = off[0] == -2 ? 2 * (sizeof e8m0) + 1 : 2 * NH + 1;
+        const size_t n = nb * tr->block_elems;
+        uint8_t *raw = malloc(nb * tr->block_bytes), *ref = malloc(n * 4), *got = malloc(n * 4);
+        float *f32 = malloc(n * 4);
+        assert_true(raw && ref && got && f32);
+        for (size_t i = 0; i < nb; i++) {
+            uint8_t *b = raw + i * tr->block_bytes;
+            for (size_t j = 0; j < tr->block_bytes; j++) b[j] = (uint8_t)rng();
+            if (tr->id == GGUF_TYPE_Q8_0)
+                for (size_t j = 0; j < 32; j++) b[2 + j] = (uint8_t)(32 * (i % 8) + j);
+            if (off[0] == -2) {
+                b[0] = e8m0[i % sizeof e8m0];
+                continue;
+            }
+            for (int k = 0; k < 2; k++) {
+                if (off[k] < 0) continue;
+                /* d runs through the list; m / dmin through it backwards */
+                const uint16_t h = halves[k ? (NH - 1 - i % NH) : i % NH];
+                b[off[k]] = (uint8_t)h;
+                b[off[k] + 1] = (uint8_t)(h >> 8);
+            }
+        }
+        assert_int_equal(gguf_dequantize_simd(tr->id, raw, n, AMN_DTYPE_F32, f32, AMN_SIMD_SCALAR),
+                         AMN_OK);
+        const amn_dtype outs[] = {AMN_DTYPE_F32, AMN_DTYPE_BF16, AMN_DTYPE_F16};
+        for (size_t o = 0; o < 3; o++) {
+            const size_t es = amn_dtype_size(outs[o]);
+            assert_int_equal(gguf_dequantize_simd(tr->id, raw, n, outs[o], ref, AMN_SIMD_SCALAR),
+                             AMN_OK);
+            if (outs[o] != AMN_DTYPE_F32)
+                for (size_t i = 0; i < n; i++) {
+                    uint16_t g;
+                    memcpy(&g, ref + 2 * i, 2);
+                    const uint16_t want = outs[o] == AMN_DTYPE_BF16 ? amn_f32_to_bf16(f32[i])
+                                                                    : amn_f32_to_f16(f32[i]);
+                    if (g != want)
+                        fail_msg("%s: scalar %s value %zu is not the rounded F32", tr->name,
+                                 amn_dtype_name(outs[o]), i);
+                }
+            for (size_t p = 1; p < npaths; p++) {
+                memset(got, 0xA5, n * 4);
+                assert_int_equal(gguf_dequantize_simd(tr->id, raw, n, outs[o], got, paths[p]),
+                                 AMN_OK);
+                const size_t bad = count_diff(got, ref, n, es);
+                if (bad)
+                    fail_msg("%s to %s (edge scales): %s differs from scalar in %zu of %zu",
+                             tr->name, amn_dtype_name(outs[o]), amn_simd_name(paths[p]), bad, n);
+                for (size_t i = n * es; i < n * 4; i++) assert_int_equal(got[i], 0xA5);
+                compared += n;
+            }
+        }
+        free(raw);
+        free(ref);
+        free(got);
+        free(f32);
+    }
+    fprintf(stderr, "edge scales: %zu values compared against the scalar path\n", compared);
+}
+
 /* ---- known answers from ggml ------------------------------------------- */
 
 /* SHA-256 of the F32 output of ggml's own dequantize_row_<type> (ggml-org/ggml
@@ -496,10 +607,11 @@ static void test_f16_decoder(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_type_table),    cmocka_unit_test(test_f16_decoder),
-        cmocka_unit_test(test_bad_arguments), cmocka_unit_test(test_goldens),
-        cmocka_unit_test(test_random_paths),  cmocka_unit_test(test_random_any_bits),
-        cmocka_unit_test(test_known_answers), cmocka_unit_test(test_split_invariance),
+        cmocka_unit_test(test_type_table),       cmocka_unit_test(test_f16_decoder),
+        cmocka_unit_test(test_bad_arguments),    cmocka_unit_test(test_goldens),
+        cmocka_unit_test(test_random_paths),     cmocka_unit_test(test_random_any_bits),
+        cmocka_unit_test(test_known_answers),    cmocka_unit_test(test_split_invariance),
+        cmocka_unit_test(test_bf16_scale_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
