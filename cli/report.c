@@ -133,6 +133,8 @@ static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a,
     printf("%sDtypes:      %s\n", ind, dtypes[0] ? dtypes : "-");
     if (kv_text(m, "general.alignment", kvbuf, sizeof kvbuf))
         printf("%sAlignment:   %s bytes\n", ind, kvbuf);
+    else if (strcmp(amn_model_format(m), "gguf") == 0)
+        printf("%sAlignment:   32 bytes (GGUF default)\n", ind);
     if (s.groups) {
         printf("%sScheme:      %s%s\n", ind, s.label ? s.label : s.scheme,
                s.labels_differ ? " (and others)" : "");
