@@ -352,8 +352,15 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
      * output row. */
     size_t buf_size = (size_t)CHUNK_BYTES * threads;
     for (size_t g = 0; g < p->cs.n_groups; g++) {
-        const uint64_t rb = p->cs.groups[g].spec.row_elems * amn_dtype_size(out);
-        if (p->cs.groups[g].spec.out_name && rb > buf_size) buf_size = (size_t)rb;
+        const amn_group_spec *s = &p->cs.groups[g].spec;
+        if (!s->out_name) continue;
+        uint64_t numel = 1;
+        for (uint32_t d = 0; d < s->ndim; d++) numel *= s->shape[d]; /* checked at claim */
+        /* An empty output streams no rows, and nothing in the file backs
+         * its row length (a GGUF [0, 2^31] tensor): it sizes nothing. */
+        if (numel == 0) continue;
+        const uint64_t rb = s->row_elems * amn_dtype_size(out);
+        if (rb > buf_size) buf_size = (size_t)rb;
     }
     uint8_t *buf = malloc(2 * buf_size);
     uint8_t *bufs[2] = {buf, buf ? buf + buf_size : NULL};

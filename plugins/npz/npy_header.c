@@ -233,9 +233,10 @@ void npy_header_to_tensor(const npy_header *h, amn_tensor *t) {
     t->nbytes = h->nbytes;
     t->flags = 0;
     if (h->big_endian && amn_dtype_size(h->dtype) > 1) t->flags |= AMN_TENSOR_BIG_ENDIAN;
-    if (h->fortran_order && h->ndim > 1) {
+    if (h->fortran_order && h->ndim > 1 && h->numel != 0) {
         /* Column-major: the first index varies fastest. Products cannot
-         * overflow: they are partial products of numel. */
+         * overflow: they are partial products of numel, which is not 0 (an
+         * empty array has no layout, and its other dimensions may be huge). */
         int64_t s = 1;
         for (uint32_t i = 0; i < h->ndim; i++) {
             t->strides[i] = s;

@@ -210,7 +210,10 @@ static int npz_inspect(const amn_inspect_args *a, amn_model **out, amn_error *er
     if (!m) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     uint8_t magic[NPY_MAGIC_LEN] = {0};
     size_t got = 0;
-    int rc = src->read_at(src->ctx, 0, magic, sizeof magic, &got);
+    /* read_at must not see a range past the source (a memory source does
+     * not bound it): clip to a file shorter than the magic. */
+    const size_t want = src->size < sizeof magic ? (size_t)src->size : sizeof magic;
+    int rc = want ? src->read_at(src->ctx, 0, magic, want, &got) : AMN_OK;
     char name[NPZ_NAME_MAX];
     if (rc == AMN_OK && npy_has_magic(magic, got)) {
         stem_of(a->path ? a->path : src->name, name, sizeof name);

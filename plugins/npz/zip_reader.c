@@ -10,13 +10,14 @@
 
 #include "amn/checked.h"
 
-#define EOCD_SIZE       22
-#define EOCD64_LOC_SIZE 20
-#define EOCD64_SIZE     56
-#define CDH_SIZE        46
-#define LFH_SIZE        30
-#define MAX_COMMENT     65535u
-#define U32_SENTINEL    0xffffffffu
+#define EOCD_SIZE         22
+#define EOCD64_LOC_SIZE   20
+#define EOCD64_SIZE       56
+#define CDH_SIZE          46
+#define LFH_SIZE          30
+#define MAX_COMMENT       65535u
+#define U32_SENTINEL      0xffffffffu
+#define DEFLATE_MAX_RATIO 1032u
 /* zlib counts in uInt: feed it at most this much per call. */
 #define ZCHUNK        (1u << 30)
 #define INSPECT_CHUNK 65536u
@@ -358,6 +359,15 @@ static int check_method(const amn_source *src, const zip_entry *e, amn_error *er
         return amn_error_set(
             err, AMN_E_PARSE, "%s: stored entry '%s' has compressed size %llu != size %llu",
             src_name(src), e->name, (unsigned long long)e->csize, (unsigned long long)e->usize);
+    /* DEFLATE expands at most 1032:1 (a 258-byte match in two bits). Readers
+     * allocate the recorded size before inflating, so a larger claim would let
+     * a tiny archive reserve gigabytes. */
+    if (e->method == ZIP_DEFLATED && e->usize / DEFLATE_MAX_RATIO > e->csize)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: entry '%s': %llu compressed bytes cannot inflate to the recorded "
+                             "%llu",
+                             src_name(src), e->name, (unsigned long long)e->csize,
+                             (unsigned long long)e->usize);
     return AMN_OK;
 }
 

@@ -179,8 +179,8 @@ static pv *top(pk_vm *vm) {
 static int pop_mark(pk_vm *vm, pv ***items, size_t *n) {
     if (!vm->n_marks) return perr(vm, AMN_E_PARSE, "no MARK on the stack");
     size_t base = vm->marks[--vm->n_marks];
-    *items = vm->stack + base;
     *n = vm->sp - base;
+    *items = *n ? vm->stack + base : NULL; /* no stack yet before the first push */
     vm->sp = base;
     return AMN_OK;
 }

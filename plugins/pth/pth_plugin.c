@@ -57,7 +57,7 @@ typedef struct pth_ctx {
     uint64_t *data_off;        /* per entry, UNKNOWN_OFF until read */
     const uint8_t **bytes;     /* per entry: its data in memory (open only) */
     uint64_t allocated;
-    uint64_t visits, tensors;
+    uint64_t visits, max_visits, tensors;
     bool nested;
     char name[PTH_NAME_MAX];
     amn_error *err;
@@ -329,9 +329,9 @@ static int flatten(pth_ctx *c, const pv *v, size_t len, unsigned depth) {
         return amn_error_set(c->err, AMN_E_LIMIT,
                              "checkpoint nested deeper than %u levels (or cyclic) at '%.64s...'",
                              c->lim->max_depth, c->name);
-    if (++c->visits > c->lim->max_array)
+    if (++c->visits > c->max_visits)
         return amn_error_set(c->err, AMN_E_LIMIT, "checkpoint holds more than %llu values",
-                             (unsigned long long)c->lim->max_array);
+                             (unsigned long long)c->max_visits);
     c->name[len] = '\0';
     if (v->kind == PV_TENSOR) {
         if (len == 0) strcpy(c->name, "tensor");
@@ -443,6 +443,13 @@ static int load(pth_ctx *c, const char *path) {
         return amn_error_prefix(c->err, "%s: data.pkl: ", path ? path : "pth");
     }
     c->name[0] = '\0';
+    /* The walk re-enters a memoized container at every reference to it, so a
+     * few hundred bytes of nested shared lists would unfold into 2^n values
+     * (and as many rendered notes). Every value or reference costs the pickle
+     * at least one byte, so a checkpoint that shares no containers visits at
+     * most one value per byte: allow twice that. */
+    uint64_t budget = pkl->usize * 2 + 1024; /* usize <= max_header_bytes */
+    c->max_visits = budget < c->lim->max_array ? budget : c->lim->max_array;
     const pv *root = pk_root(vm);
     rc = flatten(c, root, 0, 0);
     if (rc == AMN_OK)
@@ -461,7 +468,10 @@ static int run(const amn_source *src, const uint8_t *map, const char *path, cons
     *out = NULL;
     uint8_t head[LEGACY_HEAD];
     size_t got = 0;
-    int rc = src->read_at(src->ctx, 0, head, sizeof head, &got);
+    /* read_at must not see a range past the source (a memory source does
+     * not bound it): clip to a file shorter than the head. */
+    const size_t want = src->size < sizeof head ? (size_t)src->size : sizeof head;
+    int rc = want ? src->read_at(src->ctx, 0, head, want, &got) : AMN_OK;
     if (rc != AMN_OK) return amn_error_set(err, rc, "%s: read failed", path ? path : "pth");
     if (is_legacy(head, got)) return legacy_error(path, err);
     zip_dir d;

@@ -1,0 +1,210 @@
+/* fuzz_common.h — what every fuzz target shares: the plugin context, one
+ * buffer run through the whole public pipeline, and the deterministic driver
+ * that replaces libFuzzer's main in a plain build.
+ *
+ * Each target defines LLVMFuzzerTestOneInput and, for the plain build,
+ * calls fuzz_driver_main() from its main(). Header-only on purpose: every
+ * target is one translation unit. */
+#ifndef AMN_FUZZ_COMMON_H
+#define AMN_FUZZ_COMMON_H
+
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "amn/amn.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static amn_ctx *fuzz_ctx_;
+
+/* Load the plugins before the first input: libFuzzer counts coverage only of
+ * modules present when it starts. */
+static amn_ctx *fuzz_ctx(void) {
+    if (fuzz_ctx_) return fuzz_ctx_;
+    const char *dirs[] = {AMN_BINARY_DIR "/lib/amn/plugins"};
+    amn_ctx_options o = {
+        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    if (amn_ctx_new(&o, &fuzz_ctx_, NULL)) abort();
+    return fuzz_ctx_;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    fuzz_ctx();
+    return 0;
+}
+
+/* Tight caps keep hostile sizes from exhausting memory while fuzzing. With
+ * AMN_FUZZ_DEFAULT_LIMITS set, the defaults the CLI uses apply instead: run a
+ * corpus that way under -malloc_limit_mb to find small inputs that make a
+ * parser allocate far more than they hold. */
+static void fuzz_limits(amn_limits *lim) {
+    amn_limits_default(lim);
+    if (getenv("AMN_FUZZ_DEFAULT_LIMITS")) return;
+    lim->max_alloc = 64u << 20;
+    lim->max_header_bytes = 16u << 20;
+}
+
+static void fuzz_convert(const amn_model *m, const amn_plan *p, const char *target) {
+    char out[96];
+    snprintf(out, sizeof out, "/tmp/amn-fuzz-%d.%s", (int)getpid(), target);
+    amn_convert_options o = {
+        .mode = AMN_MODE_CONVERT, .target = target, .output = out, .overwrite = true, .threads = 1};
+    amn_error err;
+    if (amn_convert(fuzz_ctx(), m, p, &o, NULL, &err) == AMN_OK) unlink(out);
+}
+
+/* Probe + header-only inspect over a memory source, then the mapped open
+ * (through a memfd), planning, and for small models whole conversions: to
+ * safetensors always, and to GGUF when the input was GGUF (metadata carries
+ * over). `from` forces a format (NULL: probe). */
+static void fuzz_pipeline(const uint8_t *data, size_t size, const char *from) {
+    amn_ctx *ctx = fuzz_ctx();
+    amn_limits lim;
+    fuzz_limits(&lim);
+    amn_error err;
+    amn_source src;
+    amn_source_memory(&src, data, size, "fuzz");
+    amn_model *m = NULL;
+    if (amn_inspect_source(ctx, &src, NULL, from, &lim, &m, &err) == AMN_OK) {
+        amn_plan *p = NULL;
+        if (amn_plan_new(ctx, m, &p, &err) == AMN_OK) amn_plan_free(p);
+        amn_model_free(m);
+    }
+    int fd = memfd_create("amn-fuzz", MFD_CLOEXEC);
+    if (fd < 0) return;
+    if (write(fd, data, size) == (ssize_t)size) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        if (amn_open(ctx, path, from, &lim, &m, &err) == AMN_OK) {
+            amn_plan *p = NULL;
+            if (amn_plan_new(ctx, m, &p, &err) == AMN_OK) {
+                if (amn_model_total_bytes(m) < (4u << 20)) {
+                    fuzz_convert(m, p, "safetensors");
+                    const char *fmt = amn_model_format(m);
+                    if (fmt && strcmp(fmt, "gguf") == 0 && amn_ctx_find_format(ctx, "gguf"))
+                        fuzz_convert(m, p, "gguf");
+                }
+                amn_plan_free(p);
+            }
+            amn_model_free(m);
+        }
+    }
+    close(fd);
+}
+
+#ifndef AMN_LIBFUZZER
+static uint32_t fuzz_rng(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*s >> 33);
+}
+
+/* Flip bits, overwrite bytes with boundary values, truncate, duplicate. */
+static size_t fuzz_mutate(uint8_t *buf, size_t size, size_t cap, uint64_t *s) {
+    int rounds = 1 + fuzz_rng(s) % 4;
+    for (int r = 0; r < rounds && size; r++) {
+        size_t at = fuzz_rng(s) % size;
+        switch (fuzz_rng(s) % 6) {
+        case 0:
+            buf[at] ^= (uint8_t)(1u << (fuzz_rng(s) % 8));
+            break;
+        case 1:
+            buf[at] = (uint8_t[]){0, 0xff, 0x7f, 0x80, '{', '"', '9', 0x01}[fuzz_rng(s) % 8];
+            break;
+        case 2:
+            size = at + 1;
+            break;
+        case 3:
+            if (size + 8 <= cap) {
+                memmove(buf + at + 8, buf + at, size - at);
+                size += 8;
+            }
+            break;
+        case 4: { /* a large little-endian number over 8 bytes */
+            uint64_t v = (uint64_t)fuzz_rng(s) << 32 | fuzz_rng(s);
+            size_t n = size - at < 8 ? size - at : 8;
+            memcpy(buf + at, &v, n);
+            break;
+        }
+        default:
+            if (at + 4 <= size) memset(buf + at, 0xff, 4);
+        }
+    }
+    return size;
+}
+
+/* Hand the target an allocation of exactly the input's size, as libFuzzer
+ * does, so that ASan sees a read past its end. */
+static void fuzz_run_exact(const uint8_t *data, size_t n) {
+    uint8_t *p = malloc(n);
+    if (!p && !(p = malloc(1))) return;
+    if (n) memcpy(p, data, n);
+    LLVMFuzzerTestOneInput(p, n);
+    free(p);
+}
+
+/* Run one seed as it is, then `iterations` mutations of it. */
+static int fuzz_seed_file(const char *path, long iterations, uint8_t *buf, uint8_t *orig,
+                          size_t cap, uint64_t *rs) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(orig, 1, cap / 2, f);
+    fclose(f);
+    fuzz_run_exact(orig, n);
+    for (long i = 0; i < iterations; i++) {
+        memcpy(buf, orig, n);
+        size_t m = fuzz_mutate(buf, n, cap, rs);
+        fuzz_run_exact(buf, m);
+    }
+    return 1;
+}
+
+/* fuzz_X [iterations] [seed files or directories...]: a directory stands for
+ * every regular file in it (tests/fuzz/regressions). Returns the number of
+ * seeds run, -1 on a setup failure. */
+static int fuzz_driver_main(int argc, char **argv, long *iterations_out) {
+    long iterations = argc > 1 ? atol(argv[1]) : 2000;
+    if (iterations_out) *iterations_out = iterations;
+    uint64_t seed = 0x5eed;
+    size_t cap = 1 << 20;
+    uint8_t *buf = malloc(cap), *orig = malloc(cap);
+    if (!buf || !orig) {
+        free(buf);
+        free(orig);
+        return -1;
+    }
+    fuzz_ctx();
+    int seeds = 0;
+    for (int a = 2; a < argc; a++) {
+        struct stat st;
+        if (stat(argv[a], &st) != 0) continue;
+        if (!S_ISDIR(st.st_mode)) {
+            seeds += fuzz_seed_file(argv[a], iterations, buf, orig, cap, &seed);
+            continue;
+        }
+        struct dirent **names;
+        int k = scandir(argv[a], &names, NULL, alphasort);
+        for (int i = 0; i < k; i++) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", argv[a], names[i]->d_name);
+            if (names[i]->d_name[0] != '.' && stat(p, &st) == 0 && S_ISREG(st.st_mode))
+                seeds += fuzz_seed_file(p, iterations, buf, orig, cap, &seed);
+            free(names[i]);
+        }
+        if (k >= 0) free(names);
+    }
+    free(buf);
+    free(orig);
+    return seeds;
+}
+#endif
+
+#endif
