@@ -138,20 +138,20 @@ static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a,
     if (s.groups) {
         printf("%sScheme:      %s%s\n", ind, s.label ? s.label : s.scheme,
                s.labels_differ ? " (and others)" : "");
-        printf("%sQuantized:   %zu tensors\n", ind, s.groups);
+        printf("%sQuantized:   %zu tensor%s\n", ind, s.groups, s.groups == 1 ? "" : "s");
         if (s.scales) printf("%sScales:      %zu\n", ind, s.scales);
         if (s.zeros) printf("%sZero-points: %zu\n", ind, s.zeros);
         if (s.group_indices) printf("%sg_idx:       %zu\n", ind, s.group_indices);
         if (s.aux) printf("%sAuxiliary:   %zu\n", ind, s.aux);
     }
     if (s.unhandled)
-        printf("%sUnhandled:   %zu quantized tensors; install the amn-%s plugin to dequantize\n",
-               ind, s.unhandled, s.missing_plugin);
+        printf("%sUnhandled:   %zu quantized tensor%s; install the amn-%s plugin to dequantize\n",
+               ind, s.unhandled, s.unhandled == 1 ? "" : "s", s.missing_plugin);
     if (s.dropped)
         printf("%sDropped:     %zu activation scales (metadata; left out of outputs)\n", ind,
                s.dropped);
     if (s.groups) {
-        printf("%sPassthrough: %zu tensors\n", ind, s.passthrough);
+        printf("%sPassthrough: %zu tensor%s\n", ind, s.passthrough, s.passthrough == 1 ? "" : "s");
         printf("%sSize:        %s -> %s (%s)\n", ind, cli_size(s.current_bytes, b1, sizeof b1),
                cli_size(s.after_bytes, b2, sizeof b2), amn_dtype_name(out));
         uint64_t took = s.after_bytes > s.current_bytes ? s.after_bytes - s.current_bytes : 0;
