@@ -4,19 +4,15 @@
 
 #include "amn/plugin.h"
 #include "amn/simd.h"
+#include "quant_common.h"
 #include "fp8_kernels.h"
 #include "fp8_plan.h"
 
 static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint64_t nrows,
                       amn_dtype out, void *dst, amn_error *err) {
     const fp8_plan *p = plan;
-    if (out != AMN_DTYPE_F32 && out != AMN_DTYPE_F16 && out != AMN_DTYPE_BF16)
-        return amn_error_set(err, AMN_E_INVALID, "%s: cannot dequantize to %s", p->name,
-                             amn_dtype_name(out));
-    if (row0 > p->rows || nrows > p->rows - row0)
-        return amn_error_set(err, AMN_E_INVALID, "%s: rows %llu+%llu outside its %llu rows",
-                             p->name, (unsigned long long)row0, (unsigned long long)nrows,
-                             (unsigned long long)p->rows);
+    int rc = quant_check_request(p->name, p->rows, row0, nrows, out, err);
+    if (rc) return rc;
     const amn_tensor *w = amn_model_tensor(m, p->weight);
     const amn_tensor *s = p->has_scale ? amn_model_tensor(m, p->scale) : NULL;
     const uint8_t *wd = p->own_weight ? p->own_weight : w ? w->data : NULL;

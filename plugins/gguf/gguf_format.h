@@ -52,4 +52,12 @@ int gguf_metadata_load(const char *path, gguf_kvlist *l, amn_error *err);
  * key becomes a string, general.alignment a u32). */
 int gguf_metadata_override(const char *spec, gguf_kvlist *l, amn_error *err);
 
+/* Bytes of a scalar GGUF value type; 0 for STRING, ARRAY and unknown ids
+ * (which the callers parse or refuse themselves). */
+static inline size_t gguf_scalar_size(uint32_t t) {
+    return t == AMN_KV_STRING || t == AMN_KV_ARRAY || t > AMN_KV_F64
+               ? 0
+               : amn_kv_type_size((amn_kv_type)t);
+}
+
 #endif

@@ -111,28 +111,6 @@ static bool type_from_name(const char *s, amn_kv_type *out) {
     return false;
 }
 
-static size_t scalar_size(amn_kv_type t) {
-    switch (t) {
-    case AMN_KV_U8:
-    case AMN_KV_I8:
-    case AMN_KV_BOOL:
-        return 1;
-    case AMN_KV_U16:
-    case AMN_KV_I16:
-        return 2;
-    case AMN_KV_U32:
-    case AMN_KV_I32:
-    case AMN_KV_F32:
-        return 4;
-    case AMN_KV_U64:
-    case AMN_KV_I64:
-    case AMN_KV_F64:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
 static bool is_signed(amn_kv_type t) {
     return t == AMN_KV_I8 || t == AMN_KV_I16 || t == AMN_KV_I32 || t == AMN_KV_I64;
 }
@@ -143,7 +121,7 @@ static bool store_int(amn_kv_type t, bool neg, uint64_t mag, void *dst) {
         [AMN_KV_U8] = UINT8_MAX,   [AMN_KV_U16] = UINT16_MAX, [AMN_KV_U32] = UINT32_MAX,
         [AMN_KV_U64] = UINT64_MAX, [AMN_KV_I8] = INT8_MAX,    [AMN_KV_I16] = INT16_MAX,
         [AMN_KV_I32] = INT32_MAX,  [AMN_KV_I64] = INT64_MAX};
-    const size_t sz = scalar_size(t);
+    const size_t sz = gguf_scalar_size(t);
     if (!sz || t == AMN_KV_BOOL || t == AMN_KV_F32 || t == AMN_KV_F64) return false;
     if (neg && !is_signed(t)) return false;
     /* the most negative value is one more than the largest positive one */
@@ -278,7 +256,7 @@ static int json_array(const jctx *c, json_object *a, amn_kv_type et, unsigned de
     const size_t n = json_object_array_length(a);
     const size_t slot = et == AMN_KV_STRING  ? sizeof(amn_str)
                         : et == AMN_KV_ARRAY ? sizeof(amn_kv)
-                                             : scalar_size(et);
+                                             : gguf_scalar_size(et);
     uint64_t bytes;
     if (!slot) return bad(c, "unknown array element type");
     if (!amn_mul_u64(n, slot, &bytes) || bytes > SIZE_MAX) return bad(c, "array too large");
@@ -353,7 +331,7 @@ static int json_value(const jctx *c, json_object *o, int want, unsigned depth, a
         int rc = infer_array(c, val, &et);
         return rc ? rc : json_array(c, val, et, depth, out);
     }
-    const size_t sz = t == AMN_KV_STRING ? sizeof(amn_str) : scalar_size(t);
+    const size_t sz = t == AMN_KV_STRING ? sizeof(amn_str) : gguf_scalar_size(t);
     void *p = alloc(c->l, sz, c->err);
     if (!p) return AMN_E_NOMEM;
     out->type = t;
@@ -505,7 +483,7 @@ int gguf_metadata_override(const char *spec, gguf_kvlist *l, amn_error *err) {
         return amn_error_set(err, AMN_E_INVALID,
                              "--gguf-kv %s: the key holds an array; set it with --gguf-metadata",
                              key);
-    const size_t sz = kv.type == AMN_KV_STRING ? sizeof(amn_str) : scalar_size(kv.type);
+    const size_t sz = kv.type == AMN_KV_STRING ? sizeof(amn_str) : gguf_scalar_size(kv.type);
     void *p = alloc(l, sz, err);
     if (!p) return AMN_E_NOMEM;
     if (kv.type == AMN_KV_STRING) {

@@ -244,31 +244,9 @@ static int rd_str(reader *r, arena *a, amn_str *out, bool cstr, const char *what
     return AMN_OK;
 }
 
-static size_t scalar_size(uint32_t t) {
-    switch (t) {
-    case AMN_KV_U8:
-    case AMN_KV_I8:
-    case AMN_KV_BOOL:
-        return 1;
-    case AMN_KV_U16:
-    case AMN_KV_I16:
-        return 2;
-    case AMN_KV_U32:
-    case AMN_KV_I32:
-    case AMN_KV_F32:
-        return 4;
-    case AMN_KV_U64:
-    case AMN_KV_I64:
-    case AMN_KV_F64:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
 static int rd_value(reader *r, uint32_t type, unsigned depth, amn_kv *out, const char *key) {
     out->type = (amn_kv_type)type;
-    size_t sz = scalar_size(type);
+    size_t sz = gguf_scalar_size(type);
     if (sz) {
         void *p = arena_alloc(r, &r->values, sz);
         if (!p) return arena_fail(r);
@@ -301,7 +279,7 @@ static int rd_value(reader *r, uint32_t type, unsigned depth, amn_kv *out, const
                              key, (unsigned long long)count, (unsigned long long)r->lim->max_array);
     /* Fewest bytes one element takes in the file, to refuse an impossible
      * count before allocating for it. */
-    const size_t esz = scalar_size(et);
+    const size_t esz = gguf_scalar_size(et);
     const uint64_t min_elem = esz ? esz : et == AMN_KV_STRING ? count_size(r) : 4 + count_size(r);
     uint64_t span, bytes;
     if (!amn_mul_u64(count, min_elem, &span))

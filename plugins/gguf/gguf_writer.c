@@ -75,31 +75,9 @@ static void put_str(buf *b, const char *s, uint64_t n) {
     put(b, s, (size_t)n);
 }
 
-static size_t scalar_size(amn_kv_type t) {
-    switch (t) {
-    case AMN_KV_U8:
-    case AMN_KV_I8:
-    case AMN_KV_BOOL:
-        return 1;
-    case AMN_KV_U16:
-    case AMN_KV_I16:
-        return 2;
-    case AMN_KV_U32:
-    case AMN_KV_I32:
-    case AMN_KV_F32:
-        return 4;
-    case AMN_KV_U64:
-    case AMN_KV_I64:
-    case AMN_KV_F64:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
 /* The value of kv without its type tag (an array: item type, count, items). */
 static int put_value(buf *b, const amn_kv *kv, unsigned depth, const char *key, amn_error *err) {
-    const size_t sz = scalar_size(kv->type);
+    const size_t sz = gguf_scalar_size(kv->type);
     if (sz) {
         put(b, kv->data, sz);
         return AMN_OK;
@@ -111,7 +89,7 @@ static int put_value(buf *b, const amn_kv *kv, unsigned depth, const char *key, 
     }
     if (kv->type != AMN_KV_ARRAY || depth > 64)
         return amn_error_set(err, AMN_E_INVALID, "metadata %s: invalid value", key);
-    const size_t esz = scalar_size(kv->elem_type);
+    const size_t esz = gguf_scalar_size(kv->elem_type);
     put_u32(b, (uint32_t)kv->elem_type);
     put_u64(b, kv->count);
     if (esz) {

@@ -2,34 +2,25 @@
  * scales, g_idx), dequantized to nn.Linear's [out_features, in_features]. */
 #include "amn/plugin.h"
 #include "amn/simd.h"
+#include "quant_common.h"
 #include "gptq_kernels.h"
 #include "gptq_plan.h"
-
-static const uint8_t *member(const amn_model *m, size_t i, const uint8_t *own, uint64_t nbytes) {
-    if (own) return own;
-    const amn_tensor *t = amn_model_tensor(m, i);
-    return t && t->data && t->nbytes == nbytes ? t->data : NULL;
-}
 
 static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint64_t nrows,
                       amn_dtype out, void *dst, amn_error *err) {
     const gptq_plan *p = plan;
-    if (out != AMN_DTYPE_F32 && out != AMN_DTYPE_F16 && out != AMN_DTYPE_BF16)
-        return amn_error_set(err, AMN_E_INVALID, "%s: cannot dequantize to %s", p->name,
-                             amn_dtype_name(out));
-    if (row0 > p->out || nrows > p->out - row0)
-        return amn_error_set(err, AMN_E_INVALID, "%s: rows %llu+%llu outside its %llu rows",
-                             p->name, (unsigned long long)row0, (unsigned long long)nrows,
-                             (unsigned long long)p->out);
+    int rc = quant_check_request(p->name, p->out, row0, nrows, out, err);
+    if (rc) return rc;
     const gptq_layout l = {
         .bits = p->bits,
         .in = p->in,
         .out = p->out,
         .groups = p->groups,
         .group_size = p->group_size,
-        .qweight = member(m, p->qweight, p->own[0], p->in * p->bits / 32 * p->out * 4),
-        .scales = member(m, p->scales, p->own[1], p->groups * p->out * amn_dtype_size(p->stype)),
-        .qzeros = member(m, p->qzeros, p->own[2], p->groups * (p->out * p->bits / 32) * 4),
+        .qweight = quant_member(m, p->qweight, p->own[0], p->in * p->bits / 32 * p->out * 4),
+        .scales =
+            quant_member(m, p->scales, p->own[1], p->groups * p->out * amn_dtype_size(p->stype)),
+        .qzeros = quant_member(m, p->qzeros, p->own[2], p->groups * (p->out * p->bits / 32) * 4),
         .stype = p->stype,
         .gidx = p->gidx,
         .zeros_v1 = p->zeros_v1,

@@ -228,3 +228,21 @@ int quant_tensor_bytes(const amn_tensor *t, uint8_t **own, const uint8_t **bytes
     *bytes = b;
     return AMN_OK;
 }
+
+const uint8_t *quant_member(const amn_model *m, size_t i, const uint8_t *own, uint64_t nbytes) {
+    if (own) return own;
+    const amn_tensor *t = amn_model_tensor(m, i);
+    return t && t->data && t->nbytes == nbytes ? t->data : NULL;
+}
+
+int quant_check_request(const char *name, uint64_t rows, uint64_t row0, uint64_t nrows,
+                        amn_dtype out, amn_error *err) {
+    if (out != AMN_DTYPE_F32 && out != AMN_DTYPE_F16 && out != AMN_DTYPE_BF16)
+        return amn_error_set(err, AMN_E_INVALID, "%s: cannot dequantize to %s", name,
+                             amn_dtype_name(out));
+    if (row0 > rows || nrows > rows - row0)
+        return amn_error_set(err, AMN_E_INVALID, "%s: rows %llu+%llu outside its %llu rows", name,
+                             (unsigned long long)row0, (unsigned long long)nrows,
+                             (unsigned long long)rows);
+    return AMN_OK;
+}

@@ -57,4 +57,13 @@ int quant_tensor_bytes(const amn_tensor *t, uint8_t **own, const uint8_t **bytes
 /* "[a, b]" of a tensor for messages. */
 const char *quant_shape(const amn_tensor *t, char *buf, size_t size);
 
+/* The bytes a dequantize call reads for tensor i: the plan's own copy when
+ * it made one, else the tensor's data if it still has nbytes; NULL if not. */
+const uint8_t *quant_member(const amn_model *m, size_t i, const uint8_t *own, uint64_t nbytes);
+
+/* AMN_E_INVALID unless `out` is F32/F16/BF16 and [row0, row0+nrows) lies in
+ * the layer's `rows` output rows; messages name the layer. */
+int quant_check_request(const char *name, uint64_t rows, uint64_t row0, uint64_t nrows,
+                        amn_dtype out, amn_error *err);
+
 #endif

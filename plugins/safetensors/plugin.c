@@ -77,5 +77,4 @@ static int init(amn_registrar *r) {
     return amn_register_format(r, &safetensors_format);
 }
 
-AMN_PLUGIN_DEFINE(safetensors, AMN_VERSION_STRING, "safetensors reader and writer",
-                  "MIT", init);
+AMN_PLUGIN_DEFINE(safetensors, AMN_VERSION_STRING, "safetensors reader and writer", "MIT", init);
