@@ -242,19 +242,26 @@ static int write_group(pool *pl, const amn_model *m, const group *g, amn_dtype o
                   g->spec.row_elems * amn_dtype_size(out), bufs, buf_size, sink, err);
 }
 
-/* Plain same-dtype tensors go from the input file to the output inside the
- * kernel when they can (copy_file_range), else straight from the mapping. */
+/* Plain same-dtype tensors are written straight from the mapping, a
+ * PASS_CHUNK at a time, each range faulted in first by one madvise: left to
+ * write() itself, the source is faulted page by page inside the copy, which
+ * took 1.8x as long on 302 MB (108 ms against 60), and copy_file_range
+ * between unaligned offsets copies page by page in the kernel (120 ms). */
+#define PASS_CHUNK (2u << 20)
 static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dtype to,
                        uint8_t *bufs[2], size_t buf_size, amn_sink *sink, amn_error *err) {
     if (to == t->dtype && amn_tensor_is_plain(t)) {
-        const amn_map *map =
-            t->nbytes >= (64u << 10) ? amni_model_map_for(m, t->data, t->nbytes) : NULL;
-        if (map) {
-            uint64_t off = (uint64_t)((const uint8_t *)t->data - amn_map_data(map));
-            int rc = amni_sink_copy_range(sink, amni_map_fd(map), off, t->nbytes, err);
-            if (rc != AMN_E_UNSUPPORTED) return rc;
+        const bool mapped = amni_model_map_for(m, t->data, t->nbytes) != NULL;
+        const uint8_t *p = t->data;
+        for (uint64_t left = t->nbytes; left;) {
+            const size_t n = left < PASS_CHUNK ? (size_t)left : PASS_CHUNK;
+            if (mapped) amni_prefault(p, n);
+            int rc = amn_sink_write(sink, p, n, err);
+            if (rc) return rc;
+            p += n;
+            left -= n;
         }
-        return amn_sink_write(sink, t->data, t->nbytes, err);
+        return AMN_OK;
     }
     const size_t ss = t->dtype == AMN_DTYPE_BLOCK ? 1 : amn_dtype_size(t->dtype);
     const cast_ctx c = {t, to, ss};

@@ -18,7 +18,6 @@ struct amn_map {
     const uint8_t *data;
     uint64_t size;
     char *path;
-    int fd; /* kept open so conversions can copy ranges inside the kernel */
 };
 
 int amn_map_open(const char *path, amn_map **out, amn_error *err) {
@@ -44,7 +43,6 @@ int amn_map_open(const char *path, amn_map **out, amn_error *err) {
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
     memcpy(m->path, path, plen);
-    m->fd = fd;
     m->size = (uint64_t)st.st_size;
     if (m->size > 0) {
         void *p = mmap(NULL, (size_t)m->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -57,9 +55,11 @@ int amn_map_open(const char *path, amn_map **out, amn_error *err) {
         }
         madvise(p, (size_t)m->size, MADV_WILLNEED);
         m->data = p;
+        close(fd); /* the mapping keeps the file */
     } else {
         static const uint8_t empty[1];
         m->data = empty;
+        close(fd);
     }
     *out = m;
     return AMN_OK;
@@ -78,7 +78,6 @@ const char *amn_map_path(const amn_map *m) {
 void amn_map_close(amn_map *m) {
     if (!m) return;
     if (m->size) munmap((void *)m->data, (size_t)m->size);
-    close(m->fd);
     free(m->path);
     free(m);
 }
@@ -87,8 +86,15 @@ void amn_map_release(void *m) {
     amn_map_close(m);
 }
 
-int amni_map_fd(const amn_map *m) {
-    return m->fd;
+void amni_prefault(const void *p, size_t n) {
+#ifdef MADV_POPULATE_READ
+    static long page;
+    if (!page) page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)(page - 1);
+    if (n) (void)madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_READ);
+#else
+    (void)p, (void)n;
+#endif
 }
 
 /* ---- sources -------------------------------------------------------------- */
@@ -281,26 +287,6 @@ int amn_sink_pad(amn_sink *s, size_t n, amn_error *err) {
         if (rc) return rc;
         n -= k;
     }
-    return AMN_OK;
-}
-
-int amni_sink_copy_range(amn_sink *s, int fd, uint64_t off, uint64_t n, amn_error *err) {
-    int rc = flush(s, err);
-    if (rc) return rc;
-    loff_t in = (loff_t)off;
-    uint64_t done = 0;
-    while (done < n) {
-        size_t want = n - done > (1u << 30) ? (1u << 30) : (size_t)(n - done);
-        ssize_t c = copy_file_range(fd, &in, s->fd, NULL, want, 0);
-        if (c < 0 && errno == EINTR) continue;
-        if (c <= 0) {
-            if (done == 0) return AMN_E_UNSUPPORTED; /* caller falls back to write() */
-            return amn_error_set(err, AMN_E_IO, "%s: copy: %s", s->final_path,
-                                 c < 0 ? strerror(errno) : "unexpected end of input");
-        }
-        done += (uint64_t)c;
-    }
-    s->written += n;
     return AMN_OK;
 }
 

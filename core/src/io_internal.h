@@ -7,12 +7,10 @@
 #include "amn/io.h"
 #include "amn/model.h"
 
-int amni_map_fd(const amn_map *m);
-
-/* Append bytes [off, off+n) of file fd to the sink inside the kernel
- * (copy_file_range). AMN_E_UNSUPPORTED, with nothing written, when the file
- * systems cannot; the caller then writes the bytes itself. */
-int amni_sink_copy_range(amn_sink *s, int fd, uint64_t off, uint64_t n, amn_error *err);
+/* Fault in the pages of [p, p+n) of a read-only mapping in one call, so that
+ * a write() from it does not fault them one by one; a hint, ignored where the
+ * kernel lacks MADV_POPULATE_READ. */
+void amni_prefault(const void *p, size_t n);
 
 /* The mapping adopted by m that holds [p, p+n), or NULL. */
 const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n);
