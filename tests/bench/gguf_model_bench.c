@@ -19,9 +19,9 @@
  * A third contender, "pipeline", is the same dequantization done in this
  * process with persistent worker threads (gguf_dequantize, the plugin's own
  * kernel entry, into two 1 MiB-per-worker chunks written alternately to a
- * raw file): what `amn remember` would take if the core's streaming loop
- * kept its workers instead of creating them for every chunk. Its bytes are
- * checked against the tensor data of amn's output.
+ * raw file): the floor of amn's streaming loop, without process start,
+ * probing, planning or the safetensors writer. Its bytes are checked
+ * against the tensor data of amn's output.
  *
  *   gguf_model_bench [--layers N] [--runs N] [--threads N] [--chunk KiB] [--keep] [workdir]
  *
@@ -498,15 +498,22 @@ int main(int argc, char **argv) {
     printf("model: %u weights 4096x4096 (Q4_K + Q6_K) + %u F32 norms, %.1f MiB, made in %.1f s\n",
            4 * layers, layers, (double)file_size(in) / (1 << 20), now() - tg);
 
-    /* Alternate the contenders so that all see the same state of the machine. */
+    /* Alternate the contenders so that all see the same state of the machine.
+     * Each starts on a quiet page cache: the previous output is unlinked and
+     * the dirty pages of earlier runs written back before the clock starts,
+     * so neither freeing 1 GiB nor its write-back is timed. */
     double aw[100], ac[100], cw[100], cc[100], pw[100], pc[100];
     for (unsigned r = 0; r < runs; r++) {
-        snprintf(cmd, sizeof cmd, "rm -f %s && %s remember %s --to bf16 -o %s%s >/dev/null", out,
-                 amn, in, out, thr);
+        snprintf(cmd, sizeof cmd, "%s remember %s --to bf16 -o %s%s >/dev/null", amn, in, out, thr);
+        unlink(out);
+        sync();
         const timing a = run(cmd);
-        snprintf(cmd, sizeof cmd, "rm -f %s && cp %s %s", ref, out, ref);
+        snprintf(cmd, sizeof cmd, "cp %s %s", out, ref);
+        unlink(ref);
+        sync();
         const timing c = run(cmd);
         unlink(raw);
+        sync();
         const timing pt = pipeline(in, raw, workers);
         pw[r] = pt.wall, pc[r] = pt.cpu;
         aw[r] = a.wall, ac[r] = a.cpu, cw[r] = c.wall, cc[r] = c.cpu;
