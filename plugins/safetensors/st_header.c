@@ -108,12 +108,58 @@ static int parse_metadata(const char *src, json_object *meta, amn_model *m, amn_
     return AMN_OK;
 }
 
+/* json-c spends about half a KiB to a KiB on every object or array it
+ * builds, so a header of empty containers ("[[],[],...]", "{\"a\":{},...}")
+ * would take ~100x its size in memory: several GB for a header under the
+ * cap. A safetensors header nests three deep (header, entry, shape) and
+ * holds at most three containers per top-level key (entry, shape,
+ * data_offsets; __metadata__ one). Checking that on the raw text first bounds
+ * the tree by what a valid header with as many keys needs, and the keys by
+ * max_tensors. */
+static int check_structure(const char *src, const char *t, size_t n, const amn_limits *lim,
+                           amn_error *err) {
+    uint64_t containers = 0, top_keys = 0;
+    unsigned depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        switch (t[i]) {
+        case '"': /* skip the string; a backslash escapes the next byte */
+            for (i++; i < n && t[i] != '"'; i++)
+                if (t[i] == '\\') i++;
+            break;
+        case '{':
+        case '[':
+            if (++depth > 3)
+                return amn_error_set(err, AMN_E_PARSE,
+                                     "%s: header nests deeper than a safetensors header does", src);
+            containers++;
+            break;
+        case '}':
+        case ']':
+            if (depth) depth--;
+            break;
+        case ':':
+            top_keys += depth == 1;
+            break;
+        }
+    }
+    if (top_keys > lim->max_tensors + 1)
+        return amn_error_set(err, AMN_E_LIMIT, "%s: %llu header entries exceed the cap", src,
+                             (unsigned long long)top_keys);
+    if (containers > 1 + 3 * top_keys)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: header holds %llu objects and arrays for %llu entries", src,
+                             (unsigned long long)containers, (unsigned long long)top_keys);
+    return AMN_OK;
+}
+
 static int parse_json(const char *src, const char *text, size_t n, const amn_limits *lim,
                       json_object **out, amn_error *err) {
     size_t i = 0;
     while (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) i++;
     if (i == n || text[i] != '{')
         return amn_error_set(err, AMN_E_PARSE, "%s: header is not a JSON object", src);
+    int rc = check_structure(src, text + i, n - i, lim, err);
+    if (rc) return rc;
     json_tokener *tok = json_tokener_new_ex((int)(lim->max_depth < 32 ? lim->max_depth : 32));
     if (!tok) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);

@@ -105,11 +105,40 @@ static void malformed_files(void **state) {
         {"{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]"
          "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
          0, AMN_E_PARSE}, /* nesting past the tokenizer's depth */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[[2]],\"data_offsets\":[0,8]}}", 8,
+         AMN_E_PARSE},                          /* deeper than header, entry, shape */
+        {"{\"a\":[[],[],[]]}", 0, AMN_E_PARSE}, /* more containers than entries need */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         assert_int_equal(amn_test_write_st(p, cases[i].header, data, cases[i].data_len), 0);
         expect_error(p, cases[i].code);
     }
+
+    /* Brackets inside strings (escaped quotes included) are not structure. */
+    assert_int_equal(amn_test_write_st(p,
+                                       "{\"a\":{\"note\":\"{[{[\\\"{[\",\"dtype\":\"F32\","
+                                       "\"shape\":[2],\"data_offsets\":[0,8]}}",
+                                       data, 8),
+                     0);
+    amn_model *ok;
+    amn_error err;
+    assert_int_equal(amn_open(ctx, p, NULL, NULL, &ok, &err), AMN_OK);
+    amn_model_free(ok);
+
+    /* 8 MB of empty arrays under one key: json-c would build 2.8 M arrays
+     * (about 1 GB); the structure check refuses the header before that. */
+    const size_t reps = 2800000;
+    char *big = malloc(8 + 3 * reps + 2);
+    assert_non_null(big);
+    size_t at = (size_t)sprintf(big, "{\"a\":[");
+    for (size_t i = 0; i < reps; i++) memcpy(big + at, i ? ",[]" : "[] ", 3), at += 3;
+    memcpy(big + at, "]}", 3);
+    assert_int_equal(amn_test_write_st(p, big, data, 0), 0);
+    free(big);
+    expect_error(p, AMN_E_PARSE);
+    amn_model *m = NULL;
+    assert_int_equal(amn_open(ctx, p, "safetensors", NULL, &m, &err), AMN_E_PARSE);
+    assert_non_null(strstr(err.msg, "objects and arrays")); /* refused before json-c ran */
 }
 
 static void empty_and_scalar_tensors(void **state) {
