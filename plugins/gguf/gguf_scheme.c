@@ -1,7 +1,8 @@
 /* The "gguf" scheme: claims each block-quantized tensor as a group of its own
  * and dequantizes any range of its rows. A row is the innermost dimension
  * (GGUF ne[0]), always a whole number of blocks, so a row range maps to a
- * contiguous run of blocks. */
+ * contiguous run of blocks; very long rows are handed to the core in equal
+ * runs of blocks instead (unit_elems). */
 #include <stdlib.h>
 
 #include "amn/checked.h"
@@ -19,6 +20,20 @@ typedef struct gguf_plan {
 } gguf_plan;
 
 /* Check one block tensor and describe it as a group; the plan is malloc'ed. */
+/* The units dequantize() works in: rows, or for rows longer than
+ * UNIT_ELEMS_MAX equal runs of whole blocks that divide them. The core holds
+ * at least one unit per buffer, so a legal tensor with one huge row (a 1-D
+ * tensor of a billion elements) would otherwise size its buffers by the
+ * model; the bytes are the same, as blocks follow one another across rows. */
+#define UNIT_ELEMS_MAX (1u << 16)
+static uint64_t unit_elems(uint64_t row_elems, uint32_t block_elems) {
+    if (row_elems <= UNIT_ELEMS_MAX) return row_elems;
+    const uint64_t blocks = row_elems / block_elems;
+    for (uint64_t d = UNIT_ELEMS_MAX / block_elems; d > 1; d--)
+        if (blocks % d == 0) return d * block_elems;
+    return block_elems;
+}
+
 static int plan_tensor(const amn_tensor *t, size_t index, amn_group_spec *g, amn_error *err) {
     const char *name = t->name ? t->name : "(unnamed)";
     const gguf_type_traits *tr = gguf_type_traits_get(t->encoding);
@@ -53,15 +68,16 @@ static int plan_tensor(const amn_tensor *t, size_t index, amn_group_spec *g, amn
         return amn_error_set(err, AMN_E_PARSE, "tensor %s: data truncated (%llu of %llu bytes)",
                              name, (unsigned long long)t->extent, (unsigned long long)nbytes);
 
+    const uint64_t unit = unit_elems(row_elems, tr->block_elems);
     gguf_plan *p = malloc(sizeof *p);
     if (!p) return amn_error_set(err, AMN_E_NOMEM, "tensor %s: out of memory", name);
     p->tensor = index;
     p->type = tr->id;
     /* An empty tensor (a zero dimension) has no rows; a row length of 1 keeps
      * row_elems a divisor of the element count for the core. */
-    p->row_elems = row_elems ? row_elems : 1;
+    p->row_elems = unit ? unit : 1;
     p->nrows = numel / p->row_elems;
-    p->row_bytes = row_elems / tr->block_elems * tr->block_bytes;
+    p->row_bytes = unit / tr->block_elems * tr->block_bytes;
 
     *g = (amn_group_spec){
         .out_name = t->name,
