@@ -98,7 +98,13 @@ static void row(const char *name, kernel k, const void *l, void *dst, double t_c
     }
 }
 
-static double run(const char *cmd) {
+/* Each command starts on a quiet page cache and writes a fresh file: the
+ * previous output is unlinked and earlier dirty pages written back before
+ * the clock starts (replacing a file makes ext4 flush the new one at
+ * rename, which would time the disk). */
+static double run(const char *cmd, const char *fresh) {
+    unlink(fresh);
+    sync();
     const double t0 = now();
     if (system(cmd) != 0) {
         fprintf(stderr, "failed: %s\n", cmd);
@@ -152,25 +158,24 @@ static void cli_bench(void) {
     free(qw);
     free(sc);
     free(qz);
-    snprintf(cmd, sizeof cmd, "'%s/bin/amn' remember '%s' -o '%s' --force --threads 1 >/dev/null",
+    snprintf(cmd, sizeof cmd, "'%s/bin/amn' remember '%s' -o '%s' --threads 1 >/dev/null",
              AMN_BINARY_DIR, in, out);
     double t1 = 1e30, t2 = 1e30, tc = 1e30;
     for (int r = 0; r < REPS; r++) {
-        double t = run(cmd);
+        double t = run(cmd, out);
         if (t >= 0 && t < t1) t1 = t;
     }
-    snprintf(cmd, sizeof cmd, "'%s/bin/amn' remember '%s' -o '%s' --force --threads 2 >/dev/null",
+    snprintf(cmd, sizeof cmd, "'%s/bin/amn' remember '%s' -o '%s' --threads 2 >/dev/null",
              AMN_BINARY_DIR, in, out);
     for (int r = 0; r < REPS; r++) {
-        double t = run(cmd);
+        double t = run(cmd, out);
         if (t >= 0 && t < t2) t2 = t;
     }
     struct stat st;
     const double bytes = stat(out, &st) == 0 ? (double)st.st_size : 0;
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", out, copy);
     for (int r = 0; r < REPS; r++) {
-        unlink(copy);
-        double t = run(cmd);
+        double t = run(cmd, copy);
         if (t >= 0 && t < tc) tc = t;
     }
     printf("remember %d GPTQ 4-bit layers -> BF16 (%.0f MB): 1 thread %.3f s (%.2f GB/s), "
