@@ -27,18 +27,6 @@ static bool is_word(amn_dtype t) {
     return t == AMN_DTYPE_I32 || t == AMN_DTYPE_U32;
 }
 
-static int64_t find_companion(const amn_model *m, const char *prefix, size_t plen,
-                              const char *suffix, int *rc, amn_error *err) {
-    char *name = quant_join(prefix, plen, suffix);
-    if (!name) {
-        *rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        return -1;
-    }
-    const int64_t i = amn_model_find(m, name);
-    free(name);
-    return i;
-}
-
 /* Read g_idx (I32 or I64) into p->gidx, every value checked against the
  * groups. Keeps the array only when the kernels need it. */
 static int load_gidx(const amn_tensor *t, gptq_plan *p, bool *act_order, amn_error *err) {
@@ -185,10 +173,10 @@ static int claim_layer(const amn_model *m, amn_claimset *cs, const quant_config 
                        size_t plen, amn_error *err) {
     const amn_tensor *qw = amn_model_tensor(m, qwi);
     int rc = AMN_OK;
-    const int64_t sci = find_companion(m, qw->name, plen, ".scales", &rc, err);
-    const int64_t qzi = rc ? -1 : find_companion(m, qw->name, plen, ".qzeros", &rc, err);
-    const int64_t gii = rc ? -1 : find_companion(m, qw->name, plen, ".g_idx", &rc, err);
-    const int64_t wi = rc ? -1 : find_companion(m, qw->name, plen, ".weight", &rc, err);
+    const int64_t sci = quant_find_companion(m, qw->name, plen, ".scales", &rc, err);
+    const int64_t qzi = rc ? -1 : quant_find_companion(m, qw->name, plen, ".qzeros", &rc, err);
+    const int64_t gii = rc ? -1 : quant_find_companion(m, qw->name, plen, ".g_idx", &rc, err);
+    const int64_t wi = rc ? -1 : quant_find_companion(m, qw->name, plen, ".weight", &rc, err);
     if (rc) return rc;
     const amn_tensor *sc = sci >= 0 ? amn_model_tensor(m, (size_t)sci) : NULL;
     if (quant_classify(qc, qw, sc, gii >= 0) != QUANT_GPTQ) return AMN_OK;
@@ -272,37 +260,8 @@ static int claim_layer(const amn_model *m, amn_claimset *cs, const quant_config 
 }
 
 int gptq_detect(const amn_model *m, amn_claimset *cs, amn_error *err) {
-    const size_t n = amn_model_tensor_count(m);
-    quant_config qc;
-    bool loaded = false;
-    size_t claimed = 0;
-    for (size_t i = 0; i < n; i++) {
-        const amn_tensor *t = amn_model_tensor(m, i);
-        size_t plen;
-        if (!quant_suffix(t->name, ".qweight", &plen) || amn_claimset_is_claimed(cs, i)) continue;
-        if (!loaded) {
-            quant_config_load(m, &qc);
-            loaded = true;
-        }
-        int rc = claim_layer(m, cs, &qc, i, plen, err);
-        if (rc) return rc;
-        if (amn_claimset_is_claimed(cs, i)) claimed++;
-    }
-    if (!claimed) return AMN_OK;
-    /* In a GPTQ model, zero points or group indices without their qweight
-     * mean a broken file. */
-    for (size_t i = 0; i < n; i++) {
-        const amn_tensor *t = amn_model_tensor(m, i);
-        size_t plen;
-        if (amn_claimset_is_claimed(cs, i)) continue;
-        if (!quant_suffix(t->name, ".qzeros", &plen) && !quant_suffix(t->name, ".g_idx", &plen))
-            continue;
-        int rc = AMN_OK;
-        const int64_t q = find_companion(m, t->name, plen, ".qweight", &rc, err);
-        if (rc) return rc;
-        if (q < 0)
-            return amn_error_set(err, AMN_E_PARSE, "%s: no %.*s.qweight for it", t->name, (int)plen,
-                                 t->name);
-    }
-    return AMN_OK;
+    /* In a GPTQ model, zero points or group indices without their qweight mean
+     * a broken file. */
+    static const char *const orphans[] = {".qzeros", ".g_idx"};
+    return quant_detect_layers(m, cs, claim_layer, orphans, sizeof orphans / sizeof *orphans, err);
 }

@@ -4,6 +4,7 @@
 
 #include "amn/error.h"
 #include "gptq_kernels.h"
+#include "quant_common.h"
 
 /* Field of `bits` bits at bit position pos of a stream of 32-bit words that
  * lie `stride` bytes apart. */
@@ -38,20 +39,7 @@ int32_t gptq_zero(const gptq_layout *l, uint64_t g, uint64_t o) {
 }
 
 float gptq_scale(const gptq_layout *l, uint64_t g, uint64_t o) {
-    const uint64_t i = g * l->out + o;
-    uint16_t h;
-    float f;
-    switch (l->stype) {
-    case AMN_DTYPE_BF16:
-        memcpy(&h, l->scales + i * 2, 2);
-        return amn_bf16_to_f32(h);
-    case AMN_DTYPE_F16:
-        memcpy(&h, l->scales + i * 2, 2);
-        return amn_f16_to_f32(h);
-    default:
-        memcpy(&f, l->scales + i * 4, 4);
-        return f;
-    }
+    return quant_scale_at(l->scales, l->stype, g * l->out + o);
 }
 
 int gptq_dequant_rows_scalar(const gptq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,

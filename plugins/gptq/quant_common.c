@@ -246,3 +246,52 @@ int quant_check_request(const char *name, uint64_t rows, uint64_t row0, uint64_t
                              (unsigned long long)rows);
     return AMN_OK;
 }
+
+int64_t quant_find_companion(const amn_model *m, const char *prefix, size_t plen,
+                             const char *suffix, int *rc, amn_error *err) {
+    char *name = quant_join(prefix, plen, suffix);
+    if (!name) {
+        *rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        return -1;
+    }
+    const int64_t i = amn_model_find(m, name);
+    free(name);
+    return i;
+}
+
+int quant_detect_layers(const amn_model *m, amn_claimset *cs, quant_claim_fn claim,
+                        const char *const *orphans, size_t n_orphans, amn_error *err) {
+    const size_t n = amn_model_tensor_count(m);
+    quant_config qc;
+    bool loaded = false;
+    size_t claimed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const amn_tensor *t = amn_model_tensor(m, i);
+        size_t plen;
+        if (!quant_suffix(t->name, ".qweight", &plen) || amn_claimset_is_claimed(cs, i)) continue;
+        if (!loaded) {
+            quant_config_load(m, &qc);
+            loaded = true;
+        }
+        int rc = claim(m, cs, &qc, i, plen, err);
+        if (rc) return rc;
+        if (amn_claimset_is_claimed(cs, i)) claimed++;
+    }
+    if (!claimed) return AMN_OK;
+    for (size_t i = 0; i < n; i++) {
+        const amn_tensor *t = amn_model_tensor(m, i);
+        size_t plen = 0;
+        bool orphan = false;
+        if (amn_claimset_is_claimed(cs, i)) continue;
+        for (size_t k = 0; k < n_orphans && !orphan; k++)
+            orphan = quant_suffix(t->name, orphans[k], &plen);
+        if (!orphan) continue;
+        int rc = AMN_OK;
+        const int64_t q = quant_find_companion(m, t->name, plen, ".qweight", &rc, err);
+        if (rc) return rc;
+        if (q < 0)
+            return amn_error_set(err, AMN_E_PARSE, "%s: no %.*s.qweight for it", t->name, (int)plen,
+                                 t->name);
+    }
+    return AMN_OK;
+}

@@ -10,9 +10,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "amn/dtype.h"
 #include "amn/error.h"
 #include "amn/model.h"
+#include "amn/scheme.h"
 
 typedef struct quant_config {
     bool present;               /* some file gave some field */
@@ -45,6 +48,40 @@ quant_kind quant_classify(const quant_config *qc, const amn_tensor *qweight,
 char *quant_join(const char *prefix, size_t prefix_len, const char *suffix);
 /* True when name ends with suffix; *prefix_len gets the length before it. */
 bool quant_suffix(const char *name, const char *suffix, size_t *prefix_len);
+
+/* The index of tensor "<prefix><suffix>", or -1 when there is none (or, with
+ * *rc set, when out of memory). */
+int64_t quant_find_companion(const amn_model *m, const char *prefix, size_t plen,
+                             const char *suffix, int *rc, amn_error *err);
+
+/* Claims one layer from its qweight (tensor qwi, name prefix of plen bytes). */
+typedef int (*quant_claim_fn)(const amn_model *m, amn_claimset *cs, const quant_config *qc,
+                              size_t qwi, size_t plen, amn_error *err);
+
+/* The detect() of GPTQ and AWQ: every unclaimed "*.qweight" goes to claim
+ * (the config read once, on the first one). When any layer was claimed, an
+ * unclaimed tensor ending in one of the `orphans` suffixes without its
+ * qweight is a parse error: in a quantized model it means a broken file. */
+int quant_detect_layers(const amn_model *m, amn_claimset *cs, quant_claim_fn claim,
+                        const char *const *orphans, size_t n_orphans, amn_error *err);
+
+/* Scale i of a BF16, F16 or F32 scales array, as a float. Inline: the
+ * kernels (built alone into their tests) use it without this file's .c. */
+static inline float quant_scale_at(const uint8_t *scales, amn_dtype stype, uint64_t i) {
+    uint16_t h;
+    float f;
+    switch (stype) {
+    case AMN_DTYPE_BF16:
+        memcpy(&h, scales + i * 2, 2);
+        return amn_bf16_to_f32(h);
+    case AMN_DTYPE_F16:
+        memcpy(&h, scales + i * 2, 2);
+        return amn_f16_to_f32(h);
+    default:
+        memcpy(&f, scales + i * 4, 4);
+        return f;
+    }
+}
 
 /* Check that t has exactly the bytes its shape and dtype call for. */
 int quant_check_bytes(const amn_tensor *t, amn_error *err);
