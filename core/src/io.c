@@ -88,8 +88,7 @@ void amn_map_release(void *m) {
 
 void amni_prefault(const void *p, size_t n) {
 #ifdef MADV_POPULATE_READ
-    static long page;
-    if (!page) page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    const long sz = sysconf(_SC_PAGESIZE), page = sz > 0 ? sz : 4096; /* once per 2 MiB */
     const uintptr_t a = (uintptr_t)p & ~(uintptr_t)(page - 1);
     if (n) (void)madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_READ);
 #else
