@@ -51,23 +51,41 @@ static void run_scalar(gguf_block_fn fn, const gguf_type_traits *tr, const uint8
     }
 }
 
-/* Whether the CPU runs the AVX2 kernels (AVX2, F16C, BMI2, as the core's
- * amn_simd_level() asks), found once: gguf_dequantize_simd clamps its
- * explicit level to the CPU, not to AMN_SIMD, so it needs no getenv. */
-static bool cpu_has_avx2(void) {
-    static atomic_int known = -1; /* -1: not asked yet; races only repeat the question */
+/* Which kernels the CPU runs: AVX2 (with F16C and BMI2, as the core's
+ * amn_simd_level() asks) and AVX-512 (F, BW, VL, DQ on top), found once:
+ * gguf_dequantize_simd clamps its explicit level to the CPU, not to
+ * AMN_SIMD, so it needs no getenv. The test build that runs the AVX-512
+ * kernels through SIMDe's emulation needs only AVX2. */
+enum { CPU_UNKNOWN = -1, CPU_SCALAR, CPU_AVX2, CPU_AVX512 };
+
+static int cpu_level(void) {
+    static atomic_int known = CPU_UNKNOWN; /* races only repeat the question */
     int v = atomic_load_explicit(&known, memory_order_relaxed);
-    if (v < 0) {
-        v = 0;
+    if (v == CPU_UNKNOWN) {
+        v = CPU_SCALAR;
 #if defined(__x86_64__) || defined(__i386__)
         unsigned a, b, c, d;
         __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
-            __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
+            __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C)) {
+            v = CPU_AVX2;
+#ifdef AMN_GGUF_AVX512_EMULATE
+            v = CPU_AVX512;
+#else
+            if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+                v = CPU_AVX512;
+#endif
+        }
 #endif
         atomic_store_explicit(&known, v, memory_order_relaxed);
     }
     return v;
+}
+
+amn_simd gguf_simd_max(void) {
+    const int v = cpu_level();
+    return v == CPU_AVX512 ? AMN_SIMD_AVX512 : v == CPU_AVX2 ? AMN_SIMD_AVX2 : AMN_SIMD_SCALAR;
 }
 
 static int dequantize_plain(const gguf_type_traits *tr, const void *src, uint64_t n, amn_dtype out,
@@ -95,8 +113,10 @@ int gguf_dequantize_simd(uint32_t ggml_type, const void *blocks, uint64_t n_elem
         return AMN_E_INVALID;
     const uint8_t *src = blocks;
     uint8_t *d = dst;
-    gguf_rows_fn vec =
-        level >= AMN_SIMD_AVX2 && cpu_has_avx2() ? gguf_avx2_kernel(ggml_type) : NULL;
+    const int cpu = cpu_level();
+    gguf_rows_fn vec = NULL;
+    if (level >= AMN_SIMD_AVX512 && cpu >= CPU_AVX512) vec = gguf_avx512_kernel(ggml_type);
+    if (!vec && level >= AMN_SIMD_AVX2 && cpu >= CPU_AVX2) vec = gguf_avx2_kernel(ggml_type);
     if (!vec) {
         run_scalar(gguf_scalar_kernel(ggml_type), tr, src, (size_t)nblocks, out, d);
         return AMN_OK;

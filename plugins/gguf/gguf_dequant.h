@@ -19,8 +19,12 @@
 int gguf_dequantize(uint32_t ggml_type, const void *blocks, uint64_t n_elems, amn_dtype out,
                     void *dst);
 
-/* Same on a given path (clamped to what the CPU offers): for tests and benchmarks. */
+/* Same on a given path (clamped to what the CPU offers; a type without a
+ * kernel on that path takes the next lower one): for tests and benchmarks. */
 int gguf_dequantize_simd(uint32_t ggml_type, const void *blocks, uint64_t n_elems, amn_dtype out,
                          void *dst, amn_simd level);
+
+/* The highest path gguf_dequantize_simd can take on this CPU. */
+amn_simd gguf_simd_max(void);
 
 #endif

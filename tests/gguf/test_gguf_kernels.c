@@ -27,15 +27,28 @@ static const uint32_t block_types[] = {
 };
 #define N_BLOCK_TYPES (sizeof block_types / sizeof block_types[0])
 
-/* Paths to run: scalar always, AVX2 when the CPU (and AMN_SIMD) allow it. */
-static size_t simd_paths(amn_simd paths[2]) {
+/* Paths to run: scalar always, AVX2 and AVX-512 when the CPU (and AMN_SIMD)
+ * allow them. Built as test_gguf_kernels_avx512emu, the AVX-512 kernels run
+ * through SIMDe on any AVX2 machine and AMN_SIMD does not apply. */
+#define MAX_PATHS 3
+static size_t simd_paths(amn_simd paths[MAX_PATHS]) {
     size_t n = 0;
     paths[n++] = AMN_SIMD_SCALAR;
     static int noted;
-    if (amn_simd_level() >= AMN_SIMD_AVX2)
-        paths[n++] = AMN_SIMD_AVX2;
-    else if (!noted++)
-        fprintf(stderr, "NOTE: AVX2 path not available (CPU or AMN_SIMD); scalar only\n");
+    amn_simd top = gguf_simd_max();
+#ifndef AMN_GGUF_AVX512_EMULATE
+    if (amn_simd_level() < top) top = amn_simd_level();
+#endif
+    for (amn_simd lv = AMN_SIMD_AVX2; lv <= top; lv++) paths[n++] = lv;
+    if (!noted++)
+        fprintf(stderr, "NOTE: SIMD paths checked: scalar%s%s%s\n",
+                top >= AMN_SIMD_AVX2 ? ", avx2" : "", top >= AMN_SIMD_AVX512 ? ", avx512" : "",
+#ifdef AMN_GGUF_AVX512_EMULATE
+                " (AVX-512 emulated by SIMDe)"
+#else
+                top < AMN_SIMD_AVX512 ? " (AVX-512: CPU or AMN_SIMD lacks it)" : ""
+#endif
+        );
     return n;
 }
 
@@ -83,7 +96,7 @@ static uint32_t check_golden(const char *path) {
         uint16_t h = amn_f32_to_f16(f);
         memcpy(gf16 + 2 * i, &h, 2);
     }
-    amn_simd paths[2];
+    amn_simd paths[MAX_PATHS];
     const size_t npaths = simd_paths(paths);
     for (size_t p = 0; p < npaths; p++) {
         const struct {
@@ -204,7 +217,7 @@ static void random_block(uint32_t type, uint8_t *b, size_t size) {
 
 static void test_random_paths(void **state) {
     (void)state;
-    amn_simd paths[2];
+    amn_simd paths[MAX_PATHS];
     const size_t npaths = simd_paths(paths);
     size_t compared = 0;
     for (size_t ti = 0; ti < N_BLOCK_TYPES; ti++) {
@@ -272,7 +285,7 @@ static void test_random_paths(void **state) {
  * (NaNs included) and never read or write out of bounds. */
 static void test_random_any_bits(void **state) {
     (void)state;
-    amn_simd paths[2];
+    amn_simd paths[MAX_PATHS];
     const size_t npaths = simd_paths(paths);
     for (size_t ti = 0; ti < N_BLOCK_TYPES; ti++) {
         const gguf_type_traits *tr = gguf_type_traits_get(block_types[ti]);
@@ -344,7 +357,7 @@ static void test_bf16_scale_edges(void **state) {
                                      GGUF_TYPE_Q4_1,   GGUF_TYPE_Q4_K, GGUF_TYPE_IQ4_NL,
                                      GGUF_TYPE_IQ4_XS, GGUF_TYPE_MXFP4};
     enum { NH = sizeof halves / sizeof halves[0] };
-    amn_simd paths[2];
+    amn_simd paths[MAX_PATHS];
     const size_t npaths = simd_paths(paths);
     size_t compared = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -460,7 +473,7 @@ static void kat_blocks(const gguf_type_traits *tr, uint8_t *raw) {
 
 static void test_known_answers(void **state) {
     (void)state;
-    amn_simd paths[2];
+    amn_simd paths[MAX_PATHS];
     const size_t npaths = simd_paths(paths);
     assert_int_equal(sizeof kat_hashes / sizeof kat_hashes[0], N_BLOCK_TYPES);
     float *out = malloc(KAT_ELEMS * 4);
@@ -488,7 +501,7 @@ static void test_known_answers(void **state) {
  * through gguf_dequantize, so under each AMN_SIMD setting as well. */
 static void test_split_invariance(void **state) {
     (void)state;
-    const char *levels[] = {"scalar", "avx2"};
+    const char *levels[] = {"scalar", "avx2", "avx512"};
     char saved[32] = "";
     const char *env = getenv("AMN_SIMD");
     if (env) snprintf(saved, sizeof saved, "%s", env);
@@ -502,7 +515,7 @@ static void test_split_invariance(void **state) {
             random_block(tr->id, raw + i * tr->block_bytes, tr->block_bytes);
         assert_int_equal(
             gguf_dequantize_simd(tr->id, raw, n, AMN_DTYPE_BF16, whole, AMN_SIMD_SCALAR), AMN_OK);
-        for (size_t lv = 0; lv < 2; lv++) {
+        for (size_t lv = 0; lv < 3; lv++) {
             assert_int_equal(setenv("AMN_SIMD", levels[lv], 1), 0);
             memset(parts, 0, n * 2);
             for (size_t i = 0; i < nb;) {

@@ -1,0 +1,376 @@
+/* AVX-512 dequantizers (F, BW, VL, DQ) for the block types nearly every GGUF
+ * download is made of: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the k-quants Q2_K to
+ * Q6_K, IQ4_NL, IQ4_XS and MXFP4. The other types (IQ1/IQ2/IQ3, TQ1_0,
+ * TQ2_0) keep their AVX2 kernels on AVX-512 machines: gguf_avx512_kernel
+ * returns NULL for them and the caller falls back.
+ *
+ * Same rules as gguf_dequant_avx2.c: the scalar operation order per element,
+ * no FMA, no load past the block. Every output is computed directly, sixteen
+ * lanes at a time; BF16 rounding tests the tie bit into a mask register and
+ * one two-source word permute keeps the high halves of 32 results, so 32
+ * BF16 outputs take one 64-byte store.
+ *
+ * The tests run this file natively where the CPU has AVX-512 and, on any
+ * AVX2 machine, built against SIMDe's portable AVX-512
+ * (AMN_GGUF_AVX512_EMULATE, tests/gguf/avx512_emulate.h), so the path is
+ * checked against the scalar one and the goldens on every build host. */
+#ifdef AMN_GGUF_AVX512_EMULATE
+#include "avx512_emulate.h"
+#else
+#include <immintrin.h>
+#endif
+#include <stdbool.h>
+#include <string.h>
+
+#include "gguf_kernels.h"
+#include "gguf_tables.h"
+#include "gguf_types.h"
+#include "gguf_vec.h"
+
+/* ---- output: F32 or BF16 ------------------------------------------------ */
+
+/* Round-to-nearest-even to BF16 in the high half of each dword, NaN quieted,
+ * as amn_f32_to_bf16: add 0x7fff, plus one where the kept LSB is set. */
+ALWAYS_INLINE __m512i bf16_high16(__m512 v, const int out) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
+    const __m512i t = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
+    const __m512i r = _mm512_mask_add_epi32(t, odd, t, _mm512_set1_epi32(1));
+    if (out == OUT_BF16_NONAN) return r;
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
+}
+
+/* Word i of the permute below: word 2i + 1 of (a, b), the high half of
+ * dword i of the pair. */
+static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                       23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                       45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+
+/* Store 32 outputs at element index at: a holds outputs 0-15, b 16-31. */
+ALWAYS_INLINE void emit32(uint8_t *dst, size_t at, __m512 a, __m512 b, const int out) {
+    if (out == OUT_F32) {
+        _mm512_storeu_ps(dst + 4 * at, a);
+        _mm512_storeu_ps(dst + 4 * at + 64, b);
+        return;
+    }
+    const __m512i idx = _mm512_loadu_si512(odd_words);
+    _mm512_storeu_si512(dst + 2 * at,
+                        _mm512_permutex2var_epi16(bf16_high16(a, out), idx, bf16_high16(b, out)));
+}
+
+/* 16 bytes as 16 dwords, unsigned / signed, and as floats (exact). */
+ALWAYS_INLINE __m512i u8x16(__m128i x) {
+    return _mm512_cvtepu8_epi32(x);
+}
+ALWAYS_INLINE __m512 u8f(__m128i x) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x));
+}
+ALWAYS_INLINE __m512 s8f(__m128i x) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x));
+}
+ALWAYS_INLINE __m512 i32f(__m512i x) {
+    return _mm512_cvtepi32_ps(x);
+}
+
+/* d * x - m and d * x + m, rounded after each operation as the scalar code. */
+ALWAYS_INLINE __m512 mul_sub(__m512 d, __m512 x, __m512 m) {
+    return _mm512_sub_ps(_mm512_mul_ps(d, x), m);
+}
+ALWAYS_INLINE __m512 mul_add(__m512 x, __m512 d, __m512 m) {
+    return _mm512_add_ps(_mm512_mul_ps(x, d), m);
+}
+
+/* ---- legacy 32-element blocks ------------------------------------------- */
+
+ALWAYS_INLINE void q4_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m512i m4 = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+    for (size_t i = 0; i < nb; i++, b += 18, dst += out ? 64 : 128) {
+        prefetch_block(b, 18, out);
+        const __m512 d = _mm512_set1_ps(h2f(b));
+        const __m512i x = u8x16(load16(b + 2)); /* (c - 8) * d */
+        emit32(dst, 0, _mm512_mul_ps(i32f(_mm512_sub_epi32(_mm512_and_si512(x, m4), eight)), d),
+               _mm512_mul_ps(i32f(_mm512_sub_epi32(_mm512_srli_epi32(x, 4), eight)), d), out);
+    }
+}
+ROWS_FN(q4_0, f16_finite(b, nb, 18, 0))
+
+ALWAYS_INLINE void q4_1_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m512i m4 = _mm512_set1_epi32(15);
+    for (size_t i = 0; i < nb; i++, b += 20, dst += out ? 64 : 128) {
+        prefetch_block(b, 20, out);
+        const __m512 d = _mm512_set1_ps(h2f(b)), m = _mm512_set1_ps(h2f(b + 2));
+        const __m512i x = u8x16(load16(b + 4)); /* c * d + m */
+        emit32(dst, 0, mul_add(i32f(_mm512_and_si512(x, m4)), d, m),
+               mul_add(i32f(_mm512_srli_epi32(x, 4)), d, m), out);
+    }
+}
+ROWS_FN(q4_1, f16x2_finite(b, nb, 20, 0))
+
+/* The five-bit values of a Q5 block: nibbles of x (low for the first 16
+ * outputs, high for the next 16), plus 16 where the matching bit of qh is
+ * set (bits 0-15 and 16-31). */
+ALWAYS_INLINE void q5_values(const uint8_t *qs, uint32_t qh, __m512i *lo, __m512i *hi) {
+    const __m512i x = u8x16(load16(qs)), sixteen = _mm512_set1_epi32(16);
+    const __m512i l = _mm512_and_si512(x, _mm512_set1_epi32(15)), h = _mm512_srli_epi32(x, 4);
+    *lo = _mm512_mask_or_epi32(l, (__mmask16)qh, l, sixteen);
+    *hi = _mm512_mask_or_epi32(h, (__mmask16)(qh >> 16), h, sixteen);
+}
+
+ALWAYS_INLINE void q5_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    for (size_t i = 0; i < nb; i++, b += 22, dst += out ? 64 : 128) {
+        prefetch_block(b, 22, out);
+        const __m512 d = _mm512_set1_ps(h2f(b));
+        __m512i lo, hi;
+        q5_values(b + 6, gguf_le32(b + 2), &lo, &hi); /* (x - 16) * d */
+        emit32(dst, 0, _mm512_mul_ps(i32f(_mm512_sub_epi32(lo, sixteen)), d),
+               _mm512_mul_ps(i32f(_mm512_sub_epi32(hi, sixteen)), d), out);
+    }
+}
+ROWS_FN(q5_0, f16_finite(b, nb, 22, 0))
+
+ALWAYS_INLINE void q5_1_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    for (size_t i = 0; i < nb; i++, b += 24, dst += out ? 64 : 128) {
+        prefetch_block(b, 24, out);
+        const __m512 d = _mm512_set1_ps(h2f(b)), m = _mm512_set1_ps(h2f(b + 2));
+        __m512i lo, hi;
+        q5_values(b + 8, gguf_le32(b + 4), &lo, &hi); /* x * d + m */
+        emit32(dst, 0, mul_add(i32f(lo), d, m), mul_add(i32f(hi), d, m), out);
+    }
+}
+ROWS_FN(q5_1, f16x2_finite(b, nb, 24, 0))
+
+ALWAYS_INLINE void q8_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    for (size_t i = 0; i < nb; i++, b += 34, dst += out ? 64 : 128) {
+        prefetch_block(b, 34, out);
+        const __m512 d = _mm512_set1_ps(h2f(b)); /* q * d */
+        emit32(dst, 0, _mm512_mul_ps(s8f(load16(b + 2)), d), _mm512_mul_ps(s8f(load16(b + 18)), d),
+               out);
+    }
+}
+ROWS_FN(q8_0, f16_finite(b, nb, 34, 0))
+
+/* 32 outputs book[c] * d (the product commutes exactly) from the 16 nibble
+ * bytes at qs: low nibbles first. */
+ALWAYS_INLINE void codebook32(uint8_t *dst, size_t at, const uint8_t *qs, __m128i book, __m512 d,
+                              const int out) {
+    const __m128i m4 = _mm_set1_epi8(15), q = load16(qs);
+    const __m128i lo = _mm_shuffle_epi8(book, _mm_and_si128(q, m4));
+    const __m128i hi = _mm_shuffle_epi8(book, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+    emit32(dst, at, _mm512_mul_ps(s8f(lo), d), _mm512_mul_ps(s8f(hi), d), out);
+}
+
+ALWAYS_INLINE void iq4_nl_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i book = load16((const uint8_t *)gguf_kvalues_iq4nl);
+    for (size_t i = 0; i < nb; i++, b += 18, dst += out ? 64 : 128) {
+        prefetch_block(b, 18, out);
+        codebook32(dst, 0, b + 2, book, _mm512_set1_ps(h2f(b)), out);
+    }
+}
+ROWS_FN(iq4_nl, f16_finite(b, nb, 18, 0))
+
+ALWAYS_INLINE void mxfp4_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i book = load16((const uint8_t *)gguf_kvalues_mxfp4);
+    for (size_t i = 0; i < nb; i++, b += 17, dst += out ? 64 : 128) {
+        prefetch_block(b, 17, out);
+        codebook32(dst, 0, b + 1, book, _mm512_set1_ps(gguf_e8m0_half(b[0])), out);
+    }
+}
+ROWS_FN(mxfp4, true)
+
+/* ---- k-quants ----------------------------------------------------------- */
+
+/* out[i] = d * (float)s[i] for 16 bytes s, signed or not. */
+ALWAYS_INLINE void scale16s(float out[16], float d, __m128i s) {
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(d), s8f(s)));
+}
+ALWAYS_INLINE void scale16u(float out[16], float d, __m128i s) {
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(d), u8f(s)));
+}
+
+ALWAYS_INLINE void q2_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i m4 = _mm_set1_epi8(15);
+    const __m512i m3 = _mm512_set1_epi32(3);
+    for (size_t i = 0; i < nb; i++, b += 84, dst += out ? 512 : 1024) {
+        prefetch_block(b, 84, out);
+        float dl[16], ml[16];
+        const __m128i sc = load16(b);
+        scale16u(dl, h2f(b + 80), _mm_and_si128(sc, m4));
+        scale16u(ml, h2f(b + 82), _mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+        for (int n = 0; n < 2; n++) {
+            const __m512i x0 = u8x16(load16(b + 16 + 32 * n)), x1 = u8x16(load16(b + 32 + 32 * n));
+            for (int j = 0; j < 4; j++) {
+                const int is = 8 * n + 2 * j; /* dl * ((q >> 2j) & 3) - ml, 16 per scale */
+                const __m512 v0 = i32f(_mm512_and_si512(_mm512_srli_epi32(x0, 2 * j), m3));
+                const __m512 v1 = i32f(_mm512_and_si512(_mm512_srli_epi32(x1, 2 * j), m3));
+                emit32(dst, (size_t)(128 * n + 32 * j),
+                       mul_sub(_mm512_set1_ps(dl[is]), v0, _mm512_set1_ps(ml[is])),
+                       mul_sub(_mm512_set1_ps(dl[is + 1]), v1, _mm512_set1_ps(ml[is + 1])), out);
+            }
+        }
+    }
+}
+ROWS_FN(q2_k, f16x2_finite(b, nb, 84, 80))
+
+ALWAYS_INLINE void q3_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m512i m3 = _mm512_set1_epi32(3), four = _mm512_set1_epi32(4);
+    for (size_t i = 0; i < nb; i++, b += 110, dst += out ? 512 : 1024) {
+        prefetch_block(b, 110, out);
+        float dl[16];
+        scale16s(dl, h2f(b + 108), q3k_scales(b + 96));
+        const __m512i hm[2] = {u8x16(load16(b)), u8x16(load16(b + 16))};
+        for (int n = 0; n < 2; n++) {
+            const __m512i q[2] = {u8x16(load16(b + 32 + 32 * n)), u8x16(load16(b + 48 + 32 * n))};
+            for (int j = 0; j < 4; j++) {
+                const __m512i bit = _mm512_set1_epi32(1 << (4 * n + j));
+                __m512 v[2]; /* dl * (((q >> 2j) & 3) - (hmask bit clear ? 4 : 0)) */
+                for (int h = 0; h < 2; h++) {
+                    const __m512i c = _mm512_and_si512(_mm512_srli_epi32(q[h], 2 * j), m3);
+                    const __mmask16 clear = (__mmask16)~_mm512_test_epi32_mask(hm[h], bit);
+                    v[h] = _mm512_mul_ps(_mm512_set1_ps(dl[8 * n + 2 * j + h]),
+                                         i32f(_mm512_mask_sub_epi32(c, clear, c, four)));
+                }
+                emit32(dst, (size_t)(128 * n + 32 * j), v[0], v[1], out);
+            }
+        }
+    }
+}
+ROWS_FN(q3_k, f16_finite(b, nb, 110, 108))
+
+ALWAYS_INLINE void q4_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m512i m4 = _mm512_set1_epi32(15);
+    for (size_t i = 0; i < nb; i++, b += 144, dst += out ? 512 : 1024) {
+        prefetch_block(b, 144, out);
+        float dl[8], ml[8];
+        k4_scales(b, dl, ml);
+        for (int j = 0; j < 4; j++) { /* dl * c - ml: low nibbles, then high */
+            const uint8_t *q = b + 16 + 32 * j;
+            const __m512i x0 = u8x16(load16(q)), x1 = u8x16(load16(q + 16));
+            const __m512 d1 = _mm512_set1_ps(dl[2 * j]), m1 = _mm512_set1_ps(ml[2 * j]);
+            const __m512 d2 = _mm512_set1_ps(dl[2 * j + 1]), m2 = _mm512_set1_ps(ml[2 * j + 1]);
+            emit32(dst, (size_t)(64 * j), mul_sub(d1, i32f(_mm512_and_si512(x0, m4)), m1),
+                   mul_sub(d1, i32f(_mm512_and_si512(x1, m4)), m1), out);
+            emit32(dst, (size_t)(64 * j + 32), mul_sub(d2, i32f(_mm512_srli_epi32(x0, 4)), m2),
+                   mul_sub(d2, i32f(_mm512_srli_epi32(x1, 4)), m2), out);
+        }
+    }
+}
+ROWS_FN(q4_k, f16x2_finite(b, nb, 144, 0))
+
+ALWAYS_INLINE void q5_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m512i m4 = _mm512_set1_epi32(15), sixteen = _mm512_set1_epi32(16);
+    for (size_t i = 0; i < nb; i++, b += 176, dst += out ? 512 : 1024) {
+        prefetch_block(b, 176, out);
+        float dl[8], ml[8];
+        k4_scales(b, dl, ml);
+        const __m512i qh[2] = {u8x16(load16(b + 16)), u8x16(load16(b + 32))};
+        for (int j = 0; j < 4; j++) { /* dl * (nibble + 16 * bit) - ml */
+            const uint8_t *q = b + 48 + 32 * j;
+            const __m512i x[2] = {u8x16(load16(q)), u8x16(load16(q + 16))};
+            const __m512i b0 = _mm512_set1_epi32(1 << (2 * j)),
+                          b1 = _mm512_set1_epi32(2 << (2 * j));
+            __m512 lo[2], hi[2];
+            for (int h = 0; h < 2; h++) {
+                const __m512i l = _mm512_and_si512(x[h], m4), u = _mm512_srli_epi32(x[h], 4);
+                const __mmask16 k0 = _mm512_test_epi32_mask(qh[h], b0);
+                const __mmask16 k1 = _mm512_test_epi32_mask(qh[h], b1);
+                lo[h] = mul_sub(_mm512_set1_ps(dl[2 * j]),
+                                i32f(_mm512_mask_or_epi32(l, k0, l, sixteen)),
+                                _mm512_set1_ps(ml[2 * j]));
+                hi[h] = mul_sub(_mm512_set1_ps(dl[2 * j + 1]),
+                                i32f(_mm512_mask_or_epi32(u, k1, u, sixteen)),
+                                _mm512_set1_ps(ml[2 * j + 1]));
+            }
+            emit32(dst, (size_t)(64 * j), lo[0], lo[1], out);
+            emit32(dst, (size_t)(64 * j + 32), hi[0], hi[1], out);
+        }
+    }
+}
+ROWS_FN(q5_k, f16x2_finite(b, nb, 176, 0))
+
+/* 32 signed byte values x at element index at: the first 16 times s0, the
+ * next 16 times s1 ((d * scale) * q, as ggml). */
+ALWAYS_INLINE void scaled32(uint8_t *dst, size_t at, __m256i x, float s0, float s1, const int out) {
+    emit32(dst, at, _mm512_mul_ps(_mm512_set1_ps(s0), s8f(lo128(x))),
+           _mm512_mul_ps(_mm512_set1_ps(s1), s8f(hi128(x))), out);
+}
+
+ALWAYS_INLINE void q6_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30),
+                  m32 = _mm256_set1_epi8(32);
+    for (size_t i = 0; i < nb; i++, b += 210, dst += out ? 512 : 1024) {
+        prefetch_block(b, 210, out);
+        float ds[16]; /* d * scale: ggml multiplies d by the scale first */
+        scale16s(ds, h2f(b + 208), load16(b + 192));
+        for (int n = 0; n < 2; n++) {
+            /* The four 6-bit planes, as bytes: low nibbles of ql plus two qh bits. */
+            const __m256i l0 = load32(b + 64 * n), l1 = load32(b + 64 * n + 32);
+            const __m256i qh = load32(b + 128 + 32 * n);
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                               _mm256_and_si256(qh, m30));
+            const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            const float *s = ds + 8 * n;
+            uint8_t *y = dst + (size_t)(128 * n) * (out ? 2 : 4);
+            scaled32(y, 0, _mm256_sub_epi8(q1, m32), s[0], s[1], out);
+            scaled32(y, 32, _mm256_sub_epi8(q2, m32), s[2], s[3], out);
+            scaled32(y, 64, _mm256_sub_epi8(q3, m32), s[4], s[5], out);
+            scaled32(y, 96, _mm256_sub_epi8(q4, m32), s[6], s[7], out);
+        }
+    }
+}
+ROWS_FN(q6_k, f16_finite(b, nb, 210, 208))
+
+ALWAYS_INLINE void iq4_xs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m128i book = load16((const uint8_t *)gguf_kvalues_iq4nl);
+    for (size_t i = 0; i < nb; i++, b += 136, dst += out ? 512 : 1024) {
+        prefetch_block(b, 136, out);
+        const float d = h2f(b);
+        const uint32_t sh = gguf_le16(b + 2);
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls =
+                ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | (int)(((sh >> (2 * ib)) & 3) << 4);
+            codebook32(dst, (size_t)(32 * ib), b + 8 + 16 * ib, book,
+                       _mm512_set1_ps(d * (float)(ls - 32)), out);
+        }
+    }
+}
+ROWS_FN(iq4_xs, f16_finite(b, nb, 136, 0))
+
+gguf_rows_fn gguf_avx512_kernel(uint32_t ggml_type) {
+    switch (ggml_type) {
+    case GGUF_TYPE_Q4_0:
+        return q4_0;
+    case GGUF_TYPE_Q4_1:
+        return q4_1;
+    case GGUF_TYPE_Q5_0:
+        return q5_0;
+    case GGUF_TYPE_Q5_1:
+        return q5_1;
+    case GGUF_TYPE_Q8_0:
+        return q8_0;
+    case GGUF_TYPE_IQ4_NL:
+        return iq4_nl;
+    case GGUF_TYPE_MXFP4:
+        return mxfp4;
+    case GGUF_TYPE_Q2_K:
+        return q2_k;
+    case GGUF_TYPE_Q3_K:
+        return q3_k;
+    case GGUF_TYPE_Q4_K:
+        return q4_k;
+    case GGUF_TYPE_Q5_K:
+        return q5_k;
+    case GGUF_TYPE_Q6_K:
+        return q6_k;
+    case GGUF_TYPE_IQ4_XS:
+        return iq4_xs;
+    default:
+        return NULL;
+    }
+}
