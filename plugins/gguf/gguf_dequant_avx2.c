@@ -93,15 +93,6 @@ ALWAYS_INLINE __m256 u8_at(__m256i x, int k) {
     return _mm256_cvtepi32_ps(u8i_at(x, k));
 }
 
-/* Byte k of the result is 0xFF when bit k of `bits` is set. */
-ALWAYS_INLINE __m256i bits_to_bytes(uint32_t bits) {
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
-}
-
 /* Negate lane k where bit k of s is set (ggml's "* -1.f": sign flip). */
 ALWAYS_INLINE __m256 apply_signs(__m256 v, uint32_t s) {
     const __m256i sh = _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24);
@@ -216,13 +207,6 @@ ALWAYS_INLINE __m256i nibbles2(const uint8_t *qa, const uint8_t *qb, int high) {
     __m256i q = _mm256_loadu2_m128i((const __m128i *)qb, (const __m128i *)qa);
     if (high) q = _mm256_srli_epi16(q, 4);
     return _mm256_and_si256(q, _mm256_set1_epi8(15));
-}
-
-/* Low nibbles of the 16 bytes at q in lane 0, their high nibbles in lane 1. */
-ALWAYS_INLINE __m256i nibbles_lo_hi(const uint8_t *q) {
-    const __m256i v = _mm256_broadcastsi128_si256(load16(q));
-    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
-                            _mm256_set1_epi8(15));
 }
 
 /* Pairs of 32-element blocks of `size` bytes with their 16 nibble bytes at

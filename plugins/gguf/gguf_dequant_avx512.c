@@ -81,14 +81,52 @@ ALWAYS_INLINE __m512 mul_add(__m512 x, __m512 d, __m512 m) {
     return _mm512_add_ps(_mm512_mul_ps(x, d), m);
 }
 
+/* ---- BF16 by table lookup ----------------------------------------------- */
+
+/* When 32 outputs take at most 32 distinct values, rounding those values
+ * once and picking them with one word permute (vpermw) costs less than
+ * rounding every output. Each entry is computed exactly as the direct path
+ * computes that code, so the bytes are the same. */
+
+/* The BF16 of 16 values, as the low 16 words of a table. */
+ALWAYS_INLINE __m512i lut16(__m512 vals, const int out) {
+    return _mm512_castsi256_si512(
+        _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_high16(vals, out), 16)));
+}
+
+/* The BF16 of 32 values: codes 0-15 in a, 16-31 in b. */
+ALWAYS_INLINE __m512i lut32(__m512 a, __m512 b, const int out) {
+    return _mm512_permutex2var_epi16(bf16_high16(a, out), _mm512_loadu_si512(odd_words),
+                                     bf16_high16(b, out));
+}
+
+/* Store the table entries of 32 codes (bytes, in output order) at element
+ * index at. */
+ALWAYS_INLINE void lut_emit32(uint8_t *dst, size_t at, __m512i table, __m256i codes) {
+    _mm512_storeu_si512(dst + 2 * at, _mm512_permutexvar_epi16(_mm512_cvtepu8_epi16(codes), table));
+}
+
+/* Codes as floats: ramp + 16 + k holds k, k + 1, ... for k in -16..16. */
+static const float ramp[48] = {-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5,
+                               -4,  -3,  -2,  -1,  0,   1,   2,   3,  4,  5,  6,  7,
+                               8,   9,   10,  11,  12,  13,  14,  15, 16, 17, 18, 19,
+                               20,  21,  22,  23,  24,  25,  26,  27, 28, 29, 30, 31};
+ALWAYS_INLINE __m512 ramp16(int k) {
+    return _mm512_loadu_ps(ramp + 16 + k);
+}
+
 /* ---- legacy 32-element blocks ------------------------------------------- */
 
 ALWAYS_INLINE void q4_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const __m512i m4 = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
     for (size_t i = 0; i < nb; i++, b += 18, dst += out ? 64 : 128) {
         prefetch_block(b, 18, out);
-        const __m512 d = _mm512_set1_ps(h2f(b));
-        const __m512i x = u8x16(load16(b + 2)); /* (c - 8) * d */
+        const __m512 d = _mm512_set1_ps(h2f(b)); /* (c - 8) * d */
+        if (out != OUT_F32) {
+            lut_emit32(dst, 0, lut16(_mm512_mul_ps(ramp16(-8), d), out), nibbles_lo_hi(b + 2));
+            continue;
+        }
+        const __m512i x = u8x16(load16(b + 2));
         emit32(dst, 0, _mm512_mul_ps(i32f(_mm512_sub_epi32(_mm512_and_si512(x, m4), eight)), d),
                _mm512_mul_ps(i32f(_mm512_sub_epi32(_mm512_srli_epi32(x, 4), eight)), d), out);
     }
@@ -99,8 +137,12 @@ ALWAYS_INLINE void q4_1_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
     const __m512i m4 = _mm512_set1_epi32(15);
     for (size_t i = 0; i < nb; i++, b += 20, dst += out ? 64 : 128) {
         prefetch_block(b, 20, out);
-        const __m512 d = _mm512_set1_ps(h2f(b)), m = _mm512_set1_ps(h2f(b + 2));
-        const __m512i x = u8x16(load16(b + 4)); /* c * d + m */
+        const __m512 d = _mm512_set1_ps(h2f(b)), m = _mm512_set1_ps(h2f(b + 2)); /* c * d + m */
+        if (out != OUT_F32) {
+            lut_emit32(dst, 0, lut16(mul_add(ramp16(0), d, m), out), nibbles_lo_hi(b + 4));
+            continue;
+        }
+        const __m512i x = u8x16(load16(b + 4));
         emit32(dst, 0, mul_add(i32f(_mm512_and_si512(x, m4)), d, m),
                mul_add(i32f(_mm512_srli_epi32(x, 4)), d, m), out);
     }
@@ -117,13 +159,25 @@ ALWAYS_INLINE void q5_values(const uint8_t *qs, uint32_t qh, __m512i *lo, __m512
     *hi = _mm512_mask_or_epi32(h, (__mmask16)(qh >> 16), h, sixteen);
 }
 
+/* The same 32 values as bytes in output order (table codes). */
+ALWAYS_INLINE __m256i q5_codes(const uint8_t *qs, uint32_t qh) {
+    return _mm256_or_si256(nibbles_lo_hi(qs),
+                           _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16)));
+}
+
 ALWAYS_INLINE void q5_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const __m512i sixteen = _mm512_set1_epi32(16);
     for (size_t i = 0; i < nb; i++, b += 22, dst += out ? 64 : 128) {
         prefetch_block(b, 22, out);
-        const __m512 d = _mm512_set1_ps(h2f(b));
+        const __m512 d = _mm512_set1_ps(h2f(b)); /* (x - 16) * d */
+        if (out != OUT_F32) {
+            const __m512i t =
+                lut32(_mm512_mul_ps(ramp16(-16), d), _mm512_mul_ps(ramp16(0), d), out);
+            lut_emit32(dst, 0, t, q5_codes(b + 6, gguf_le32(b + 2)));
+            continue;
+        }
         __m512i lo, hi;
-        q5_values(b + 6, gguf_le32(b + 2), &lo, &hi); /* (x - 16) * d */
+        q5_values(b + 6, gguf_le32(b + 2), &lo, &hi);
         emit32(dst, 0, _mm512_mul_ps(i32f(_mm512_sub_epi32(lo, sixteen)), d),
                _mm512_mul_ps(i32f(_mm512_sub_epi32(hi, sixteen)), d), out);
     }
@@ -133,9 +187,14 @@ ROWS_FN(q5_0, f16_finite(b, nb, 22, 0))
 ALWAYS_INLINE void q5_1_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     for (size_t i = 0; i < nb; i++, b += 24, dst += out ? 64 : 128) {
         prefetch_block(b, 24, out);
-        const __m512 d = _mm512_set1_ps(h2f(b)), m = _mm512_set1_ps(h2f(b + 2));
+        const __m512 d = _mm512_set1_ps(h2f(b)), m = _mm512_set1_ps(h2f(b + 2)); /* x * d + m */
+        if (out != OUT_F32) {
+            const __m512i t = lut32(mul_add(ramp16(0), d, m), mul_add(ramp16(16), d, m), out);
+            lut_emit32(dst, 0, t, q5_codes(b + 8, gguf_le32(b + 4)));
+            continue;
+        }
         __m512i lo, hi;
-        q5_values(b + 8, gguf_le32(b + 4), &lo, &hi); /* x * d + m */
+        q5_values(b + 8, gguf_le32(b + 4), &lo, &hi);
         emit32(dst, 0, mul_add(i32f(lo), d, m), mul_add(i32f(hi), d, m), out);
     }
 }
@@ -155,6 +214,10 @@ ROWS_FN(q8_0, f16_finite(b, nb, 34, 0))
  * bytes at qs: low nibbles first. */
 ALWAYS_INLINE void codebook32(uint8_t *dst, size_t at, const uint8_t *qs, __m128i book, __m512 d,
                               const int out) {
+    if (out != OUT_F32) {
+        lut_emit32(dst, at, lut16(_mm512_mul_ps(s8f(book), d), out), nibbles_lo_hi(qs));
+        return;
+    }
     const __m128i m4 = _mm_set1_epi8(15), q = load16(qs);
     const __m128i lo = _mm_shuffle_epi8(book, _mm_and_si128(q, m4));
     const __m128i hi = _mm_shuffle_epi8(book, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
@@ -189,6 +252,10 @@ ALWAYS_INLINE void scale16u(float out[16], float d, __m128i s) {
     _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(d), u8f(s)));
 }
 
+/* Table codes of Q2_K (c and c + 4: 0-3) and Q3_K (v + 4 and v + 12: -4..3). */
+static const float codes_0_3[16] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+static const float codes_m4_3[16] = {-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3};
+
 ALWAYS_INLINE void q2_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
     const __m128i m4 = _mm_set1_epi8(15);
     const __m512i m3 = _mm512_set1_epi32(3);
@@ -198,6 +265,26 @@ ALWAYS_INLINE void q2_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
         const __m128i sc = load16(b);
         scale16u(dl, h2f(b + 80), _mm_and_si128(sc, m4));
         scale16u(ml, h2f(b + 82), _mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+        if (out != OUT_F32) {
+            /* Per 32 outputs, two sub-blocks of 16: codes 0-3 and 4-7 of one table. */
+            const __m512 c4 = _mm512_loadu_ps(codes_0_3);
+            const __m256i second = _mm256_set_m128i(_mm_set1_epi8(4), _mm_setzero_si128());
+            for (int n = 0; n < 2; n++) {
+                const __m256i q = load32(b + 16 + 32 * n);
+                for (int j = 0; j < 4; j++) {
+                    const int is = 8 * n + 2 * j;
+                    const __m512 d = _mm512_mask_blend_ps(0xFFF0, _mm512_set1_ps(dl[is]),
+                                                          _mm512_set1_ps(dl[is + 1]));
+                    const __m512 m = _mm512_mask_blend_ps(0xFFF0, _mm512_set1_ps(ml[is]),
+                                                          _mm512_set1_ps(ml[is + 1]));
+                    const __m256i c =
+                        _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3));
+                    lut_emit32(dst, (size_t)(128 * n + 32 * j), lut16(mul_sub(d, c4, m), out),
+                               _mm256_or_si256(c, second));
+                }
+            }
+            continue;
+        }
         for (int n = 0; n < 2; n++) {
             const __m512i x0 = u8x16(load16(b + 16 + 32 * n)), x1 = u8x16(load16(b + 32 + 32 * n));
             for (int j = 0; j < 4; j++) {
@@ -219,6 +306,29 @@ ALWAYS_INLINE void q3_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
         prefetch_block(b, 110, out);
         float dl[16];
         scale16s(dl, h2f(b + 108), q3k_scales(b + 96));
+        if (out != OUT_F32) {
+            /* Per 32 outputs, two sub-blocks of 16: v + 4 (0-7) and v + 12 of one table. */
+            const __m512 v8 = _mm512_loadu_ps(codes_m4_3);
+            const __m256i second = _mm256_set_m128i(_mm_set1_epi8(8), _mm_setzero_si128());
+            const __m256i hm = load32(b);
+            for (int n = 0; n < 2; n++) {
+                const __m256i q = load32(b + 32 + 32 * n);
+                for (int j = 0; j < 4; j++) {
+                    const int is = 8 * n + 2 * j;
+                    const __m512 d = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(dl[is]),
+                                                          _mm512_set1_ps(dl[is + 1]));
+                    const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + j)));
+                    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+                    const __m256i c =
+                        _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3));
+                    const __m256i v4 =
+                        _mm256_or_si256(c, _mm256_and_si256(set, _mm256_set1_epi8(4)));
+                    lut_emit32(dst, (size_t)(128 * n + 32 * j), lut16(_mm512_mul_ps(d, v8), out),
+                               _mm256_or_si256(v4, second));
+                }
+            }
+            continue;
+        }
         const __m512i hm[2] = {u8x16(load16(b)), u8x16(load16(b + 16))};
         for (int n = 0; n < 2; n++) {
             const __m512i q[2] = {u8x16(load16(b + 32 + 32 * n)), u8x16(load16(b + 48 + 32 * n))};
@@ -244,6 +354,23 @@ ALWAYS_INLINE void q4_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
         prefetch_block(b, 144, out);
         float dl[8], ml[8];
         k4_scales(b, dl, ml);
+        if (out != OUT_F32) { /* one table per sub-block of 32 */
+            const __m256i m4 = _mm256_set1_epi8(15);
+            for (int j = 0; j < 4; j++) {
+                const __m256i q = load32(b + 16 + 32 * j);
+                const __m512 c = ramp16(0);
+                lut_emit32(
+                    dst, (size_t)(64 * j),
+                    lut16(mul_sub(_mm512_set1_ps(dl[2 * j]), c, _mm512_set1_ps(ml[2 * j])), out),
+                    _mm256_and_si256(q, m4));
+                lut_emit32(
+                    dst, (size_t)(64 * j + 32),
+                    lut16(mul_sub(_mm512_set1_ps(dl[2 * j + 1]), c, _mm512_set1_ps(ml[2 * j + 1])),
+                          out),
+                    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+            }
+            continue;
+        }
         for (int j = 0; j < 4; j++) { /* dl * c - ml: low nibbles, then high */
             const uint8_t *q = b + 16 + 32 * j;
             const __m512i x0 = u8x16(load16(q)), x1 = u8x16(load16(q + 16));

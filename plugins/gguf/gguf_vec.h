@@ -96,6 +96,23 @@ ALWAYS_INLINE __m128i hi128(__m256i x) {
     return _mm256_extracti128_si256(x, 1);
 }
 
+/* Byte k of the result is 0xFF when bit k of `bits` is set. */
+ALWAYS_INLINE __m256i bits_to_bytes(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+}
+
+/* Low nibbles of the 16 bytes at q in lane 0 (bytes 0-15), their high
+ * nibbles in lane 1: the 32 codes of a 32-element block in output order. */
+ALWAYS_INLINE __m256i nibbles_lo_hi(const uint8_t *q) {
+    const __m256i v = _mm256_broadcastsi128_si256(load16(q));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
+                            _mm256_set1_epi8(15));
+}
+
 /* d * sc and dmin * mn for the 8 sub-blocks of a Q4_K / Q5_K super-block.
  * The 6-bit pairs are unpacked four at a time in 32-bit words (the bytes of
  * get_scale_min_k4), avoiding byte stores that a vector load would reread. */

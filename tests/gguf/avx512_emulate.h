@@ -29,6 +29,21 @@ static inline simde__m512i amn_emu_cvtepi8_epi32(simde__m128i a) {
     return simde__m512i_from_private(r);
 }
 
+static inline simde__m512i amn_emu_cvtepu8_epi16(simde__m256i a) {
+    simde__m256i_private x = simde__m256i_to_private(a);
+    simde__m512i_private r;
+    for (int i = 0; i < 32; i++) r.i16[i] = (int16_t)x.u8[i];
+    return simde__m512i_from_private(r);
+}
+
+/* vpmovdw: the low 16 bits of each dword. */
+static inline simde__m256i amn_emu_cvtepi32_epi16(simde__m512i a) {
+    simde__m512i_private x = simde__m512i_to_private(a);
+    simde__m256i_private r;
+    for (int i = 0; i < 16; i++) r.i16[i] = (int16_t)(uint16_t)(uint32_t)x.i32[i];
+    return simde__m256i_from_private(r);
+}
+
 /* (float) of an int32 rounds to nearest even, as vcvtdq2ps under the
  * default MXCSR. */
 static inline simde__m512 amn_emu_cvtepi32_ps(simde__m512i a) {
@@ -45,6 +60,10 @@ static inline simde__m512 amn_emu_cvtepi32_ps(simde__m512i a) {
 #define _mm512_cvtepu8_epi32 amn_emu_cvtepu8_epi32
 #undef _mm512_cvtepi8_epi32
 #define _mm512_cvtepi8_epi32 amn_emu_cvtepi8_epi32
+#undef _mm512_cvtepu8_epi16
+#define _mm512_cvtepu8_epi16 amn_emu_cvtepu8_epi16
+#undef _mm512_cvtepi32_epi16
+#define _mm512_cvtepi32_epi16 amn_emu_cvtepi32_epi16
 #undef _mm512_cvtepi32_ps
 #define _mm512_cvtepi32_ps amn_emu_cvtepi32_ps
 
