@@ -19,7 +19,10 @@
  * and friends) and times them in the same run, same method, both
  * destinations: the fair baseline.
  *
- *   gguf_bench [--quick] [--rounds N] [--simd scalar|avx2] [--ggml LIB] [TYPE...]
+ *   gguf_bench [--quick] [--rounds N] [--simd scalar|avx2|avx512] [--ggml LIB] [TYPE...]
+ *
+ * The path defaults to the best the CPU (and AMN_SIMD) offers; on the AVX-512
+ * path, the types without an AVX-512 kernel run their AVX2 one.
  */
 #include <ctype.h>
 #include <dlfcn.h>
@@ -189,7 +192,9 @@ int main(int argc, char **argv) {
             ggml_path = argv[++i];
         else if (strcmp(argv[i], "--simd") == 0 && i + 1 < argc) {
             const char *s = argv[++i];
-            level = strcmp(s, "scalar") == 0 ? AMN_SIMD_SCALAR : AMN_SIMD_AVX2;
+            level = strcmp(s, "scalar") == 0 ? AMN_SIMD_SCALAR
+                    : strcmp(s, "avx2") == 0 ? AMN_SIMD_AVX2
+                                             : AMN_SIMD_AVX512;
         } else if (n_only < 64)
             only[n_only++] = argv[i];
     }
