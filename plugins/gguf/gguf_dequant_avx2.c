@@ -477,7 +477,6 @@ ALWAYS_INLINE void q3_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
         scale16(dl, h2f(b + 108), q3k_scales(b + 96));
         if (out != OUT_F32) {
             /* Two sub-blocks of 16 per table: v + 4 in 0..7, and + 8. */
-            const __m256i second = _mm256_set_m128i(_mm_set1_epi8(8), _mm_setzero_si128());
             const __m256 codes = _mm256_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3);
             const __m256i hm = load32(b);
             for (int n = 0; n < 2; n++) {
@@ -487,13 +486,7 @@ ALWAYS_INLINE void q3_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const in
                     const lut16 t =
                         lut16_make(_mm256_mul_ps(_mm256_set1_ps(dl[is]), codes),
                                    _mm256_mul_ps(_mm256_set1_ps(dl[is + 1]), codes), out);
-                    const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + j)));
-                    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
-                    const __m256i c =
-                        _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3));
-                    const __m256i v4 =
-                        _mm256_or_si256(c, _mm256_and_si256(set, _mm256_set1_epi8(4)));
-                    lut16_emit32(dst, (size_t)(128 * n + 32 * j), t, _mm256_or_si256(v4, second));
+                    lut16_emit32(dst, (size_t)(128 * n + 32 * j), t, q3k_codes(hm, q, n, j));
                 }
             }
             continue;
@@ -636,36 +629,21 @@ ALWAYS_INLINE void scaled32_s4(uint8_t *dst, size_t at, __m256i x, float s0, flo
 }
 
 ALWAYS_INLINE void q6_k_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30),
-                  m32 = _mm256_set1_epi8(32);
     for (size_t i = 0; i < nb; i++, b += 210, dst += out ? 512 : 1024) {
         prefetch_block(b, 210, out);
         float ds[16]; /* (d * scale): ggml multiplies d by the scale first */
         scale16(ds, h2f(b + 208), load16(b + 192));
         for (int n = 0; n < 2; n++) {
-            const __m256i l0 = load32(b + 64 * n), l1 = load32(b + 64 * n + 32);
-            const __m256i qh = load32(b + 128 + 32 * n);
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                               _mm256_and_si256(qh, m30));
-            const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            __m256i q[4];
+            q6k_values(b, n, q);
             const float *s = ds + 8 * n;
             uint8_t *y = dst + (size_t)(128 * n) * (out ? 2 : 4);
-            if (out != OUT_F32) {
-                scaled32_s4(y, 0, _mm256_sub_epi8(q1, m32), s[0], s[1], out);
-                scaled32_s4(y, 32, _mm256_sub_epi8(q2, m32), s[2], s[3], out);
-                scaled32_s4(y, 64, _mm256_sub_epi8(q3, m32), s[4], s[5], out);
-                scaled32_s4(y, 96, _mm256_sub_epi8(q4, m32), s[6], s[7], out);
-                continue;
+            for (int k = 0; k < 4; k++) {
+                if (out != OUT_F32)
+                    scaled32_s4(y, (size_t)(32 * k), q[k], s[2 * k], s[2 * k + 1], out);
+                else
+                    scaled32(y, (size_t)(32 * k), q[k], s[2 * k], s[2 * k + 1], out);
             }
-            scaled32(y, 0, _mm256_sub_epi8(q1, m32), s[0], s[1], out);
-            scaled32(y, 32, _mm256_sub_epi8(q2, m32), s[2], s[3], out);
-            scaled32(y, 64, _mm256_sub_epi8(q3, m32), s[4], s[5], out);
-            scaled32(y, 96, _mm256_sub_epi8(q4, m32), s[6], s[7], out);
         }
     }
 }
@@ -1032,32 +1010,7 @@ void gguf_avx2_f32_to_f16(const float *src, uint8_t *dst, size_t n) {
 
 gguf_rows_fn gguf_avx2_kernel(uint32_t ggml_type) {
     switch (ggml_type) {
-    case GGUF_TYPE_Q4_0:
-        return q4_0;
-    case GGUF_TYPE_Q4_1:
-        return q4_1;
-    case GGUF_TYPE_Q5_0:
-        return q5_0;
-    case GGUF_TYPE_Q5_1:
-        return q5_1;
-    case GGUF_TYPE_Q8_0:
-        return q8_0;
-    case GGUF_TYPE_IQ4_NL:
-        return iq4_nl;
-    case GGUF_TYPE_MXFP4:
-        return mxfp4;
-    case GGUF_TYPE_Q2_K:
-        return q2_k;
-    case GGUF_TYPE_Q3_K:
-        return q3_k;
-    case GGUF_TYPE_Q4_K:
-        return q4_k;
-    case GGUF_TYPE_Q5_K:
-        return q5_k;
-    case GGUF_TYPE_Q6_K:
-        return q6_k;
-    case GGUF_TYPE_IQ4_XS:
-        return iq4_xs;
+        GGUF_VEC_COMMON_TYPES(GGUF_VEC_CASE)
     case GGUF_TYPE_IQ2_XXS:
         return iq2_xxs;
     case GGUF_TYPE_IQ2_XS:

@@ -32,6 +32,27 @@ enum { OUT_F32 = 0, OUT_BF16 = 1, OUT_BF16_NONAN = 2 };
             name##_impl(b, nb, dst, OUT_BF16);                                                     \
     }
 
+/* The types with a kernel on both vector paths, as X(GGUF_TYPE_ suffix,
+ * kernel): each path's table is a switch over this list (and, for AVX2,
+ * the types only it has). */
+#define GGUF_VEC_COMMON_TYPES(X)                                                                   \
+    X(Q4_0, q4_0)                                                                                  \
+    X(Q4_1, q4_1)                                                                                  \
+    X(Q5_0, q5_0)                                                                                  \
+    X(Q5_1, q5_1)                                                                                  \
+    X(Q8_0, q8_0)                                                                                  \
+    X(IQ4_NL, iq4_nl)                                                                              \
+    X(MXFP4, mxfp4)                                                                                \
+    X(Q2_K, q2_k)                                                                                  \
+    X(Q3_K, q3_k)                                                                                  \
+    X(Q4_K, q4_k)                                                                                  \
+    X(Q5_K, q5_k)                                                                                  \
+    X(Q6_K, q6_k)                                                                                  \
+    X(IQ4_XS, iq4_xs)
+#define GGUF_VEC_CASE(type, fn)                                                                    \
+    case GGUF_TYPE_##type:                                                                         \
+        return fn;
+
 /* True when the f16 at byte `off` of each of nb blocks of `size` bytes is
  * finite (exponent field not all ones). The early exit keeps the compiler
  * from vectorizing the scan with word inserts: as scalar code it runs on the
@@ -125,6 +146,36 @@ ALWAYS_INLINE void k4_scales(const uint8_t *b, float dl[8], float ml[8]) {
     const __m256 mnf = u8lo(_mm_cvtsi64_si128((long long)((uint64_t)mn_hi << 32 | mn_lo)));
     _mm256_storeu_ps(dl, _mm256_mul_ps(_mm256_set1_ps(h2f(b)), scf));
     _mm256_storeu_ps(ml, _mm256_mul_ps(_mm256_set1_ps(h2f(b + 2)), mnf));
+}
+
+/* The 128 six-bit values of half n of a Q6_K block, minus 32, as signed
+ * bytes: q[k] holds outputs 32k .. 32k + 31 of that half (low nibbles of ql
+ * plus two bits of qh each). */
+ALWAYS_INLINE void q6k_values(const uint8_t *b, int n, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30),
+                  m32 = _mm256_set1_epi8(32);
+    const __m256i l0 = load32(b + 64 * n), l1 = load32(b + 64 * n + 32);
+    const __m256i qh = load32(b + 128 + 32 * n);
+    q[0] =
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    q[1] =
+        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    q[2] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    for (int k = 0; k < 4; k++) q[k] = _mm256_sub_epi8(q[k], m32);
+}
+
+/* Table codes of 32 Q3_K outputs (two sub-blocks of 16, bit plane j of the
+ * 32 quant bytes q, hmask bit 4n + j of hm): v + 4 in 0..7 for the first 16,
+ * v + 12 for the next 16, where v = ((q >> 2j) & 3) - (hmask bit clear ? 4 : 0). */
+ALWAYS_INLINE __m256i q3k_codes(__m256i hm, __m256i q, int n, int j) {
+    const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + j)));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+    const __m256i c = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3));
+    const __m256i second = _mm256_set_m128i(_mm_set1_epi8(8), _mm_setzero_si128());
+    return _mm256_or_si256(_mm256_or_si256(c, _mm256_and_si256(set, _mm256_set1_epi8(4))), second);
 }
 
 /* The 16 six-bit Q3_K scales minus 32, as signed bytes (ggml's aux words). */
