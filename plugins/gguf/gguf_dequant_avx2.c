@@ -919,13 +919,6 @@ ROWS_FN(iq1_m, iq1m_finite(b, nb))
 
 /* ---- ternary ------------------------------------------------------------ */
 
-/* Base-3 digits of 16 bytes held in 16-bit lanes: ((x * p) & 255) * 3 >> 8,
- * in 0..2; p holds the power of 3 of each lane. */
-ALWAYS_INLINE __m256i tq1_digits(__m256i x16, __m256i p) {
-    const __m256i q = _mm256_and_si256(_mm256_mullo_epi16(x16, p), _mm256_set1_epi16(255));
-    return _mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8);
-}
-
 /* Store 16 digits t (16-bit lanes) as (float)(t - 1) * d. */
 ALWAYS_INLINE void tq1_emit16(uint8_t *dst, size_t at, __m256i t, __m256 d, const int out) {
     const __m256i v = _mm256_sub_epi16(t, _mm256_set1_epi16(1));

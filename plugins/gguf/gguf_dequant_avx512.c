@@ -1,14 +1,16 @@
-/* AVX-512 dequantizers (F, BW, VL, DQ) for the block types nearly every GGUF
- * download is made of: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the k-quants Q2_K to
- * Q6_K, IQ4_NL, IQ4_XS and MXFP4. The other types (IQ1/IQ2/IQ3, TQ1_0,
- * TQ2_0) keep their AVX2 kernels on AVX-512 machines: gguf_avx512_kernel
- * returns NULL for them and the caller falls back.
+/* AVX-512 dequantizers (F, BW, VL, DQ) for 15 of the 22 block types: Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0, the k-quants Q2_K to Q6_K, IQ4_NL, IQ4_XS, MXFP4,
+ * TQ1_0 and TQ2_0, which make up nearly every GGUF download. The grid types
+ * (IQ1_S, IQ1_M, IQ2_*, IQ3_*) keep their AVX2 kernels on AVX-512 machines:
+ * gguf_avx512_kernel returns NULL for them and the caller falls back.
  *
  * Same rules as gguf_dequant_avx2.c: the scalar operation order per element,
- * no FMA, no load past the block. Every output is computed directly, sixteen
- * lanes at a time; BF16 rounding tests the tie bit into a mask register and
- * one two-source word permute keeps the high halves of 32 results, so 32
- * BF16 outputs take one 64-byte store.
+ * no FMA, no load past the block. F32 outputs are computed directly, sixteen
+ * lanes at a time. BF16 outputs are too for Q8_0, Q5_K and Q6_K: the tie bit
+ * goes into a mask register and one two-source word permute keeps the high
+ * halves of 32 results, so 32 outputs take one 64-byte store; the types whose
+ * 32 outputs take at most 32 values round those once into a table instead
+ * and pick from it with one word permute (lut16, lut32).
  *
  * The tests run this file natively where the CPU has AVX-512 and, on any
  * AVX2 machine, built against SIMDe's portable AVX-512
@@ -449,9 +451,79 @@ ALWAYS_INLINE void iq4_xs_impl(const uint8_t *b, size_t nb, uint8_t *dst, const 
 }
 ROWS_FN(iq4_xs, f16_finite(b, nb, 136, 0))
 
+/* ---- ternary ------------------------------------------------------------ */
+
+/* Store 16 + 16 digits t (16-bit lanes, 0..2) as (float)(t - 1) * d: F32
+ * directly, BF16 by indexing the table with the digits as words. */
+ALWAYS_INLINE void tq1_emit32(uint8_t *dst, size_t at, __m256i ta, __m256i tb, __m512 d,
+                              __m512i table, const int out) {
+    if (out == OUT_F32) {
+        const __m512i one = _mm512_set1_epi32(1);
+        emit32(dst, at, _mm512_mul_ps(i32f(_mm512_sub_epi32(_mm512_cvtepu16_epi32(ta), one)), d),
+               _mm512_mul_ps(i32f(_mm512_sub_epi32(_mm512_cvtepu16_epi32(tb), one)), d), out);
+        return;
+    }
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(ta), tb, 1);
+    _mm512_storeu_si512(dst + 2 * at, _mm512_permutexvar_epi16(w, table));
+}
+
+ALWAYS_INLINE void tq1_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    /* The 4 qh bytes repeated for digits 0..3: those outputs are n-major. */
+    const __m256i qh_pow = _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
+    for (size_t i = 0; i < nb; i++, b += 54, dst += out ? 512 : 1024) {
+        const __m512 d = _mm512_set1_ps(h2f(b + 52));
+        const __m512i t =
+            out != OUT_F32 ? lut16(_mm512_mul_ps(ramp16(-1), d), out) : _mm512_setzero_si512();
+        const __m256i x0 = _mm256_cvtepu8_epi16(load16(b)),
+                      x1 = _mm256_cvtepu8_epi16(load16(b + 16));
+        const __m256i x2 = _mm256_cvtepu8_epi16(load16(b + 32));
+        const __m256i qh = _mm256_cvtepu8_epi16(_mm_set1_epi32((int)gguf_le32(b + 48)));
+        __m256i p = _mm256_set1_epi16(1), t2[6];
+        for (int n = 0; n < 5; n++) {
+            tq1_emit32(dst, (size_t)(32 * n), tq1_digits(x0, p), tq1_digits(x1, p), d, t, out);
+            t2[n] = tq1_digits(x2, p);
+            p = _mm256_mullo_epi16(p, _mm256_set1_epi16(3));
+        }
+        t2[5] = tq1_digits(qh, qh_pow);
+        for (int k = 0; k < 3; k++)
+            tq1_emit32(dst, (size_t)(160 + 32 * k), t2[2 * k], t2[2 * k + 1], d, t, out);
+    }
+}
+ROWS_FN(tq1_0, f16_finite(b, nb, 54, 52))
+
+ALWAYS_INLINE void tq2_0_impl(const uint8_t *b, size_t nb, uint8_t *dst, const int out) {
+    const __m512i m3 = _mm512_set1_epi32(3), one = _mm512_set1_epi32(1);
+    for (size_t i = 0; i < nb; i++, b += 66, dst += out ? 512 : 1024) {
+        const __m512 d = _mm512_set1_ps(h2f(b + 64)); /* (c - 1) * d */
+        const __m512i t =
+            out != OUT_F32 ? lut16(_mm512_mul_ps(ramp16(-1), d), out) : _mm512_setzero_si512();
+        for (int c = 0; c < 2; c++) {
+            const __m256i q = load32(b + 32 * c);
+            const __m512i x0 = u8x16(lo128(q)), x1 = u8x16(hi128(q));
+            for (int l = 0; l < 4; l++) {
+                const size_t at = (size_t)(128 * c + 32 * l);
+                if (out != OUT_F32) {
+                    lut_emit32(dst, at, t,
+                               _mm256_and_si256(_mm256_srli_epi16(q, 2 * l), _mm256_set1_epi8(3)));
+                    continue;
+                }
+                const __m512i c0 = _mm512_and_si512(_mm512_srli_epi32(x0, 2 * l), m3);
+                const __m512i c1 = _mm512_and_si512(_mm512_srli_epi32(x1, 2 * l), m3);
+                emit32(dst, at, _mm512_mul_ps(i32f(_mm512_sub_epi32(c0, one)), d),
+                       _mm512_mul_ps(i32f(_mm512_sub_epi32(c1, one)), d), out);
+            }
+        }
+    }
+}
+ROWS_FN(tq2_0, f16_finite(b, nb, 66, 64))
+
 gguf_rows_fn gguf_avx512_kernel(uint32_t ggml_type) {
     switch (ggml_type) {
         GGUF_VEC_COMMON_TYPES(GGUF_VEC_CASE)
+    case GGUF_TYPE_TQ1_0:
+        return tq1_0;
+    case GGUF_TYPE_TQ2_0:
+        return tq2_0;
     default:
         return NULL;
     }

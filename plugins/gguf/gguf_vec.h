@@ -178,6 +178,13 @@ ALWAYS_INLINE __m256i q3k_codes(__m256i hm, __m256i q, int n, int j) {
     return _mm256_or_si256(_mm256_or_si256(c, _mm256_and_si256(set, _mm256_set1_epi8(4))), second);
 }
 
+/* Base-3 digits of 16 bytes held in 16-bit lanes: ((x * p) & 255) * 3 >> 8,
+ * in 0..2; p holds the power of 3 of each lane. */
+ALWAYS_INLINE __m256i tq1_digits(__m256i x16, __m256i p) {
+    const __m256i q = _mm256_and_si256(_mm256_mullo_epi16(x16, p), _mm256_set1_epi16(255));
+    return _mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8);
+}
+
 /* The 16 six-bit Q3_K scales minus 32, as signed bytes (ggml's aux words). */
 ALWAYS_INLINE __m128i q3k_scales(const uint8_t *p) {
     const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;

@@ -36,6 +36,13 @@ static inline simde__m512i amn_emu_cvtepu8_epi16(simde__m256i a) {
     return simde__m512i_from_private(r);
 }
 
+static inline simde__m512i amn_emu_cvtepu16_epi32(simde__m256i a) {
+    simde__m256i_private x = simde__m256i_to_private(a);
+    simde__m512i_private r;
+    for (int i = 0; i < 16; i++) r.i32[i] = (int32_t)x.u16[i];
+    return simde__m512i_from_private(r);
+}
+
 /* vpmovdw: the low 16 bits of each dword. */
 static inline simde__m256i amn_emu_cvtepi32_epi16(simde__m512i a) {
     simde__m512i_private x = simde__m512i_to_private(a);
@@ -62,6 +69,8 @@ static inline simde__m512 amn_emu_cvtepi32_ps(simde__m512i a) {
 #define _mm512_cvtepi8_epi32 amn_emu_cvtepi8_epi32
 #undef _mm512_cvtepu8_epi16
 #define _mm512_cvtepu8_epi16 amn_emu_cvtepu8_epi16
+#undef _mm512_cvtepu16_epi32
+#define _mm512_cvtepu16_epi32 amn_emu_cvtepu16_epi32
 #undef _mm512_cvtepi32_epi16
 #define _mm512_cvtepi32_epi16 amn_emu_cvtepi32_epi16
 #undef _mm512_cvtepi32_ps
