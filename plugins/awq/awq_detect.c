@@ -10,7 +10,7 @@
 
 #include "amn/checked.h"
 #include "awq_plan.h"
-#include "quant_common.h"
+#include "amn/kit/quant_common.h"
 
 void awq_plan_free(void *plan) {
     awq_plan *p = plan;

@@ -3,7 +3,7 @@
 
 #include "amn/error.h"
 #include "awq_kernels.h"
-#include "quant_common.h"
+#include "amn/kit/quant_common.h"
 
 float awq_scale(const awq_layout *l, uint64_t g, uint64_t o) {
     return quant_scale_at(l->scales, l->stype, g * l->out + o);

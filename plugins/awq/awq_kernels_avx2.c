@@ -20,7 +20,7 @@
 
 #include "amn/error.h"
 #include "awq_kernels.h"
-#include "quant_store_avx2.h"
+#include "amn/kit/store_avx2.h"
 
 /* ---- arithmetic path: groups that change inside a run of 32 inputs ---- */
 

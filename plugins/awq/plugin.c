@@ -2,7 +2,7 @@
  * to nn.Linear's [out_features, in_features]. */
 #include "amn/plugin.h"
 #include "amn/simd.h"
-#include "quant_common.h"
+#include "amn/kit/quant_common.h"
 #include "awq_kernels.h"
 #include "awq_plan.h"
 

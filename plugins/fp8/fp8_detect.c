@@ -12,7 +12,7 @@
 
 #include "amn/checked.h"
 #include "fp8_plan.h"
-#include "quant_common.h"
+#include "amn/kit/quant_common.h"
 
 void fp8_plan_free(void *plan) {
     fp8_plan *p = plan;

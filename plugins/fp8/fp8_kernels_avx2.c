@@ -8,7 +8,7 @@
 #include <immintrin.h>
 
 #include "fp8_kernels.h"
-#include "quant_store_avx2.h"
+#include "amn/kit/store_avx2.h"
 
 /* 8 E4M3 bytes (zero-extended to 16-bit lanes) -> their values, NaN excluded. */
 static inline __m256 e4m3x8(__m128i b) {

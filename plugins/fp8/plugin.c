@@ -4,7 +4,7 @@
 
 #include "amn/plugin.h"
 #include "amn/simd.h"
-#include "quant_common.h"
+#include "amn/kit/quant_common.h"
 #include "fp8_kernels.h"
 #include "fp8_plan.h"
 

@@ -11,7 +11,7 @@
 
 #include "amn/checked.h"
 #include "gptq_plan.h"
-#include "quant_common.h"
+#include "amn/kit/quant_common.h"
 
 void gptq_plan_free(void *plan) {
     gptq_plan *p = plan;

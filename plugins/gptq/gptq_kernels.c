@@ -4,7 +4,7 @@
 
 #include "amn/error.h"
 #include "gptq_kernels.h"
-#include "quant_common.h"
+#include "amn/kit/quant_common.h"
 
 /* Field of `bits` bits at bit position pos of a stream of 32-bit words that
  * lie `stride` bytes apart. */

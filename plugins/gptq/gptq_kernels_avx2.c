@@ -14,7 +14,7 @@
 
 #include "amn/error.h"
 #include "gptq_kernels.h"
-#include "quant_store_avx2.h"
+#include "amn/kit/store_avx2.h"
 
 #define AB 8 /* output rows per block: the lanes */
 

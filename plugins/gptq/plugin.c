@@ -2,7 +2,7 @@
  * scales, g_idx), dequantized to nn.Linear's [out_features, in_features]. */
 #include "amn/plugin.h"
 #include "amn/simd.h"
-#include "quant_common.h"
+#include "amn/kit/quant_common.h"
 #include "gptq_kernels.h"
 #include "gptq_plan.h"
 

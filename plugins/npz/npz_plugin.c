@@ -11,7 +11,7 @@
 #include "amn/plugin.h"
 
 #include "npy_header.h"
-#include "zip_reader.h"
+#include "amn/kit/zip_reader.h"
 
 #define NPZ_NAME_MAX 4096
 

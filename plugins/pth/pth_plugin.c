@@ -13,7 +13,7 @@
 #include "amn/plugin.h"
 
 #include "pickle_vm.h"
-#include "zip_reader.h"
+#include "amn/kit/zip_reader.h"
 
 #define PTH_NAME_MAX 4096
 #define NOTE_MAX     256

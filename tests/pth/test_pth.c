@@ -5,7 +5,7 @@
 #include "../npz/zip_test_util.h"
 
 #include "pickle_vm.h"
-#include "zip_reader.h"
+#include "amn/kit/zip_reader.h"
 
 static void test_reference(void **state) {
     (void)state;

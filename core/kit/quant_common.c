@@ -11,7 +11,7 @@
 
 #include "amn/checked.h"
 #include "amn/io.h"
-#include "quant_common.h"
+#include "amn/kit/quant_common.h"
 
 /* A config file is a few kilobytes; anything near this is not one. */
 #define QC_MAX_FILE (4u << 20)

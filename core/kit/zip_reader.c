@@ -1,7 +1,7 @@
 /* zip_reader.c — end records, central directory (ZIP64 included), local
  * headers and raw inflate, with every offset and size checked against the
  * file before it is used. */
-#include "zip_reader.h"
+#include "amn/kit/zip_reader.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* Storing 8 binary32 lanes as F32, F16 or BF16 with the exact bytes of the
  * scalar conversions in amn/dtype.h. Include only from files built with the
- * AVX2 flags (-mavx2 -mf16c). Shared by the gptq, awq and fp8 kernels. */
+ * AVX2 flags (-mavx2 -mf16c). Plugin kit: shared by the scheme kernels. */
 #ifndef AMN_QUANT_STORE_AVX2_H
 #define AMN_QUANT_STORE_AVX2_H
 

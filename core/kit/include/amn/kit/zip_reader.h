@@ -1,5 +1,5 @@
-/* zip_reader.h — a bounds-checked ZIP central-directory reader shared by the
- * npz and pth plugins (compiled into both modules).
+/* amn/kit/zip_reader.h — plugin kit: a bounds-checked ZIP central-directory
+ * reader shared by the npz and pth plugins.
  *
  * Why not libarchive: both formats want stored members as zero-copy views
  * into the core's mapping, which needs each member's exact data offset; and

@@ -1,5 +1,5 @@
-/* Helpers shared by the gptq, awq and fp8 plugins (each compiles
- * quant_common.c into itself): the quantization settings a Hugging Face model
+/* amn/kit/quant_common.h — plugin kit: helpers of the quant-scheme plugins
+ * (gptq, awq, fp8, ...): the quantization settings a Hugging Face model
  * keeps beside its weights (config.json "quantization_config", GPTQ's
  * quantize_config.json, AutoAWQ's quant_config.json), which packing a
  * qweight follows, and tensor checks. */
