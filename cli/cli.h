@@ -29,9 +29,12 @@ typedef struct cli_args {
     const char *from;
     bool json, force, full;
     unsigned threads;
-    const char *kv[64];
-    size_t n_kv;
-    const char *metadata_file;
+    /* Writer options "KEY=VALUE" (--opt; --gguf-kv V is kv=V, --gguf-metadata
+     * F is metadata=F), their text in opt_text. */
+    const char *opts[64];
+    size_t n_opts;
+    char opt_text[16384];
+    size_t opt_used;
 } cli_args;
 
 int cli_exit_code(int amn_code);

@@ -60,8 +60,8 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
      * output dtype is asked for; everything else casts floats on convert. */
     const amn_format *in_fmt = amn_ctx_find_format(ctx, amn_model_format(m));
     const bool lossless_input = in_fmt && (amn_format_flags(in_fmt) & AMN_FORMAT_LOSSLESS);
-    amn_mode mode = convert && !(lossless_input && !a->out_dtype) ? AMN_MODE_CONVERT
-                                                                  : AMN_MODE_REMEMBER;
+    amn_mode mode =
+        convert && !(lossless_input && !a->out_dtype) ? AMN_MODE_CONVERT : AMN_MODE_REMEMBER;
     amn_plan_summary s;
     amn_plan_summarize(p, out, &s);
     const char *output = a->output;
@@ -96,9 +96,8 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
         .output = output,
         .overwrite = a->force,
         .threads = a->threads,
-        .kv_overrides = a->kv,
-        .n_kv_overrides = a->n_kv,
-        .metadata_file = a->metadata_file,
+        .options = a->opts,
+        .n_options = a->n_opts,
     };
     amn_convert_stats st;
     rc = amn_convert(ctx, m, p, &o, &st, &err);

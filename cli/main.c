@@ -14,7 +14,8 @@ static const char usage_main[] =
     "  remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
     "                                      dequantize to safetensors (alias: dequantize)\n"
     "  convert FILE --to TARGET [--out-dtype bf16|f16|f32] [-o OUT] [--force]\n"
-    "          [--threads N] [--gguf-kv KEY=VALUE]... [--gguf-metadata FILE.json]\n"
+    "          [--threads N] [--opt KEY=VALUE]... [--gguf-kv KEY=VALUE]...\n"
+    "          [--gguf-metadata FILE.json]\n"
     "                                      any readable input to any writable target\n"
     "  plugins                             loaded plugins, formats, schemes, matrix\n"
     "\n"
@@ -40,10 +41,14 @@ static const struct {
      "--force; the input is never overwritten.\n"},
     {"convert", NULL,
      "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32] [-o OUT] [--force]\n"
-     "                   [--threads N] [--gguf-kv KEY=VALUE]... [--gguf-metadata FILE]\n"
+     "                   [--threads N] [--opt KEY=VALUE]... [--gguf-kv KEY=VALUE]...\n"
+     "                   [--gguf-metadata FILE]\n"
      "Convert FILE to TARGET (a format name such as safetensors or gguf; bf16 means\n"
      "safetensors). Quantized weights are dequantized and every floating tensor is\n"
-     "cast to --out-dtype (default bf16); integer and bool tensors are copied.\n"},
+     "cast to --out-dtype (default bf16); integer and bool tensors are copied.\n"
+     "--opt KEY=VALUE passes an option to TARGET's writer (repeatable; `amn plugins`\n"
+     "lists each writer's options; any other key is an error). --gguf-kv KEY=VALUE\n"
+     "is --opt kv=KEY=VALUE and --gguf-metadata FILE is --opt metadata=FILE.\n"},
     {"plugins", NULL,
      "usage: amn plugins\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"
@@ -103,6 +108,24 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg) {
     return EXIT_USAGE;
 }
 
+/* --opt KEY=VALUE as it is; --gguf-kv V and --gguf-metadata F are the GGUF
+ * writer's options kv=V and metadata=F. */
+static int add_option(cli_args *a, const char *flag, const char *value) {
+    const char *prefix = strcmp(flag, "--gguf-kv") == 0         ? "kv="
+                         : strcmp(flag, "--gguf-metadata") == 0 ? "metadata="
+                                                                : "";
+    if (strcmp(flag, "--gguf-metadata") != 0 && !strchr(value, '='))
+        return usage_error(a->command, "%s: want KEY=VALUE", value);
+    const size_t need = strlen(prefix) + strlen(value) + 1;
+    if (a->n_opts == sizeof a->opts / sizeof *a->opts || need > sizeof a->opt_text - a->opt_used)
+        return usage_error(a->command, "too many options (at %s)", flag);
+    char *dst = a->opt_text + a->opt_used;
+    snprintf(dst, need, "%s%s", prefix, value);
+    a->opt_used += need;
+    a->opts[a->n_opts++] = dst;
+    return EXIT_OK;
+}
+
 static int parse_args(int argc, char **argv, int first, cli_args *a) {
     for (int i = first; i < argc; i++) {
         const char *s = argv[i];
@@ -130,16 +153,11 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
         } else if (strcmp(s, "--from") == 0) {
             NEED_VALUE();
             a->from = next;
-        } else if (strcmp(s, "--gguf-metadata") == 0) {
+        } else if (strcmp(s, "--opt") == 0 || strcmp(s, "--gguf-kv") == 0 ||
+                   strcmp(s, "--gguf-metadata") == 0) {
             NEED_VALUE();
-            a->metadata_file = next;
-        } else if (strcmp(s, "--gguf-kv") == 0) {
-            NEED_VALUE();
-            if (!strchr(next, '='))
-                return usage_error(a->command, "--gguf-kv %s: want KEY=VALUE", next);
-            if (a->n_kv == sizeof a->kv / sizeof *a->kv)
-                return usage_error(a->command, "too many %s", "--gguf-kv");
-            a->kv[a->n_kv++] = next;
+            int rc = add_option(a, s, next);
+            if (rc) return rc;
         } else if (strcmp(s, "--threads") == 0) {
             NEED_VALUE();
             char *end;

@@ -24,6 +24,13 @@ int cmd_plugins(const amn_ctx *ctx, const cli_args *a) {
             const amn_format *f = pi.formats[k];
             printf("               format %-12s [%s%s%s] %s\n", f->name, f->open ? "read " : "",
                    f->inspect ? "inspect " : "", f->writer ? "write" : "", f->description);
+            const char *const *opts = f->writer && AMN_HAS_FIELD(f->writer, amn_writer, options)
+                                          ? f->writer->options
+                                          : NULL;
+            for (size_t o = 0; opts && opts[o]; o++)
+                printf("%s%s%s",
+                       o ? ", " : "                      writer options (--opt): ", opts[o],
+                       opts[o + 1] ? "" : "\n");
         }
         for (size_t k = 0; k < pi.n_resolvers; k++)
             printf("               input  %-12s %s\n", pi.resolvers[k]->scheme,

@@ -2,12 +2,14 @@
  * chunks (dequantized by its scheme on worker threads, cast, or copied
  * straight from the mapping) -> writer trailer -> atomic rename. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "amn/checked.h"
 #include "amn/convert.h"
+#include "abi_internal.h"
 #include "io_internal.h"
 #include "plan_internal.h"
 
@@ -284,7 +286,8 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
                 d != AMN_DTYPE_F8_E5M2)
                 d = out;
             e[k] = (out_entry){.tensor = i, .group = -1, .dtype = d};
-            e[k].out = (amn_out_tensor){.name = t->name,
+            e[k].out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
+                                        .name = t->name,
                                         .dtype = d,
                                         .ndim = t->ndim,
                                         .encoding = t->encoding,
@@ -308,7 +311,10 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
         uint64_t numel = 1;
         for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d];
         e[k] = (out_entry){.tensor = i, .group = gi, .dtype = out};
-        e[k].out = (amn_out_tensor){.name = g->spec.out_name, .dtype = out, .ndim = g->spec.ndim};
+        e[k].out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
+                                    .name = g->spec.out_name,
+                                    .dtype = out,
+                                    .ndim = g->spec.ndim};
         memcpy(e[k].out.shape, g->spec.shape, sizeof g->spec.shape);
         if (!amn_mul_u64(numel, amn_dtype_size(out), &e[k].out.nbytes)) {
             free(e);
@@ -318,6 +324,51 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
     }
     *entries = e;
     *n_out = k;
+    return AMN_OK;
+}
+
+/* Split "KEY=VALUE" writer options into keys and values (one allocation,
+ * *keys then *values), refusing keys the writer does not declare. */
+static int split_options(const amn_format *f, const amn_convert_options *o, const char ***keys,
+                         const char ***values, amn_error *err) {
+    *keys = *values = NULL;
+    if (!o->n_options) return AMN_OK;
+    const char *const *accepted = amni_writer_options(f->writer);
+    size_t bytes = 0;
+    for (size_t i = 0; i < o->n_options; i++) {
+        const char *opt = o->options[i], *eq = opt ? strchr(opt, '=') : NULL;
+        if (!eq || eq == opt)
+            return amn_error_set(err, AMN_E_INVALID, "option '%s': want KEY=VALUE",
+                                 opt ? opt : "(null)");
+        bool known = false;
+        for (size_t k = 0; accepted && accepted[k] && !known; k++)
+            known = strlen(accepted[k]) == (size_t)(eq - opt) &&
+                    strncmp(accepted[k], opt, (size_t)(eq - opt)) == 0;
+        if (!known) {
+            char list[256] = "";
+            for (size_t k = 0; accepted && accepted[k]; k++) {
+                size_t used = strlen(list);
+                snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", accepted[k]);
+            }
+            return amn_error_set(err, AMN_E_INVALID,
+                                 "unknown option '%.*s' for format %s (it accepts %s)",
+                                 (int)(eq - opt), opt, f->name, list[0] ? list : "none");
+        }
+        bytes += (size_t)(eq - opt) + 1;
+    }
+    char **kv = malloc(2 * o->n_options * sizeof *kv + bytes);
+    if (!kv) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    char *text = (char *)(kv + 2 * o->n_options);
+    for (size_t i = 0; i < o->n_options; i++) {
+        const char *opt = o->options[i], *eq = strchr(opt, '=');
+        memcpy(text, opt, (size_t)(eq - opt));
+        text[eq - opt] = '\0';
+        kv[i] = text;
+        kv[o->n_options + i] = (char *)eq + 1;
+        text += (eq - opt) + 1;
+    }
+    *keys = (const char **)kv;
+    *values = (const char **)kv + o->n_options;
     return AMN_OK;
 }
 
@@ -334,12 +385,16 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: no loaded plugin writes %s; install the amn-%s plugin",
                              target, target);
-    int rc = amni_plan_check_unclaimed(p, m, err);
-    if (rc) return rc;
+    const char **opt_keys, **opt_values;
+    int rc = split_options(f, o, &opt_keys, &opt_values, err);
+    if (!rc) rc = amni_plan_check_unclaimed(p, m, err);
     out_entry *entries = NULL;
     size_t n_out = 0;
-    rc = build_outputs(p, m, o, out, &entries, &n_out, err);
-    if (rc) return rc;
+    if (!rc) rc = build_outputs(p, m, o, out, &entries, &n_out, err);
+    if (rc) {
+        free(opt_keys);
+        return rc;
+    }
     for (size_t k = 0; k < n_out; k++)
         if (!(f->writer->dtypes & (1ull << entries[k].dtype))) {
             rc =
@@ -349,9 +404,10 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
                                   ? entries[k].out.encoding_name
                                   : amn_dtype_name(entries[k].dtype));
             free(entries);
+            free(opt_keys);
             return rc;
         }
-    amn_out_tensor *outs = calloc(n_out ? n_out : 1, sizeof *outs);
+    const amn_out_tensor **outs = calloc(n_out ? n_out : 1, sizeof *outs);
     size_t *order = calloc(n_out ? n_out : 1, sizeof *order);
     unsigned threads = o->threads ? o->threads : default_threads();
     if (threads > MAX_THREADS) threads = MAX_THREADS;
@@ -372,22 +428,23 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     uint8_t *buf = malloc(2 * buf_size);
     uint8_t *bufs[2] = {buf, buf ? buf + buf_size : NULL};
     if (!outs || !order || !buf) {
-        free(entries), free(outs), free(order), free(buf);
+        free(entries), free(outs), free(order), free(buf), free(opt_keys);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
-    for (size_t k = 0; k < n_out; k++) outs[k] = entries[k].out, order[k] = k;
+    for (size_t k = 0; k < n_out; k++) outs[k] = &entries[k].out, order[k] = k;
     const char *inputs[1] = {amn_model_path(m)};
     amn_sink *sink = NULL;
     void *state = NULL;
     rc = amn_sink_open(o->output, o->overwrite, inputs, inputs[0] ? 1 : 0, &sink, err);
-    amn_write_args wa = {.path = o->output,
+    amn_write_args wa = {.struct_size = sizeof wa,
+                         .path = o->output,
                          .sink = sink,
                          .tensors = outs,
                          .n_tensors = n_out,
                          .source = m,
-                         .kv_overrides = o->kv_overrides,
-                         .n_kv_overrides = o->n_kv_overrides,
-                         .metadata_file = o->metadata_file};
+                         .option_keys = opt_keys,
+                         .option_values = opt_values,
+                         .n_options = o->n_options};
     bool begun = false;
     pool pl;
     pool_init(&pl, threads);
@@ -395,7 +452,7 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     if (!rc) {
         begun = true;
         uint64_t total = amn_sink_tell(sink);
-        for (size_t k = 0; k < n_out; k++) amn_add_u64(total, outs[k].nbytes, &total);
+        for (size_t k = 0; k < n_out; k++) amn_add_u64(total, outs[k]->nbytes, &total);
         amn_sink_reserve(sink, total);
     }
     for (size_t k = 0; !rc && k < n_out; k++) {
@@ -435,7 +492,7 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     }
     for (size_t i = 0; i < p->cs.n_tensors; i++)
         if (p->cs.role[i] == AMN_ROLE_ACT_SCALE) st.dropped++;
-    free(entries), free(outs), free(order), free(buf);
+    free(entries), free(outs), free(order), free(buf), free(opt_keys);
     if (!rc && stats) *stats = st;
     return rc;
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi_internal.h"
 #include "io_internal.h"
 #include "util_internal.h"
 #include "amn/checked.h"
@@ -133,7 +134,14 @@ int64_t amn_model_find(const amn_model *m, const char *name) {
     return -1;
 }
 
-int amn_model_add_tensor(amn_model *m, const amn_tensor *t, amn_error *err) {
+int amn_model_add_tensor(amn_model *m, const amn_tensor *in, amn_error *err) {
+    if (in->struct_size < AMNI_TENSOR_SIZE_2_0)
+        return amn_error_set(err, AMN_E_INVALID,
+                             "tensor struct_size %u is smaller than plugin ABI 2.0's (%zu)",
+                             in->struct_size, (size_t)AMNI_TENSOR_SIZE_2_0);
+    amn_tensor full;
+    amni_copy_sized(&full, sizeof full, in);
+    const amn_tensor *t = &full;
     if (!t->name || !*t->name) return amn_error_set(err, AMN_E_PARSE, "tensor with an empty name");
     if (amn_model_find(m, t->name) >= 0)
         return amn_error_set(err, AMN_E_PARSE, "duplicate tensor name %s", t->name);

@@ -5,15 +5,33 @@
 #include <sys/stat.h>
 
 #include "amn/context.h"
+#include "abi_internal.h"
 #include "registry_internal.h"
 
 void amn_limits_default(amn_limits *l) {
+    l->struct_size = sizeof *l;
     l->max_header_bytes = 100ull << 20;
     l->max_tensors = 1ull << 20;
     l->max_string = 16ull << 20;
     l->max_array = 1ull << 26;
     l->max_depth = 64;
     l->max_alloc = 64ull << 30;
+}
+
+/* The caller's limits over the defaults: the fields its struct_size covers
+ * (an application built against an older header passes a smaller struct). */
+static int effective_limits(const amn_limits *in, amn_limits *out, amn_error *err) {
+    amn_limits_default(out);
+    if (!in) return AMN_OK;
+    if (in->struct_size < AMNI_LIMITS_SIZE_2_0)
+        return amn_error_set(err, AMN_E_INVALID,
+                             "amn_limits struct_size %u is too small; fill it with "
+                             "amn_limits_default",
+                             in->struct_size);
+    const size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
+    memcpy(out, in, n); /* fields past the caller's struct keep their defaults */
+    out->struct_size = sizeof *out;
+    return AMN_OK;
 }
 
 static bool ext_matches(const char *path, const char *exts) {
@@ -87,7 +105,8 @@ static int choose(const amn_ctx *ctx, const amn_probe_data *pd, const char *from
 static int detect_impl(const amn_ctx *ctx, const amn_source *src, const char *path, bool is_dir,
                        const char *from, const amn_format **out, amn_error *err) {
     static const uint8_t none[AMN_PROBE_PADDING];
-    amn_probe_data pd = {.path = path, .head = none, .tail = none, .is_directory = is_dir};
+    amn_probe_data pd = {
+        .struct_size = sizeof pd, .path = path, .head = none, .tail = none, .is_directory = is_dir};
     uint8_t *head = NULL, *tail = NULL;
     int rc = AMN_OK;
     if (src) {
@@ -164,13 +183,11 @@ static int finish_model(amn_model *m, const amn_format *f, const char *path, amn
 int amn_open(const amn_ctx *ctx, const char *path, const char *from, const amn_limits *limits,
              amn_model **out, amn_error *err) {
     *out = NULL;
-    amn_limits def;
-    if (!limits) {
-        amn_limits_default(&def);
-        limits = &def;
-    }
+    amn_limits lim;
+    int rc = effective_limits(limits, &lim, err);
+    if (rc) return rc;
     const amn_format *f;
-    int rc = amn_ctx_detect(ctx, path, from, &f, err);
+    rc = amn_ctx_detect(ctx, path, from, &f, err);
     if (rc) return rc;
     if (!f->open)
         return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: format %s cannot be read",
@@ -179,7 +196,7 @@ int amn_open(const amn_ctx *ctx, const char *path, const char *from, const amn_l
     amn_map *map = NULL;
     if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode) && (rc = amn_map_open(path, &map, err)))
         return rc;
-    amn_open_args a = {.path = path, .map = map, .limits = limits};
+    amn_open_args a = {.struct_size = sizeof a, .path = path, .map = map, .limits = &lim};
     amn_model *m = NULL;
     rc = f->open(&a, &m, err);
     if (rc || !m) {
@@ -204,18 +221,16 @@ int amn_inspect_source(const amn_ctx *ctx, const amn_source *src, const char *pa
                        const char *from, const amn_limits *limits, amn_model **out,
                        amn_error *err) {
     *out = NULL;
-    amn_limits def;
-    if (!limits) {
-        amn_limits_default(&def);
-        limits = &def;
-    }
+    amn_limits lim;
+    int rc = effective_limits(limits, &lim, err);
+    if (rc) return rc;
     const amn_format *f;
-    int rc = detect_impl(ctx, src, path ? path : src->name, false, from, &f, err);
+    rc = detect_impl(ctx, src, path ? path : src->name, false, from, &f, err);
     if (rc) return rc;
     if (!f->inspect)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: format %s has no header-only inspection", f->name);
-    amn_inspect_args a = {.src = src, .path = path, .limits = limits};
+    amn_inspect_args a = {.struct_size = sizeof a, .src = src, .path = path, .limits = &lim};
     amn_model *m = NULL;
     if ((rc = f->inspect(&a, &m, err))) return rc;
     if (!m) return amn_error_set(err, AMN_E_PARSE, "format %s returned no model", f->name);
@@ -239,12 +254,9 @@ int amn_inspect(const amn_ctx *ctx, const char *path, const char *from, const am
         if (!f->inspect)
             return amn_error_set(err, AMN_E_UNSUPPORTED,
                                  "unsupported: format %s has no header-only inspection", f->name);
-        amn_limits def;
-        if (!limits) {
-            amn_limits_default(&def);
-            limits = &def;
-        }
-        amn_inspect_args a = {.src = NULL, .path = path, .limits = limits};
+        amn_limits lim;
+        if ((rc = effective_limits(limits, &lim, err))) return rc;
+        amn_inspect_args a = {.struct_size = sizeof a, .src = NULL, .path = path, .limits = &lim};
         amn_model *m = NULL;
         if ((rc = f->inspect(&a, &m, err))) return rc;
         if ((rc = finish_model(m, f, path, err))) {

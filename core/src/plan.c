@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi_internal.h"
 #include "util_internal.h"
 #include "amn/checked.h"
 #include "plan_internal.h"
@@ -17,7 +18,16 @@ static void free_group(group *g) {
     free((char *)g->spec.label);
 }
 
-int amn_claimset_add(amn_claimset *cs, const amn_group_spec *g, amn_error *err) {
+int amn_claimset_add(amn_claimset *cs, const amn_group_spec *in, amn_error *err) {
+    if (in->struct_size < AMNI_GROUP_SPEC_SIZE_2_0) {
+        /* Too small to trust even plan_free: the plan cannot be released. */
+        return amn_error_set(err, AMN_E_INVALID,
+                             "group struct_size %u is smaller than plugin ABI 2.0's (%zu)",
+                             in->struct_size, (size_t)AMNI_GROUP_SPEC_SIZE_2_0);
+    }
+    amn_group_spec full;
+    amni_copy_sized(&full, sizeof full, in);
+    const amn_group_spec *g = &full;
     group ng = {.spec = *g, .scheme = cs->current};
     ng.spec.out_name = NULL;
     ng.spec.label = NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "abi_internal.h"
 #include "util_internal.h"
 #include "amn/plugin.h"
 #include "amn/version.h"
@@ -24,11 +25,12 @@ struct amn_registrar {
     char reason[256];
 };
 
-/* The v1 layout ends with init; a descriptor smaller than that is unusable. */
-#define DESC_V1_SIZE   (offsetof(amn_plugin_desc, init) + sizeof(void *))
-#define FORMAT_V1_SIZE (offsetof(amn_format, writer) + sizeof(void *))
-#define SCHEME_V1_SIZE (offsetof(amn_scheme, dequantize) + sizeof(void *))
-#define WRITER_V1_SIZE (offsetof(amn_writer, abort) + sizeof(void *))
+/* The smallest layouts the core accepts (every slot a plugin must fill);
+ * later slots are read only when a vtable's struct_size covers them. */
+#define DESC_MIN_SIZE   AMNI_SIZE_TO(amn_plugin_desc, init)
+#define FORMAT_MIN_SIZE AMNI_SIZE_TO(amn_format, writer)
+#define SCHEME_MIN_SIZE AMNI_SIZE_TO(amn_scheme, dequantize)
+#define WRITER_MIN_SIZE AMNI_SIZE_TO(amn_writer, abort)
 
 static bool push(void *arrp, size_t *n, size_t *cap, const void *item) {
     const void ***arr = arrp;
@@ -74,14 +76,17 @@ static int reject(amn_registrar *r, const char *why, const char *name) {
 
 int amn_register_format(amn_registrar *r, const amn_format *f) {
     if (!r || !f) return AMN_E_INVALID;
-    if (f->struct_size < FORMAT_V1_SIZE) return reject(r, "format vtable too small", NULL);
+    if (f->struct_size < FORMAT_MIN_SIZE) return reject(r, "format vtable too small", NULL);
     if (!valid_name(f->name)) return reject(r, "invalid format name", f->name);
     if (!f->probe) return reject(r, "format without probe", f->name);
     if (!f->open && !f->inspect && !f->writer)
         return reject(r, "format with neither reader nor writer", f->name);
-    if (f->writer && (f->writer->struct_size < WRITER_V1_SIZE || !f->writer->begin ||
+    if (f->writer && (f->writer->struct_size < WRITER_MIN_SIZE || !f->writer->begin ||
                       !f->writer->finish || !f->writer->abort))
         return reject(r, "incomplete writer", f->name);
+    const char *const *opts = amni_writer_options(f->writer);
+    for (size_t i = 0; opts && opts[i]; i++)
+        if (i >= 64 || !valid_name(opts[i])) return reject(r, "invalid writer option", opts[i]);
     if (format_taken(r, f->name)) return reject(r, "format already registered", f->name);
     if (!push(&r->formats, &r->n_formats, &r->cap_formats, f)) return AMN_E_NOMEM;
     return AMN_OK;
@@ -89,7 +94,7 @@ int amn_register_format(amn_registrar *r, const amn_format *f) {
 
 int amn_register_scheme(amn_registrar *r, const amn_scheme *s) {
     if (!r || !s) return AMN_E_INVALID;
-    if (s->struct_size < SCHEME_V1_SIZE) return reject(r, "scheme vtable too small", NULL);
+    if (s->struct_size < SCHEME_MIN_SIZE) return reject(r, "scheme vtable too small", NULL);
     if (!valid_name(s->name)) return reject(r, "invalid scheme name", s->name);
     if (!s->detect || !s->dequantize) return reject(r, "scheme without detect/dequantize", s->name);
     if (scheme_taken(r, s->name)) return reject(r, "scheme already registered", s->name);
@@ -155,7 +160,7 @@ static int admit(amn_ctx *ctx, plugin_rec *rec, const amn_plugin_desc *d, const 
     }
     rec->abi_major = d->abi_major;
     rec->abi_minor = d->abi_minor;
-    if (d->desc_size < DESC_V1_SIZE || !d->init || !d->name || !d->version || !d->description ||
+    if (d->desc_size < DESC_MIN_SIZE || !d->init || !d->name || !d->version || !d->description ||
         !d->license) {
         set_status(rec, "rejected", "incomplete descriptor");
         return -1;
@@ -280,10 +285,14 @@ static void load_dir(amn_ctx *ctx, const char *dir) {
             if (probe) dlclose(probe);
             continue;
         }
-        const amn_plugin_desc *desc = lt_dlsym(h, "amn_plugin_v1");
+        /* The descriptor's name carries the ABI major: a module of another
+         * major is told apart without reading any of its data. */
+        const amn_plugin_desc *desc = lt_dlsym(h, "amn_plugin_v2");
         if (!desc) {
-            const char *why = "no amn_plugin_v1 descriptor (not an amn plugin of this ABI)";
-            if (lt_dlsym(h, "amn_plugin_v2")) why = "built for plugin ABI 2, this amn speaks 1";
+            const char *why = "no amn_plugin_v2 descriptor (not an amn plugin)";
+            if (lt_dlsym(h, "amn_plugin_v1"))
+                why = "built for plugin ABI 1 (before 2.0 settled the struct layouts), this amn "
+                      "speaks 2; rebuild it";
             set_status(rec, "rejected", why);
             lt_dlclose(h);
             continue;

@@ -162,7 +162,8 @@ static int claim_layer(const amn_model *m, amn_claimset *cs, const quant_config 
         awq_plan_free(p);
         return rc;
     }
-    amn_group_spec g = {.out_name = p->name,
+    amn_group_spec g = {.struct_size = sizeof g,
+                        .out_name = p->name,
                         .ndim = 2,
                         .shape = {p->out, p->in},
                         .row_elems = p->in,

@@ -170,7 +170,8 @@ static int claim_weight(const amn_model *m, amn_claimset *cs, size_t wi, size_t 
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
 
-    amn_group_spec g = {.out_name = p->name,
+    amn_group_spec g = {.struct_size = sizeof g,
+                        .out_name = p->name,
                         .ndim = w->ndim,
                         .label = p->label,
                         .plan = p,
@@ -187,7 +188,8 @@ static int claim_weight(const amn_model *m, amn_claimset *cs, size_t wi, size_t 
 
     if (act >= 0 && !amn_claimset_is_claimed(cs, (size_t)act)) {
         const amn_tensor *a = amn_model_tensor(m, (size_t)act);
-        amn_group_spec d = {.out_name = NULL,
+        amn_group_spec d = {.struct_size = sizeof d,
+                            .out_name = NULL,
                             .ndim = a->ndim,
                             .row_elems = 1,
                             .n_members = 1,

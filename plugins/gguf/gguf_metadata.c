@@ -467,7 +467,8 @@ static bool parse_scalar(const char *s, amn_kv_type t, void *dst) {
 int gguf_metadata_override(const char *spec, gguf_kvlist *l, amn_error *err) {
     const char *eq = strchr(spec, '=');
     if (!eq || eq == spec)
-        return amn_error_set(err, AMN_E_INVALID, "--gguf-kv %s: expected KEY=VALUE", spec);
+        return amn_error_set(err, AMN_E_INVALID, "option kv (--gguf-kv) %s: expected KEY=VALUE",
+                             spec);
     char *key = alloc(l, (size_t)(eq - spec) + 1, err);
     if (!key) return AMN_E_NOMEM;
     memcpy(key, spec, (size_t)(eq - spec));
@@ -480,9 +481,9 @@ int gguf_metadata_override(const char *spec, gguf_kvlist *l, amn_error *err) {
     else if (strcmp(key, GGUF_KEY_ALIGNMENT) == 0)
         kv.type = AMN_KV_U32;
     if (kv.type == AMN_KV_ARRAY)
-        return amn_error_set(err, AMN_E_INVALID,
-                             "--gguf-kv %s: the key holds an array; set it with --gguf-metadata",
-                             key);
+        return amn_error_set(
+            err, AMN_E_INVALID,
+            "option kv (--gguf-kv) %s: the key holds an array; set it with --gguf-metadata", key);
     const size_t sz = kv.type == AMN_KV_STRING ? sizeof(amn_str) : gguf_scalar_size(kv.type);
     void *p = alloc(l, sz, err);
     if (!p) return AMN_E_NOMEM;
@@ -495,8 +496,8 @@ int gguf_metadata_override(const char *spec, gguf_kvlist *l, amn_error *err) {
     } else if (!parse_scalar(value, kv.type, p)) {
         static const char *const names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                             "bool", "string", "array", "u64", "i64", "f64"};
-        return amn_error_set(err, AMN_E_INVALID, "--gguf-kv %s: '%s' is not a valid %s", key, value,
-                             names[kv.type]);
+        return amn_error_set(err, AMN_E_INVALID, "option kv (--gguf-kv) %s: '%s' is not a valid %s",
+                             key, value, names[kv.type]);
     }
     kv.data = p;
     return gguf_kvlist_set(l, &kv, err);

@@ -548,6 +548,7 @@ static int add_tensors(reader *r, const tinfo *ti, size_t n, uint64_t data_start
     for (size_t i = 0; i < n; i++) {
         const tinfo *t = &ti[i];
         amn_tensor at = {
+            .struct_size = sizeof at,
             .name = t->name,
             .dtype = t->dtype,
             .ndim = t->ndim,

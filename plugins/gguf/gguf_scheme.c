@@ -80,6 +80,7 @@ static int plan_tensor(const amn_tensor *t, size_t index, amn_group_spec *g, amn
     p->row_bytes = unit / tr->block_elems * tr->block_bytes;
 
     *g = (amn_group_spec){
+        .struct_size = sizeof *g,
         .out_name = t->name,
         .ndim = t->ndim,
         .row_elems = p->row_elems,

@@ -154,7 +154,7 @@ static bool is_split_key(const char *k) {
 static uint32_t file_type_of(const amn_write_args *a, bool *known) {
     size_t counts[3] = {0}; /* F32, F16, BF16 */
     for (size_t i = 0; i < a->n_tensors; i++) {
-        const amn_out_tensor *t = &a->tensors[i];
+        const amn_out_tensor *t = a->tensors[i];
         if (t->ndim < 2) continue;
         if (t->dtype == AMN_DTYPE_F32) counts[0]++;
         if (t->dtype == AMN_DTYPE_F16) counts[1]++;
@@ -184,9 +184,14 @@ static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *e
             l->items[ft].data = p;
         }
     }
-    if (!rc && a->metadata_file) rc = gguf_metadata_load(a->metadata_file, l, err);
-    for (size_t i = 0; !rc && i < a->n_kv_overrides; i++)
-        rc = gguf_metadata_override(a->kv_overrides[i], l, err);
+    /* Options: every metadata file (in order), then every key: a key given
+     * on the command line wins over a file, whatever their order. */
+    for (size_t i = 0; !rc && i < a->n_options; i++)
+        if (strcmp(a->option_keys[i], "metadata") == 0)
+            rc = gguf_metadata_load(a->option_values[i], l, err);
+    for (size_t i = 0; !rc && i < a->n_options; i++)
+        if (strcmp(a->option_keys[i], "kv") == 0)
+            rc = gguf_metadata_override(a->option_values[i], l, err);
     return rc;
 }
 
@@ -227,7 +232,7 @@ static int build(const amn_write_args *a, const gguf_kvlist *l, wstate *s, buf *
     }
     uint64_t off = 0;
     for (size_t i = 0; i < a->n_tensors; i++) {
-        const amn_out_tensor *t = &a->tensors[i];
+        const amn_out_tensor *t = a->tensors[i];
         uint32_t type;
         if (!ggml_type_of(t->dtype, &type))
             return amn_error_set(err, AMN_E_UNSUPPORTED,
@@ -312,6 +317,10 @@ static void abort_write(void *state) {
     free_state(state);
 }
 
+/* kv=KEY=VALUE sets one metadata key (--gguf-kv), metadata=FILE.json merges
+ * a JSON object of keys (--gguf-metadata). */
+static const char *const gguf_writer_options[] = {"kv", "metadata", NULL};
+
 const amn_writer gguf_writer = {
     .struct_size = sizeof(amn_writer),
     .dtypes = (1ull << AMN_DTYPE_F32) | (1ull << AMN_DTYPE_F16) | (1ull << AMN_DTYPE_BF16) |
@@ -321,4 +330,5 @@ const amn_writer gguf_writer = {
     .tensor_begin = tensor_begin,
     .finish = finish,
     .abort = abort_write,
+    .options = gguf_writer_options,
 };

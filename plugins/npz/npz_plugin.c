@@ -75,6 +75,7 @@ static int add_array(amn_model *m, const char *name, const npy_header *h, const 
                      uint64_t file_offset, amn_error *err) {
     amn_tensor t;
     memset(&t, 0, sizeof t);
+    t.struct_size = sizeof t;
     t.name = name;
     npy_header_to_tensor(h, &t);
     t.data = data;

@@ -233,6 +233,7 @@ static int add_tensor(pth_ctx *c, const pv_tensor *x, const char *tname) {
     size_t esize = amn_dtype_size(x->dtype);
     amn_tensor t;
     memset(&t, 0, sizeof t);
+    t.struct_size = sizeof t;
     t.name = tname;
     t.dtype = x->dtype;
     t.ndim = x->ndim;

@@ -246,7 +246,8 @@ int st_read_header(const amn_source *s, const uint8_t *data, const amn_limits *l
     }
     for (size_t i = 0; !rc && i < k; i++) {
         const entry *e = &entries[i];
-        amn_tensor t = {.name = e->name,
+        amn_tensor t = {.struct_size = sizeof t,
+                        .name = e->name,
                         .dtype = e->dtype,
                         .ndim = e->ndim,
                         .nbytes = e->end - e->begin,

@@ -129,8 +129,8 @@ static int dtype_rank(amn_dtype t) {
 }
 
 static int cmp_order(const void *a, const void *b, void *ctx) {
-    const amn_out_tensor *base = ctx;
-    const amn_out_tensor *x = &base[*(const size_t *)a], *y = &base[*(const size_t *)b];
+    const amn_out_tensor *const *base = ctx;
+    const amn_out_tensor *x = base[*(const size_t *)a], *y = base[*(const size_t *)b];
     int rx = dtype_rank(x->dtype), ry = dtype_rank(y->dtype);
     if (rx != ry) return ry - rx;
     return strcmp(x->name, y->name);
@@ -214,9 +214,9 @@ static void write_metadata(strbuf *b, const amn_model *src) {
 static int begin(const amn_write_args *a, void **state, size_t *order, amn_error *err) {
     *state = NULL;
     for (size_t i = 0; i < a->n_tensors; i++) {
-        if (dtype_rank(a->tensors[i].dtype) < 0)
+        if (dtype_rank(a->tensors[i]->dtype) < 0)
             return amn_error_set(err, AMN_E_UNSUPPORTED, "safetensors cannot store tensor %s (%s)",
-                                 a->tensors[i].name, amn_dtype_name(a->tensors[i].dtype));
+                                 a->tensors[i]->name, amn_dtype_name(a->tensors[i]->dtype));
         order[i] = i;
     }
     qsort_r(order, a->n_tensors, sizeof *order, cmp_order, (void *)a->tensors);
@@ -225,7 +225,7 @@ static int begin(const amn_write_args *a, void **state, size_t *order, amn_error
     uint64_t off = 0;
     char num[96];
     for (size_t k = 0; k < a->n_tensors; k++) {
-        const amn_out_tensor *t = &a->tensors[order[k]];
+        const amn_out_tensor *t = a->tensors[order[k]];
         if (k) sb_put(&b, ",", 1);
         sb_json_string(&b, t->name, strlen(t->name));
         sb_str(&b, ":{\"dtype\":\"");

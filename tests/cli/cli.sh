@@ -99,6 +99,23 @@ if "$amn" plugins | grep -q "format gguf"; then
   check "safetensors to gguf" 0 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf -o "$work/f.gguf" --gguf-kv general.name=tiny
   check "parse written gguf" 0 "$amn" inspect --json "$work/f.gguf"
   contains "kv override" '"general.name": "tiny"'
+  # --opt is the generic spelling; --gguf-kv / --gguf-metadata are GGUF's.
+  printf '{"general.author": "amn"}' >"$work/meta.json"
+  check "--opt to gguf" 0 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf -o "$work/o.gguf" \
+    --opt kv=general.name=opt --opt "metadata=$work/meta.json"
+  check "parse --opt gguf" 0 "$amn" inspect --json "$work/o.gguf"
+  contains "--opt kv" '"general.name": "opt"'
+  contains "--opt metadata" '"general.author": "amn"'
+  check "unknown --opt" 2 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf -o "$work/u.gguf" --opt level=9
+  contains "unknown --opt named" "unknown option 'level' for format gguf (it accepts kv, metadata)"
+  check "gguf option to safetensors" 2 "$amn" convert "$ex/tiny-fp8.safetensors" --to safetensors \
+    -o "$work/u.safetensors" --gguf-kv general.name=x
+  contains "gguf option refused" "unknown option 'kv' for format safetensors (it accepts none)"
+  check "plugins list writer options" 0 "$amn" plugins
+  contains "writer options listed" "writer options (--opt): kv, metadata"
+  check "--opt without =" 2 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf --opt bare
+  [ ! -e "$work/u.gguf" ] && [ ! -e "$work/u.safetensors" ] && passes=$((passes + 1)) \
+    || { echo "FAIL: a refused option left an output"; fails=$((fails + 1)); }
   # ollama: a fake store, resolved by name; outputs go to the current directory.
   digest=$(sha256sum "$g" | cut -d' ' -f1)
   mkdir -p "$work/ollama/blobs" "$work/ollama/manifests/registry.ollama.ai/library/tiny" "$work/cwd"
@@ -115,7 +132,7 @@ if "$amn" plugins | grep -q "format gguf"; then
   unset OLLAMA_MODELS
 fi
 check "plugins" 0 "$amn" plugins
-contains "plugins" "safetensors .*ABI 1.0"
+contains "plugins" "safetensors .*ABI 2\\."
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -73,7 +73,8 @@ static inline amn_model *qe_model(const qe_tensor *ts, size_t n) {
     assert_non_null(m);
     if (qe_model_path) assert_int_equal(amn_model_set_path(m, qe_model_path, NULL), AMN_OK);
     for (size_t i = 0; i < n; i++) {
-        amn_tensor t = {.name = ts[i].name,
+        amn_tensor t = {.struct_size = sizeof(amn_tensor),
+                        .name = ts[i].name,
                         .dtype = ts[i].dtype,
                         .ndim = ts[i].ndim,
                         .nbytes = ts[i].nbytes,

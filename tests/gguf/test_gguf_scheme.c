@@ -44,7 +44,8 @@ static const amn_scheme *find_scheme(const char *name) {
 static amn_tensor block_tensor(const char *name, uint32_t type, const char *type_name,
                                uint32_t ndim, const uint64_t *shape, const void *data,
                                uint64_t nbytes) {
-    amn_tensor t = {.name = name,
+    amn_tensor t = {.struct_size = sizeof(amn_tensor),
+                    .name = name,
                     .dtype = AMN_DTYPE_BLOCK,
                     .ndim = ndim,
                     .nbytes = nbytes,
@@ -107,7 +108,8 @@ static void test_detect_groups(void **state) {
     amn_error err = {0};
     amn_tensor a = block_tensor("blk.0.ffn_up.weight", 12, "Q4_K", 3, s_q4k, q4k, sizeof q4k);
     amn_tensor b = block_tensor("token_embd.weight", 8, "Q8_0", 1, s_q8, q8, sizeof q8);
-    amn_tensor c = {.name = "norm.weight",
+    amn_tensor c = {.struct_size = sizeof(amn_tensor),
+                    .name = "norm.weight",
                     .dtype = AMN_DTYPE_F32,
                     .ndim = 2,
                     .shape = {s_f32[0], s_f32[1]},

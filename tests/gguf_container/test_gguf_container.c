@@ -488,23 +488,35 @@ static int write_like_core(const amn_model *src, const char *path, const char *c
                            size_t n_over, const char *meta_file, amn_error *err) {
     const size_t n = amn_model_tensor_count(src);
     amn_out_tensor *outs = calloc(n ? n : 1, sizeof *outs);
+    const amn_out_tensor **ptrs = calloc(n ? n : 1, sizeof *ptrs);
     size_t *order = calloc(n ? n : 1, sizeof *order);
     for (size_t i = 0; i < n; i++) {
         const amn_tensor *t = amn_model_tensor(src, i);
-        outs[i] = (amn_out_tensor){
-            .name = t->name, .dtype = t->dtype, .ndim = t->ndim, .nbytes = t->nbytes};
+        outs[i] = (amn_out_tensor){.struct_size = sizeof outs[i],
+                                   .name = t->name,
+                                   .dtype = t->dtype,
+                                   .ndim = t->ndim,
+                                   .nbytes = t->nbytes};
         memcpy(outs[i].shape, t->shape, sizeof t->shape);
+        ptrs[i] = &outs[i];
     }
+    /* The writer options as the core hands them over: kv=... then metadata=... */
+    const char *keys[16], *values[16];
+    size_t n_opts = 0;
+    for (size_t i = 0; i < n_over && n_opts < 15; i++)
+        keys[n_opts] = "kv", values[n_opts++] = kv_over[i];
+    if (meta_file) keys[n_opts] = "metadata", values[n_opts++] = meta_file;
     amn_sink *sink = NULL;
     int rc = amn_sink_open(path, true, NULL, 0, &sink, err);
-    amn_write_args a = {.path = path,
+    amn_write_args a = {.struct_size = sizeof a,
+                        .path = path,
                         .sink = sink,
-                        .tensors = outs,
+                        .tensors = ptrs,
                         .n_tensors = n,
                         .source = src,
-                        .kv_overrides = kv_over,
-                        .n_kv_overrides = n_over,
-                        .metadata_file = meta_file};
+                        .option_keys = keys,
+                        .option_values = values,
+                        .n_options = n_opts};
     void *st = NULL;
     bool begun = false;
     if (!rc) rc = gguf_writer.begin(&a, &st, order, err);
@@ -524,6 +536,7 @@ static int write_like_core(const amn_model *src, const char *path, const char *c
     else
         amn_sink_abort(sink);
     free(outs);
+    free(ptrs);
     free(order);
     return rc;
 }
@@ -793,7 +806,8 @@ static void writer_sources_and_limits(void **state) {
     amn_error err = {0};
     assert_int_equal(amn_model_set_meta(st, "format", "pt", &err), AMN_OK);
     uint16_t half[6] = {0x3c00, 0x4000, 0x4200, 0x4400, 0x4500, 0x4600};
-    amn_tensor t = {.name = "w",
+    amn_tensor t = {.struct_size = sizeof(amn_tensor),
+                    .name = "w",
                     .dtype = AMN_DTYPE_F16,
                     .ndim = 2,
                     .shape = {2, 3},
@@ -813,7 +827,8 @@ static void writer_sources_and_limits(void **state) {
     amn_model_free(w);
 
     /* 5 dimensions */
-    amn_tensor t5 = {.name = "five",
+    amn_tensor t5 = {.struct_size = sizeof(amn_tensor),
+                     .name = "five",
                      .dtype = AMN_DTYPE_F16,
                      .ndim = 5,
                      .shape = {1, 1, 1, 2, 3},

@@ -59,7 +59,7 @@ static amn_model *open_ok(const char *path, const char *format) {
 }
 
 static int convert(const amn_model *m, const char *target, amn_mode mode, const char *out,
-                   const char *const *kv, size_t n_kv, amn_error *err) {
+                   const char *const *opts, size_t n_opts, amn_error *err) {
     amn_plan *p = NULL;
     int rc = amn_plan_new(ctx, m, &p, err);
     if (rc) return rc;
@@ -69,8 +69,8 @@ static int convert(const amn_model *m, const char *target, amn_mode mode, const 
                              .output = out,
                              .overwrite = true,
                              .threads = 2,
-                             .kv_overrides = kv,
-                             .n_kv_overrides = n_kv};
+                             .options = opts,
+                             .n_options = n_opts};
     rc = amn_convert(ctx, m, p, &o, NULL, err);
     amn_plan_free(p);
     return rc;
@@ -171,8 +171,22 @@ static void safetensors_to_gguf(void **state) {
     (void)state;
     amn_model *st = open_ok(AMN_SOURCE_DIR "/fixtures/example/tiny-f32.safetensors", "safetensors");
     const char *out = tmp("from-st.gguf");
-    const char *kv[] = {"general.architecture=llama", "general.name=tiny"};
+    const char *kv[] = {"kv=general.architecture=llama", "kv=general.name=tiny"};
     amn_error err = {0};
+    /* Writer options are checked against what each writer declares. */
+    const char *unknown[] = {"kv=general.name=x", "compression=9"};
+    assert_int_equal(convert(st, "gguf", AMN_MODE_REMEMBER, out, unknown, 2, &err), AMN_E_INVALID);
+    assert_non_null(strstr(err.msg, "unknown option 'compression' for format gguf"));
+    assert_non_null(strstr(err.msg, "accepts kv, metadata"));
+    assert_int_equal(
+        convert(st, "safetensors", AMN_MODE_REMEMBER, tmp("opt.safetensors"), kv, 1, &err),
+        AMN_E_INVALID);
+    assert_non_null(
+        strstr(err.msg, "unknown option 'kv' for format safetensors (it accepts none)"));
+    const char *bare[] = {"novalue"};
+    assert_int_equal(convert(st, "gguf", AMN_MODE_REMEMBER, out, bare, 1, &err), AMN_E_INVALID);
+    assert_non_null(strstr(err.msg, "option 'novalue': want KEY=VALUE"));
+    assert_int_equal(access(out, F_OK), -1);
     int rc = convert(st, "gguf", AMN_MODE_REMEMBER, out, kv, 2, &err);
     if (rc) fail_msg("%s", err.msg);
     amn_model *g = open_ok(out, "gguf");

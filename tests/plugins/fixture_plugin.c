@@ -47,8 +47,11 @@ __attribute__((unused)) static int init(amn_registrar *r) {
 #ifdef FIXTURE_NO_DESCRIPTOR
 __attribute__((visibility("default"))) int amn_not_a_plugin = 1;
 #else
-__attribute__((visibility("default"))) extern const amn_plugin_desc amn_plugin_v1;
-__attribute__((visibility("default"))) const amn_plugin_desc amn_plugin_v1 = {
+#ifndef FIXTURE_SYMBOL
+#define FIXTURE_SYMBOL amn_plugin_v2
+#endif
+__attribute__((visibility("default"))) extern const amn_plugin_desc FIXTURE_SYMBOL;
+__attribute__((visibility("default"))) const amn_plugin_desc FIXTURE_SYMBOL = {
 #ifdef FIXTURE_BAD_MAGIC
     0xdeadbeefu,
 #else

@@ -36,10 +36,11 @@ static void broken_plugins_are_reported_and_skipped(void **state) {
     expect(ctx, "b/amn-good.so", "shadowed", "same name");
     expect(ctx, "amn-twin.so", "loaded", NULL);
     expect(ctx, "amn-badmagic.so", "rejected", "magic");
-    expect(ctx, "amn-abi2.so", "rejected", "plugin ABI 2.0");
-    expect(ctx, "amn-minor9.so", "rejected", "plugin ABI 1.9");
+    expect(ctx, "amn-abi3.so", "rejected", "plugin ABI 3.0, this amn speaks 2.");
+    expect(ctx, "amn-abi1.so", "rejected", "built for plugin ABI 1 (before 2.0");
+    expect(ctx, "amn-minor9.so", "rejected", "plugin ABI 2.9");
     expect(ctx, "amn-misnamed.so", "rejected", "'other'");
-    expect(ctx, "amn-nodesc.so", "rejected", "no amn_plugin_v1");
+    expect(ctx, "amn-nodesc.so", "rejected", "no amn_plugin_v2");
     /* libltdl would only say "file not found": the real loader error shows. */
     expect(ctx, "amn-unresolved.so", "rejected", "amn_core_missing_symbol");
     expect(ctx, "amn-halfinit.so", "rejected", "init failed");

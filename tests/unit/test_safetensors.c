@@ -233,19 +233,28 @@ static void writer_matches_reference_library(void **state) {
         assert_int_equal(amn_open(ctx, st, NULL, NULL, &m, &err), AMN_OK);
         size_t n = amn_model_tensor_count(m);
         amn_out_tensor outs[16];
+        const amn_out_tensor *ptrs[16];
         size_t order[16];
         assert_true(n <= 16);
         for (size_t i = 0; i < n; i++) {
             const amn_tensor *t = amn_model_tensor(m, i);
-            outs[i] = (amn_out_tensor){
-                .name = t->name, .dtype = t->dtype, .ndim = t->ndim, .nbytes = t->nbytes};
+            outs[i] = (amn_out_tensor){.struct_size = sizeof outs[i],
+                                       .name = t->name,
+                                       .dtype = t->dtype,
+                                       .ndim = t->ndim,
+                                       .nbytes = t->nbytes};
             memcpy(outs[i].shape, t->shape, sizeof t->shape);
+            ptrs[i] = &outs[i];
         }
         amn_sink *sink;
         const char *out = tmp("rewrite.safetensors");
         assert_int_equal(amn_sink_open(out, true, NULL, 0, &sink, &err), AMN_OK);
-        amn_write_args wa = {
-            .path = out, .sink = sink, .tensors = outs, .n_tensors = n, .source = m};
+        amn_write_args wa = {.struct_size = sizeof wa,
+                             .path = out,
+                             .sink = sink,
+                             .tensors = ptrs,
+                             .n_tensors = n,
+                             .source = m};
         void *wstate;
         assert_int_equal(f->writer->begin(&wa, &wstate, order, &err), AMN_OK);
         for (size_t i = 0; i < n; i++) {

@@ -76,10 +76,13 @@ typedef struct amn_convert_options {
     amn_dtype out_dtype; /* F32, F16 or BF16; INVALID = BF16 */
     const char *output;  /* output path (required) */
     bool overwrite;
-    unsigned threads;                /* 0 = min(cores, 4) */
-    const char *const *kv_overrides; /* passed to the writer */
-    size_t n_kv_overrides;
-    const char *metadata_file;
+    unsigned threads; /* 0 = min(cores, 4) */
+    /* Options for the target's writer, "KEY=VALUE" each (amn convert --opt;
+     * --gguf-kv V is "kv=V", --gguf-metadata F is "metadata=F"). A key the
+     * writer does not declare, or an entry without '=', is AMN_E_INVALID
+     * naming it, before any output is created. */
+    const char *const *options;
+    size_t n_options;
 } amn_convert_options;
 
 typedef struct amn_convert_stats {

@@ -29,6 +29,8 @@ AMN_API void amn_map_release(void *m);
 
 /* ---- read callback (header-only inspection) ----------------------------- */
 
+/* Frozen for all of plugin ABI 2.x: plugins allocate amn_source themselves
+ * and the core's constructors below fill it, so it can never grow. */
 typedef struct amn_source {
     void *ctx;
     uint64_t size; /* total bytes, or UINT64_MAX when unknown */

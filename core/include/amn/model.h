@@ -37,6 +37,10 @@ typedef enum amn_kv_type {
     AMN_KV_F64,
 } amn_kv_type; /* numbered as GGUF numbers its value types */
 
+/* amn_str and amn_kv are frozen for all of plugin ABI 2.x: they sit in arrays
+ * (an array metadata value is an array of them) whose stride is the size a
+ * plugin was built with, so they can never grow. A richer value would be a
+ * new type. */
 typedef struct amn_str {
     const char *ptr; /* not NUL-terminated in general */
     uint64_t len;
@@ -70,8 +74,11 @@ AMN_API int amn_model_set_label(amn_model *m, const char *label, amn_error *err)
 AMN_API const char *amn_model_path(const amn_model *m);
 AMN_API int amn_model_set_path(amn_model *m, const char *path, amn_error *err);
 
-/* Tensors, in file order. add_tensor copies *t (names included), validates its
- * extent, and rejects a duplicate name with AMN_E_PARSE. */
+/* Tensors, in file order. add_tensor copies *t (names included): the fields
+ * t->struct_size covers, later fields zero (a t->struct_size below ABI 2.0's
+ * amn_tensor is AMN_E_INVALID). It validates the extent and rejects a
+ * duplicate name with AMN_E_PARSE. The tensors amn_model_tensor returns carry
+ * struct_size = the core's sizeof(amn_tensor). */
 AMN_API int amn_model_add_tensor(amn_model *m, const amn_tensor *t, amn_error *err);
 AMN_API size_t amn_model_tensor_count(const amn_model *m);
 AMN_API const amn_tensor *amn_model_tensor(const amn_model *m, size_t i);

@@ -1,13 +1,29 @@
 /* amn/plugin.h — what a plugin exports, and how it registers what it provides.
  *
  * A plugin is a shared module named amn-<name>.so exporting exactly one data
- * symbol, amn_plugin_v1, an amn_plugin_desc. The core checks the descriptor
+ * symbol, amn_plugin_v2, an amn_plugin_desc. The core checks the descriptor
  * (magic, ABI, size, name) before running any plugin code, then calls init()
  * with a registrar; what init registers is committed only if init succeeds and
  * every vtable validates.
  *
  *     static int init(amn_registrar *r) { return amn_register_format(r, &my_format); }
  *     AMN_PLUGIN_DEFINE(toy, "1.0", "A toy format", "MIT", init);
+ *
+ * ABI rules. The descriptor records the ABI the plugin was built for
+ * (AMN_PLUGIN_ABI_MAJOR / _MINOR from amn/version.h); the core loads it when
+ * the major is equal and the minor not newer than its own. Within a major,
+ * structs only grow at their end, and every struct that crosses the boundary
+ * starts with struct_size (or, for amn_plugin_desc, desc_size): the core reads
+ * only the fields a plugin's size covers and takes NULL / 0 for the rest, so a
+ * plugin built against an older 2.x header keeps working. amn_kv, amn_str and
+ * amn_source are frozen (see their headers).
+ *
+ * Built-in plugins: with -DAMN_STATIC_PLUGINS=ON the build compiles each
+ * in-tree plugin with AMN_PLUGIN_BUILTIN defined, so its descriptor is named
+ * amn_<name>_LTX_amn_plugin_v2 (libltdl's preloaded-symbol convention) and
+ * links it into libamn, which registers these first, through the same checks
+ * as a loaded module. A module of the same name found on disk is then
+ * reported as shadowed.
  */
 #ifndef AMN_PLUGIN_H
 #define AMN_PLUGIN_H
@@ -56,25 +72,28 @@ AMN_API int amn_register_scheme(amn_registrar *r, const amn_scheme *s);
 AMN_API int amn_register_resolver(amn_registrar *r, const amn_resolver *res);
 
 #ifdef AMN_PLUGIN_BUILTIN
-#define AMN_PLUGIN_SYMBOL_(n) amn_##n##_LTX_amn_plugin_v1
+#define AMN_PLUGIN_SYMBOL_(n)  amn_##n##_LTX_amn_plugin_v2
+#define AMN_PLUGIN_VISIBILITY_ "hidden" /* inside libamn: found through its table */
 #else
-#define AMN_PLUGIN_SYMBOL_(n) amn_plugin_v1
+#define AMN_PLUGIN_SYMBOL_(n)  amn_plugin_v2
+#define AMN_PLUGIN_VISIBILITY_ "default"
 #endif
 #define AMN_PLUGIN_SYMBOL(n) AMN_PLUGIN_SYMBOL_(n)
 
 #define AMN_PLUGIN_DEFINE(n, ver, desc, lic, initfn)                                               \
-    __attribute__((visibility("default"))) extern const amn_plugin_desc AMN_PLUGIN_SYMBOL(n);      \
-    __attribute__((visibility("default"))) const amn_plugin_desc AMN_PLUGIN_SYMBOL(n) = {          \
-        AMN_PLUGIN_MAGIC,                                                                          \
-        AMN_PLUGIN_ABI_MAJOR,                                                                      \
-        AMN_PLUGIN_ABI_MINOR,                                                                      \
-        sizeof(amn_plugin_desc),                                                                   \
-        0,                                                                                         \
-        #n,                                                                                        \
-        ver,                                                                                       \
-        desc,                                                                                      \
-        lic,                                                                                       \
-        initfn}
+    __attribute__((                                                                                \
+        visibility(AMN_PLUGIN_VISIBILITY_))) extern const amn_plugin_desc AMN_PLUGIN_SYMBOL(n);    \
+    __attribute__((visibility(AMN_PLUGIN_VISIBILITY_))) const amn_plugin_desc AMN_PLUGIN_SYMBOL(   \
+        n) = {AMN_PLUGIN_MAGIC,                                                                    \
+              AMN_PLUGIN_ABI_MAJOR,                                                                \
+              AMN_PLUGIN_ABI_MINOR,                                                                \
+              sizeof(amn_plugin_desc),                                                             \
+              0,                                                                                   \
+              #n,                                                                                  \
+              ver,                                                                                 \
+              desc,                                                                                \
+              lic,                                                                                 \
+              initfn}
 
 #ifdef __cplusplus
 }

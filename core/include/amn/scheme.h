@@ -34,7 +34,11 @@ typedef enum amn_role {
 
 #define AMN_GROUP_MAX_MEMBERS 8
 
+/* struct_size first (sizeof(amn_group_spec) as the plugin was built): the
+ * claimset reads only the fields it covers, later ones zero, so ABI minors
+ * may append fields. */
 typedef struct amn_group_spec {
+    uint32_t struct_size;
     /* Output tensor name; NULL when the members are only dropped (an
      * input_scale with no weight to dequantize). */
     const char *out_name;
@@ -52,8 +56,10 @@ typedef struct amn_group_spec {
 
 /* True when another group already claimed tensor i. */
 AMN_API bool amn_claimset_is_claimed(const amn_claimset *cs, size_t tensor_index);
-/* Add a group. The claimset copies the spec and owns `plan` from here on, also
- * when this fails (a member out of range or already claimed: AMN_E_PARSE). */
+/* Add a group. The claimset copies the spec (the fields g->struct_size
+ * covers) and owns `plan` from here on, also when this fails (a member out
+ * of range or already claimed: AMN_E_PARSE; a struct_size below ABI 2.0's:
+ * AMN_E_INVALID). */
 AMN_API int amn_claimset_add(amn_claimset *cs, const amn_group_spec *g, amn_error *err);
 
 typedef struct amn_scheme {

@@ -3,6 +3,7 @@
 #define AMN_TENSOR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "amn/dtype.h"
@@ -15,12 +16,23 @@ extern "C" {
 
 #define AMN_MAX_DIMS 8
 
+/* True when *p (a struct with struct_size) is large enough to hold `field`. */
+#define AMN_HAS_FIELD(p, type, field)                                                              \
+    ((p)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
+
 enum {
     AMN_TENSOR_BIG_ENDIAN = 1u << 0, /* elements stored most significant byte first */
     AMN_TENSOR_STRIDED = 1u << 1,    /* `strides` is meaningful (else C-contiguous) */
 };
 
+/* ABI: struct_size first. A plugin sets it to sizeof(amn_tensor) as it was
+ * built (`amn_tensor t = {.struct_size = sizeof t, ...}`); the core reads only
+ * the fields that size covers and zero-fills the rest, so later ABI minors
+ * may append fields. Tensors the core hands out (amn_model_tensor) carry the
+ * core's size: check it (AMN_HAS_FIELD) before reading a field newer than
+ * the plugin's own minimum ABI. */
 typedef struct amn_tensor {
+    uint32_t struct_size;
     const char *name;
     amn_dtype dtype;
     uint32_t ndim; /* 0 = scalar */

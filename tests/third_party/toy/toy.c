@@ -31,7 +31,10 @@ static int parse(const uint8_t *p, uint64_t size, amn_model *m, amn_error *err) 
         memcpy(name, p + off, nl);
         name[nl] = '\0';
         off += nl;
-        amn_tensor t = {.name = name, .dtype = AMN_DTYPE_F32, .ndim = p[off++]};
+        amn_tensor t = {.struct_size = sizeof(amn_tensor),
+                        .name = name,
+                        .dtype = AMN_DTYPE_F32,
+                        .ndim = p[off++]};
         if (t.ndim > AMN_MAX_DIMS) return amn_error_set(err, AMN_E_PARSE, "toy: too many dims");
         uint64_t numel = 1;
         for (uint32_t d = 0; d < t.ndim; d++, off += 4) {

@@ -1,0 +1,38 @@
+/* Private to core: reading structs a plugin built with its own struct_size. */
+#ifndef AMN_ABI_INTERNAL_H
+#define AMN_ABI_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "amn/format.h"
+#include "amn/scheme.h"
+#include "amn/tensor.h"
+
+/* Bytes of `type` up to and including `field`. */
+#define AMNI_SIZE_TO(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* The size each struct had in plugin ABI 2.0, the smallest the core accepts. */
+#define AMNI_TENSOR_SIZE_2_0     AMNI_SIZE_TO(amn_tensor, encoding_name)
+#define AMNI_GROUP_SPEC_SIZE_2_0 AMNI_SIZE_TO(amn_group_spec, plan_free)
+#define AMNI_LIMITS_SIZE_2_0     AMNI_SIZE_TO(amn_limits, max_alloc)
+
+/* Copy the part of *src its struct_size covers into *dst (dst_size bytes),
+ * zero the rest, and stamp dst with the core's size. */
+static inline void amni_copy_sized(void *dst, size_t dst_size, const void *src) {
+    uint32_t n;
+    memcpy(&n, src, sizeof n); /* every such struct starts with struct_size */
+    memset(dst, 0, dst_size);
+    memcpy(dst, src, n < dst_size ? n : dst_size);
+    const uint32_t full = (uint32_t)dst_size;
+    memcpy(dst, &full, sizeof full);
+}
+
+/* The option keys a writer declares; NULL for none or a writer too old to
+ * have the slot. */
+static inline const char *const *amni_writer_options(const amn_writer *w) {
+    return w && AMN_HAS_FIELD(w, amn_writer, options) ? w->options : NULL;
+}
+
+#endif
