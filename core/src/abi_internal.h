@@ -35,4 +35,10 @@ static inline const char *const *amni_writer_options(const amn_writer *w) {
     return w && AMN_HAS_FIELD(w, amn_writer, options) ? w->options : NULL;
 }
 
+/* The writer's option check, or NULL (none, or a 2.0 writer). */
+static inline int (*amni_writer_check(const amn_writer *w))(const char *, const char *,
+                                                            amn_error *) {
+    return AMN_HAS_FIELD(w, amn_writer, check_option) ? w->check_option : NULL;
+}
+
 #endif

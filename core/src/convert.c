@@ -356,6 +356,14 @@ static int split_options(const amn_format *f, const amn_convert_options *o, cons
         }
         bytes += (size_t)(eq - opt) + 1;
     }
+    int (*check)(const char *, const char *, amn_error *) = amni_writer_check(f->writer);
+    for (size_t i = 0; check && i < o->n_options; i++) {
+        const char *opt = o->options[i], *eq = strchr(opt, '=');
+        char key[65];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - opt), opt); /* declared keys are <= 64 */
+        int rc = check(key, eq + 1, err);
+        if (rc) return rc;
+    }
     char **kv = malloc(2 * o->n_options * sizeof *kv + bytes);
     if (!kv) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     char *text = (char *)(kv + 2 * o->n_options);

@@ -321,6 +321,18 @@ static void abort_write(void *state) {
  * a JSON object of keys (--gguf-metadata). */
 static const char *const gguf_writer_options[] = {"kv", "metadata", NULL};
 
+/* What can be checked before the metadata exists: the shape of a kv value
+ * (its type follows from the key already set), and that a metadata file is
+ * named. */
+static int check_option(const char *key, const char *value, amn_error *err) {
+    if (strcmp(key, "kv") == 0 && (value[0] == '=' || !strchr(value, '=')))
+        return amn_error_set(err, AMN_E_INVALID, "option kv (--gguf-kv) %s: expected KEY=VALUE",
+                             value);
+    if (strcmp(key, "metadata") == 0 && !value[0])
+        return amn_error_set(err, AMN_E_INVALID, "option metadata (--gguf-metadata): no file");
+    return AMN_OK;
+}
+
 const amn_writer gguf_writer = {
     .struct_size = sizeof(amn_writer),
     .dtypes = (1ull << AMN_DTYPE_F32) | (1ull << AMN_DTYPE_F16) | (1ull << AMN_DTYPE_BF16) |
@@ -331,4 +343,5 @@ const amn_writer gguf_writer = {
     .finish = finish,
     .abort = abort_write,
     .options = gguf_writer_options,
+    .check_option = check_option,
 };

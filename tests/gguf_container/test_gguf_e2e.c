@@ -186,6 +186,11 @@ static void safetensors_to_gguf(void **state) {
     const char *bare[] = {"novalue"};
     assert_int_equal(convert(st, "gguf", AMN_MODE_REMEMBER, out, bare, 1, &err), AMN_E_INVALID);
     assert_non_null(strstr(err.msg, "option 'novalue': want KEY=VALUE"));
+    /* The GGUF writer's check_option (ABI 2.1) refuses a kv without a value
+     * before any output exists. */
+    const char *half[] = {"kv=general.name"};
+    assert_int_equal(convert(st, "gguf", AMN_MODE_REMEMBER, out, half, 1, &err), AMN_E_INVALID);
+    assert_non_null(strstr(err.msg, "option kv (--gguf-kv) general.name: expected KEY=VALUE"));
     assert_int_equal(access(out, F_OK), -1);
     int rc = convert(st, "gguf", AMN_MODE_REMEMBER, out, kv, 2, &err);
     if (rc) fail_msg("%s", err.msg);

@@ -143,6 +143,10 @@ typedef struct amn_writer {
      * "metadata"); NULL: none. An option with any other key is refused by the
      * core before anything is written: AMN_E_INVALID naming the key. */
     const char *const *options;
+    /* ABI 2.1, optional: check one option's value (a key from `options`)
+     * when the conversion starts, before any output exists, so a bad value
+     * is reported without work done; AMN_E_INVALID naming the option. */
+    int (*check_option)(const char *key, const char *value, amn_error *err);
 } amn_writer;
 
 typedef struct amn_format {
