@@ -11,6 +11,7 @@
 
 #include "amn/checked.h"
 #include "amn/io.h"
+#include "amn/kit/json_file.h"
 #include "amn/kit/quant_common.h"
 
 /* A config file is a few kilobytes; anything near this is not one. */
@@ -22,31 +23,14 @@ static void copy_lower(char *dst, size_t size, const char *src) {
     dst[i] = '\0';
 }
 
+/* Errors are dropped: a config that cannot be read is skipped (see
+ * quant_config_load). */
 static json_object *read_json(const char *path) {
-    amn_source src;
-    if (amn_source_file_open(path, &src, NULL) != AMN_OK) return NULL;
+    static const amn_kit_json_caps caps = {
+        .max_bytes = QC_MAX_FILE, .max_depth = 32, .bad_code = AMN_E_PARSE};
     json_object *root = NULL;
-    if (src.size > 0 && src.size <= QC_MAX_FILE) {
-        char *buf = malloc((size_t)src.size + 1);
-        if (buf && amn_source_read(&src, 0, buf, (size_t)src.size, NULL) == AMN_OK) {
-            buf[src.size] = '\0';
-            json_tokener *tok = json_tokener_new_ex(32);
-            if (tok) {
-                root = json_tokener_parse_ex(tok, buf, (int)src.size);
-                if (json_tokener_get_error(tok) != json_tokener_success) {
-                    json_object_put(root);
-                    root = NULL;
-                }
-                json_tokener_free(tok);
-            }
-        }
-        free(buf);
-    }
-    amn_source_file_close(&src);
-    if (root && !json_object_is_type(root, json_type_object)) {
-        json_object_put(root);
-        root = NULL;
-    }
+    amn_error ignored = {0};
+    if (amn_kit_json_read_object(path, NULL, &caps, &root, &ignored) != AMN_OK) return NULL;
     return root;
 }
 

@@ -3,19 +3,12 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "amn/bf16_avx2.h"
 #include "dtype_internal.h"
 
 /* Round-to-nearest-even F32 -> BF16 of 8 lanes, NaN quieted, as amn_f32_to_bf16. */
 static inline __m128i f32x8_to_bf16(__m256i u) {
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-    const __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-    const __m256i isnan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7f800000));
-    const __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-    const __m256i v = _mm256_blendv_epi8(r, qnan, isnan);
-    const __m256i packed = _mm256_packus_epi32(v, v); /* lanes: 0-3 0-3 | 4-7 4-7 */
-    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+    return amn_bf16x8_avx2(_mm256_castsi256_ps(u));
 }
 
 bool amni_convert_avx2(amn_dtype from, const void *src, amn_dtype to, void *dst, size_t n) {

@@ -22,20 +22,27 @@ static int cpu_has_f16c(void) {
 static amn_simd cpu_level_value = AMN_SIMD_SCALAR;
 static pthread_once_t cpu_level_once = PTHREAD_ONCE_INIT;
 
+/* AVX-512 counts only on top of the AVX2 level: the AVX-512 kernels fall
+ * back to AVX2 ones for some types and use F16C and BMI2 themselves. */
 static void detect_cpu_level(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !cpu_has_f16c() || !__builtin_cpu_supports("bmi2"))
+        return;
+    cpu_level_value = AMN_SIMD_AVX2;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         cpu_level_value = AMN_SIMD_AVX512;
-    else if (__builtin_cpu_supports("avx2") && cpu_has_f16c() && __builtin_cpu_supports("bmi2"))
-        cpu_level_value = AMN_SIMD_AVX2;
 #endif
 }
 
-amn_simd amn_simd_level(void) {
+amn_simd amn_simd_cpu_level(void) {
     pthread_once(&cpu_level_once, detect_cpu_level);
-    amn_simd lvl = cpu_level_value;
+    return cpu_level_value;
+}
+
+amn_simd amn_simd_level(void) {
+    amn_simd lvl = amn_simd_cpu_level();
     const char *cap = getenv("AMN_SIMD");
     if (cap) {
         amn_simd want = lvl;

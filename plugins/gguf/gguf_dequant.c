@@ -1,13 +1,8 @@
 /* gguf_dequantize: picks a path and an output conversion for a run of blocks. */
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 #include "amn/error.h"
 #include "gguf_dequant.h"
@@ -51,41 +46,17 @@ static void run_scalar(gguf_block_fn fn, const gguf_type_traits *tr, const uint8
     }
 }
 
-/* Which kernels the CPU runs: AVX2 (with F16C and BMI2, as the core's
- * amn_simd_level() asks) and AVX-512 (F, BW, VL, DQ on top), found once:
- * gguf_dequantize_simd clamps its explicit level to the CPU, not to
- * AMN_SIMD, so it needs no getenv. The test build that runs the AVX-512
+/* The highest path the CPU runs, from the core's detection
+ * (amn_simd_cpu_level): gguf_dequantize_simd clamps an explicit level to the
+ * CPU, not to AMN_SIMD (gguf_dequantize applies that), so tests and the
+ * benchmark can run each path in turn. The test build that runs the AVX-512
  * kernels through SIMDe's emulation needs only AVX2. */
-enum { CPU_UNKNOWN = -1, CPU_SCALAR, CPU_AVX2, CPU_AVX512 };
-
-static int cpu_level(void) {
-    static atomic_int known = CPU_UNKNOWN; /* races only repeat the question */
-    int v = atomic_load_explicit(&known, memory_order_relaxed);
-    if (v == CPU_UNKNOWN) {
-        v = CPU_SCALAR;
-#if defined(__x86_64__) || defined(__i386__)
-        unsigned a, b, c, d;
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
-            __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C)) {
-            v = CPU_AVX2;
-#ifdef AMN_GGUF_AVX512_EMULATE
-            v = CPU_AVX512;
-#else
-            if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-                v = CPU_AVX512;
-#endif
-        }
-#endif
-        atomic_store_explicit(&known, v, memory_order_relaxed);
-    }
-    return v;
-}
-
 amn_simd gguf_simd_max(void) {
-    const int v = cpu_level();
-    return v == CPU_AVX512 ? AMN_SIMD_AVX512 : v == CPU_AVX2 ? AMN_SIMD_AVX2 : AMN_SIMD_SCALAR;
+    const amn_simd cpu = amn_simd_cpu_level();
+#ifdef AMN_GGUF_AVX512_EMULATE
+    if (cpu >= AMN_SIMD_AVX2) return AMN_SIMD_AVX512;
+#endif
+    return cpu;
 }
 
 static int dequantize_plain(const gguf_type_traits *tr, const void *src, uint64_t n, amn_dtype out,
@@ -113,10 +84,11 @@ int gguf_dequantize_simd(uint32_t ggml_type, const void *blocks, uint64_t n_elem
         return AMN_E_INVALID;
     const uint8_t *src = blocks;
     uint8_t *d = dst;
-    const int cpu = cpu_level();
+    const amn_simd cpu = gguf_simd_max();
+    if (level > cpu) level = cpu;
     gguf_rows_fn vec = NULL;
-    if (level >= AMN_SIMD_AVX512 && cpu >= CPU_AVX512) vec = gguf_avx512_kernel(ggml_type);
-    if (!vec && level >= AMN_SIMD_AVX2 && cpu >= CPU_AVX2) vec = gguf_avx2_kernel(ggml_type);
+    if (level >= AMN_SIMD_AVX512) vec = gguf_avx512_kernel(ggml_type);
+    if (!vec && level >= AMN_SIMD_AVX2) vec = gguf_avx2_kernel(ggml_type);
     if (!vec) {
         run_scalar(gguf_scalar_kernel(ggml_type), tr, src, (size_t)nblocks, out, d);
         return AMN_OK;

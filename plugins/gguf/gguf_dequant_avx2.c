@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "amn/bf16_avx2.h"
 #include "gguf_kernels.h"
 #include "gguf_vec.h"
 #include "gguf_tables.h"
@@ -17,17 +18,10 @@
 
 /* ---- output: F32 or BF16 ------------------------------------------------ */
 
-/* Round-to-nearest-even to BF16 in the low 16 bits of each lane, NaN quieted,
- * as amn_f32_to_bf16. Infinities and overflow round right without a check. */
+/* Round-to-nearest-even to BF16 in the low 16 bits of each lane, NaN quieted
+ * unless the caller knows there is none (amn/bf16_avx2.h). */
 ALWAYS_INLINE __m256i bf16_lanes(__m256 v, const int out) {
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i top = _mm256_srli_epi32(u, 16);
-    const __m256i lsb = _mm256_and_si256(top, _mm256_set1_epi32(1));
-    const __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-    if (out == OUT_BF16_NONAN) return r;
-    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    return _mm256_blendv_epi8(r, _mm256_or_si256(top, _mm256_set1_epi32(0x40)), nan);
+    return out == OUT_BF16_NONAN ? amn_bf16_lanes_finite_avx2(v) : amn_bf16_lanes_avx2(v);
 }
 
 /* Store 16 values (a then b) at element index i of dst. */

@@ -25,6 +25,7 @@
 #include <json-c/json.h>
 
 #include "amn/checked.h"
+#include "amn/kit/json_file.h"
 #include "gguf_format.h"
 
 #define MAX_JSON_DEPTH 64
@@ -339,65 +340,13 @@ static int json_value(const jctx *c, json_object *o, int want, unsigned depth, a
     return json_scalar(c, val, t, p);
 }
 
-static int read_text(const char *path, char **out, size_t *len, amn_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return amn_error_set(err, AMN_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return amn_error_set(err, AMN_E_INVALID, "%s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > MAX_JSON_BYTES) {
-        fclose(f);
-        return amn_error_set(err, AMN_E_LIMIT, "%s: metadata file larger than %u bytes", path,
-                             MAX_JSON_BYTES);
-    }
-    char *p = malloc((size_t)st.st_size + 1);
-    if (!p) {
-        fclose(f);
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    }
-    size_t n = fread(p, 1, (size_t)st.st_size, f);
-    int bad_read = ferror(f);
-    fclose(f);
-    if (bad_read || n != (size_t)st.st_size) {
-        free(p);
-        return amn_error_set(err, AMN_E_IO, "%s: read failed", path);
-    }
-    p[n] = '\0';
-    *out = p;
-    *len = n;
-    return AMN_OK;
-}
-
 int gguf_metadata_load(const char *path, gguf_kvlist *l, amn_error *err) {
-    char *text = NULL;
-    size_t n = 0;
-    int rc = read_text(path, &text, &n, err);
+    /* A --gguf-metadata file is a command-line argument: malformed is invalid. */
+    static const amn_kit_json_caps caps = {
+        .max_bytes = MAX_JSON_BYTES, .max_depth = MAX_JSON_DEPTH, .bad_code = AMN_E_INVALID};
+    json_object *root = NULL;
+    int rc = amn_kit_json_read_object(path, NULL, &caps, &root, err);
     if (rc) return rc;
-    json_tokener *tok = json_tokener_new_ex(MAX_JSON_DEPTH);
-    if (!tok) {
-        free(text);
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *root = json_tokener_parse_ex(tok, text, (int)n);
-    enum json_tokener_error je = json_tokener_get_error(tok);
-    size_t used = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-    while (used < n &&
-           (text[used] == ' ' || text[used] == '\t' || text[used] == '\r' || text[used] == '\n'))
-        used++;
-    free(text);
-    if (!root || je != json_tokener_success || used != n) {
-        json_object_put(root);
-        return amn_error_set(err, AMN_E_INVALID, "%s: not valid JSON: %s", path,
-                             root ? "trailing data" : json_tokener_error_desc(je));
-    }
-    if (!json_object_is_type(root, json_type_object)) {
-        json_object_put(root);
-        return amn_error_set(err, AMN_E_INVALID, "%s: metadata must be a JSON object", path);
-    }
     json_object_object_foreach(root, key, val) {
         jctx c = {.l = l, .file = path, .key = key, .err = err};
         amn_kv kv;

@@ -14,6 +14,7 @@
 
 #include <json-c/json.h>
 
+#include "amn/kit/json_file.h"
 #include "ollama.h"
 
 #define DEFAULT_HOST      "registry.ollama.ai"
@@ -100,63 +101,29 @@ static int store_root(char *buf, size_t size, amn_error *err) {
     return AMN_OK;
 }
 
-static int read_manifest(const char *path, const char *spec, char **out, amn_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return amn_error_set(err, AMN_E_IO, "ollama:%s: no such model in the Ollama store (%s: %s)",
-                             spec, path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return amn_error_set(err, AMN_E_IO, "ollama:%s: %s is not a file", spec, path);
+/* The manifest as a JSON object: a missing one means no such model. */
+static int read_manifest(const char *path, const char *spec, json_object **out, amn_error *err) {
+    static const amn_kit_json_caps caps = {
+        .max_bytes = MAX_MANIFEST, .max_depth = 16, .bad_code = AMN_E_PARSE};
+    char label[AMN_ERROR_MSG_MAX];
+    snprintf(label, sizeof label, "ollama:%s: manifest %s", spec, path);
+    int rc = amn_kit_json_read_object(path, label, &caps, out, err);
+    if (rc == AMN_E_IO) {
+        char why[sizeof label];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return amn_error_set(err, AMN_E_IO, "ollama:%s: no such model in the Ollama store (%s)",
+                             spec, why);
     }
-    if (st.st_size > MAX_MANIFEST) {
-        close(fd);
-        return amn_error_set(err, AMN_E_LIMIT, "ollama:%s: manifest %s is larger than %u bytes",
-                             spec, path, MAX_MANIFEST);
-    }
-    char *text = malloc((size_t)st.st_size + 1);
-    if (!text) {
-        close(fd);
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t k = read(fd, text + got, (size_t)st.st_size - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    close(fd);
-    if (got != (size_t)st.st_size) {
-        free(text);
-        return amn_error_set(err, AMN_E_IO, "ollama:%s: cannot read %s", spec, path);
-    }
-    text[got] = '\0';
-    *out = text;
-    return AMN_OK;
+    return rc;
 }
 
 /* The hex digest of the manifest's model layer into hex[65]. */
-static int model_digest(const char *text, const char *spec, const char *mpath, char *hex,
+static int model_digest(json_object *root, const char *spec, const char *mpath, char *hex,
                         amn_error *err) {
-    json_tokener *tok = json_tokener_new_ex(16);
-    if (!tok) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *root = json_tokener_parse_ex(tok, text, (int)strlen(text));
-    enum json_tokener_error je = json_tokener_get_error(tok);
-    json_tokener_free(tok);
-    int rc = AMN_OK;
     json_object *layers;
-    if (!root || je != json_tokener_success || !json_object_is_type(root, json_type_object)) {
-        rc = amn_error_set(err, AMN_E_PARSE, "ollama:%s: manifest %s is not a JSON object", spec,
-                           mpath);
-        goto done;
-    }
     if (!json_object_object_get_ex(root, "layers", &layers) ||
         !json_object_is_type(layers, json_type_array)) {
-        rc = amn_error_set(err, AMN_E_PARSE, "ollama:%s: manifest %s has no layers", spec, mpath);
-        goto done;
+        return amn_error_set(err, AMN_E_PARSE, "ollama:%s: manifest %s has no layers", spec, mpath);
     }
     for (size_t i = 0; i < json_object_array_length(layers); i++) {
         json_object *l = json_object_array_get_idx(layers, i), *mt, *dg;
@@ -174,21 +141,16 @@ static int model_digest(const char *text, const char *spec, const char *mpath, c
             char c = d[7 + k];
             ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
         }
-        if (!ok) {
-            rc = amn_error_set(err, AMN_E_PARSE,
-                               "ollama:%s: manifest %s: model layer digest is not sha256:<64 hex>",
-                               spec, mpath);
-            goto done;
-        }
+        if (!ok)
+            return amn_error_set(
+                err, AMN_E_PARSE,
+                "ollama:%s: manifest %s: model layer digest is not sha256:<64 hex>", spec, mpath);
         memcpy(hex, d + 7, 64);
         hex[64] = '\0';
-        goto done;
+        return AMN_OK;
     }
-    rc = amn_error_set(err, AMN_E_PARSE, "ollama:%s: manifest %s has no model layer (%s)", spec,
-                       mpath, MODEL_MEDIA_TYPE);
-done:
-    json_object_put(root);
-    return rc;
+    return amn_error_set(err, AMN_E_PARSE, "ollama:%s: manifest %s has no model layer (%s)", spec,
+                         mpath, MODEL_MEDIA_TYPE);
 }
 
 int amn_ollama_resolve(const char *spec, char *path, size_t path_size, amn_error *err) {
@@ -201,10 +163,10 @@ int amn_ollama_resolve(const char *spec, char *path, size_t path_size, amn_error
                      nm.model, nm.tag);
     if (n < 0 || (size_t)n >= sizeof mpath)
         return amn_error_set(err, AMN_E_LIMIT, "ollama:%s: manifest path too long", spec);
-    char *text = NULL;
-    if ((rc = read_manifest(mpath, spec, &text, err))) return rc;
-    rc = model_digest(text, spec, mpath, hex, err);
-    free(text);
+    json_object *manifest = NULL;
+    if ((rc = read_manifest(mpath, spec, &manifest, err))) return rc;
+    rc = model_digest(manifest, spec, mpath, hex, err);
+    json_object_put(manifest);
     if (rc) return rc;
     n = snprintf(path, path_size, "%s/blobs/sha256-%s", root, hex);
     if (n < 0 || (size_t)n >= path_size)

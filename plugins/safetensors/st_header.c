@@ -3,12 +3,14 @@
  * Everything in it is checked before a tensor is admitted: known dtype,
  * shape product without overflow, offsets matching the shape, and offsets
  * tiling the data area exactly (no overlap, no gap). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
 #include "amn/checked.h"
+#include "amn/kit/json_file.h"
 #include "st_internal.h"
 
 typedef struct entry {
@@ -160,27 +162,13 @@ static int parse_json(const char *src, const char *text, size_t n, const amn_lim
         return amn_error_set(err, AMN_E_PARSE, "%s: header is not a JSON object", src);
     int rc = check_structure(src, text + i, n - i, lim, err);
     if (rc) return rc;
-    json_tokener *tok = json_tokener_new_ex((int)(lim->max_depth < 32 ? lim->max_depth : 32));
-    if (!tok) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *o = json_tokener_parse_ex(tok, text, (int)n);
-    enum json_tokener_error je = json_tokener_get_error(tok);
-    size_t used = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-    if (!o || je != json_tokener_success) {
-        json_object_put(o);
-        return amn_error_set(err, AMN_E_PARSE, "%s: bad JSON header: %s", src,
-                             o ? "trailing data" : json_tokener_error_desc(je));
-    }
-    for (; used < n; used++)
-        if (text[used] != ' ' && text[used] != '\t' && text[used] != '\n' && text[used] != '\r') {
-            json_object_put(o);
-            return amn_error_set(err, AMN_E_PARSE, "%s: bytes after the JSON header", src);
-        }
-    if (!json_object_is_type(o, json_type_object)) {
-        json_object_put(o);
-        return amn_error_set(err, AMN_E_PARSE, "%s: header is not a JSON object", src);
-    }
+    char label[4200];
+    snprintf(label, sizeof label, "%s: header", src);
+    const amn_kit_json_caps caps = {.max_bytes = lim->max_header_bytes,
+                                    .max_depth = lim->max_depth < 32 ? (int)lim->max_depth : 32,
+                                    .bad_code = AMN_E_PARSE};
+    json_object *o;
+    if ((rc = amn_kit_json_parse_object(label, text, n, &caps, &o, err))) return rc;
     *out = o;
     return AMN_OK;
 }

@@ -8,6 +8,7 @@
 
 #include <json-c/json.h>
 
+#include "amn/kit/json_file.h"
 #include "st_internal.h"
 
 #define INDEX_SUFFIX ".safetensors.index.json"
@@ -50,35 +51,10 @@ static int add_shard(const char *dir, const char *file, bool header_only, const 
 
 static int read_json_file(const char *path, const amn_limits *lim, json_object **out,
                           amn_error *err) {
-    amn_source src;
-    int rc = amn_source_file_open(path, &src, err);
-    if (rc) return rc;
-    if (src.size > lim->max_header_bytes) {
-        amn_source_file_close(&src);
-        return amn_error_set(err, AMN_E_LIMIT, "%s: index larger than the header cap", path);
-    }
-    char *text = malloc((size_t)src.size + 1);
-    if (!text) {
-        amn_source_file_close(&src);
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    }
-    const size_t len = (size_t)src.size;
-    rc = amn_source_read(&src, 0, text, len, err);
-    amn_source_file_close(&src);
-    if (rc) {
-        free(text);
-        return rc;
-    }
-    json_tokener *tok = json_tokener_new_ex((int)(lim->max_depth < 32 ? lim->max_depth : 32));
-    json_object *o = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL;
-    if (tok) json_tokener_free(tok);
-    free(text);
-    if (!o || !json_object_is_type(o, json_type_object)) {
-        json_object_put(o);
-        return amn_error_set(err, AMN_E_PARSE, "%s: not a JSON object", path);
-    }
-    *out = o;
-    return AMN_OK;
+    const amn_kit_json_caps caps = {.max_bytes = lim->max_header_bytes,
+                                    .max_depth = lim->max_depth < 32 ? (int)lim->max_depth : 32,
+                                    .bad_code = AMN_E_PARSE};
+    return amn_kit_json_read_object(path, NULL, &caps, out, err);
 }
 
 static int open_index(const char *path, bool header_only, const amn_limits *lim, amn_model *m,

@@ -85,12 +85,13 @@ static void expect_blob(const char *spec) {
     assert_string_equal(path, want);
 }
 
-static void expect_fail(const char *spec, int code) {
+/* The class and, in the message, `words`. */
+static void expect_fail_msg(const char *spec, int code, const char *words) {
     char path[4096] = "untouched";
     amn_error err = {0};
     int rc = amn_ollama_resolve(spec, path, sizeof path, &err);
     if (rc != code) fail_msg("%s: got %d (%s), wanted %d", spec, rc, err.msg, code);
-    assert_true(err.msg[0]);
+    if (!strstr(err.msg, words)) fail_msg("%s: message \"%s\" lacks \"%s\"", spec, err.msg, words);
 }
 
 static void name_forms(void **state) {
@@ -145,74 +146,105 @@ static void home_fallback(void **state) {
 
 static void hostile_names(void **state) {
     (void)state;
-    static const char *const bad[] = {
-        "",        ":1b",         "llama3.2:",  "../etc:passwd",      "a/../../b",
-        "..",      "a/b/c/d:tag", "a//b:tag",   "/abs:tag",           "model:../x",
-        ".hidden", "model:.tag",  "mo del:tag", "model:t/ag",         "a/b/:tag",
-        "mo\\del", "model:ta:g",  "mod\x01l",   "host:5000/ns/m:tag",
+    static const struct {
+        const char *spec, *words;
+    } bad[] = {
+        {"", "invalid model name"},
+        {":1b", "invalid model name"},
+        {"llama3.2:", "invalid tag"},
+        {"../etc:passwd", "invalid model name"},
+        {"a/../../b", "invalid model name"},
+        {"..", "invalid model name"},
+        {"a/b/c/d:tag", "too many '/'"},
+        {"a//b:tag", "invalid model name"},
+        {"/abs:tag", "invalid model name"},
+        {"model:../x", "invalid model name"},
+        {".hidden", "invalid model name"},
+        {"model:.tag", "invalid tag"},
+        {"mo del:tag", "invalid model name"},
+        {"model:t/ag", "invalid model name"},
+        {"a/b/:tag", "invalid model name"},
+        {"mo\\del", "invalid model name"},
+        {"model:ta:g", "invalid model name"},
+        {"mod\x01l", "invalid model name"},
+        {"host:5000/ns/m:tag", "invalid model name"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_fail(bad[i], AMN_E_INVALID);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        expect_fail_msg(bad[i].spec, AMN_E_INVALID, bad[i].words);
     char longname[400];
     memset(longname, 'a', 300);
     longname[300] = '\0';
-    expect_fail(longname, AMN_E_INVALID);
+    expect_fail_msg(longname, AMN_E_INVALID, "invalid");
 }
 
 static void missing_things(void **state) {
     (void)state;
-    expect_fail("nosuchmodel", AMN_E_IO);
-    expect_fail("llama3.2:7b", AMN_E_IO);
+    expect_fail_msg("nosuchmodel", AMN_E_IO, "no such model in the Ollama store");
+    expect_fail_msg("llama3.2:7b", AMN_E_IO, "no such model in the Ollama store");
     /* a manifest whose blob is gone */
     put_manifest("registry.ollama.ai/library/gone/latest", manifest(HEX_B));
-    expect_fail("gone", AMN_E_IO);
+    expect_fail_msg("gone", AMN_E_IO, "the model blob");
     /* a manifest that is a directory */
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/manifests/registry.ollama.ai/library/dir/latest", root);
     mkdirs(dir);
-    expect_fail("dir", AMN_E_IO);
+    expect_fail_msg("dir", AMN_E_IO, "not a regular file");
     /* a path buffer too small for the answer */
     char small[16];
     amn_error err = {0};
     assert_int_equal(amn_ollama_resolve("llama3.2", small, sizeof small, &err), AMN_E_LIMIT);
+    assert_non_null(strstr(err.msg, "blob path too long"));
 }
 
 static void hostile_manifests(void **state) {
     (void)state;
-    static const char *const bad[] = {
-        "not json",
-        "[]",
-        "{}",
-        "{\"layers\": {}}",
-        "{\"layers\": [1, 2]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.template\","
-        " \"digest\": \"sha256:" HEX_A "\"}]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\"}]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\", \"digest\": 5}]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
-        " \"digest\": \"sha256:../../../../etc/passwd\"}]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
-        " \"digest\": \"sha256:" HEX_A "/../x\"}]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
-        " \"digest\": \"sha512:" HEX_A "\"}]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
-        " \"digest\": \"sha256:0123\"}]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
-        " \"digest\": \"sha256:" HEX_A "0\"}]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
-        " \"digest\": "
-        "\"sha256:g123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]}",
-        "{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
-        " \"digest\": \"sha256:" HEX_A "\"}]} trailing",
-        "{\"layers\": "
-        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
-        "]]]]]]]]]]]]]]]]]]]]]]]]]}",
+    static const struct {
+        const char *text, *words;
+        int code;
+    } bad[] = {
+        {"not json", "not valid JSON", AMN_E_PARSE},
+        {"[]", "not a JSON object", AMN_E_PARSE},
+        {"{}", "has no layers", AMN_E_PARSE},
+        {"{\"layers\": {}}", "has no layers", AMN_E_PARSE},
+        {"{\"layers\": [1, 2]}", "has no model layer", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.template\","
+         " \"digest\": \"sha256:" HEX_A "\"}]}",
+         "has no model layer", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\"}]}",
+         "digest is not sha256:<64 hex>", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\", \"digest\": 5}]}",
+         "digest is not sha256:<64 hex>", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
+         " \"digest\": \"sha256:../../../../etc/passwd\"}]}",
+         "digest is not sha256:<64 hex>", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
+         " \"digest\": \"sha256:" HEX_A "/../x\"}]}",
+         "digest is not sha256:<64 hex>", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
+         " \"digest\": \"sha512:" HEX_A "\"}]}",
+         "digest is not sha256:<64 hex>", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
+         " \"digest\": \"sha256:0123\"}]}",
+         "digest is not sha256:<64 hex>", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
+         " \"digest\": \"sha256:" HEX_A "0\"}]}",
+         "digest is not sha256:<64 hex>", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
+         " \"digest\": "
+         "\"sha256:g123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]}",
+         "digest is not sha256:<64 hex>", AMN_E_PARSE},
+        {"{\"layers\": [{\"mediaType\": \"application/vnd.ollama.image.model\","
+         " \"digest\": \"sha256:" HEX_A "\"}]} trailing",
+         "not valid JSON", AMN_E_PARSE},
+        /* nesting is a safety cap, like every other one */
+        {"{\"layers\": "
+         "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+         "]]]]]]]]]]]]]]]]]]]]]]]]]}",
+         "nests deeper than 16 levels", AMN_E_LIMIT},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        put_manifest("registry.ollama.ai/library/hostile/latest", bad[i]);
-        char path[4096];
-        amn_error err = {0};
-        int rc = amn_ollama_resolve("hostile", path, sizeof path, &err);
-        if (rc != AMN_E_PARSE) fail_msg("manifest %zu: got %d (%s)", i, rc, err.msg);
+        put_manifest("registry.ollama.ai/library/hostile/latest", bad[i].text);
+        expect_fail_msg("hostile", bad[i].code, bad[i].words);
     }
     /* a manifest over the size cap */
     char *huge = malloc(2u << 20);
@@ -222,7 +254,7 @@ static void hostile_manifests(void **state) {
     huge[(2u << 20) - 2] = '}';
     put_manifest("registry.ollama.ai/library/hostile/latest", huge);
     free(huge);
-    expect_fail("hostile", AMN_E_LIMIT);
+    expect_fail_msg("hostile", AMN_E_LIMIT, "exceed the 1048576-byte cap");
 }
 
 int main(void) {

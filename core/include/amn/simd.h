@@ -20,7 +20,12 @@ typedef enum amn_simd {
     AMN_SIMD_AVX512 = 2, /* AVX-512 F/BW/VL/DQ */
 } amn_simd;
 
+/* The level kernels use: what the CPU offers, lowered by AMN_SIMD. */
 AMN_API amn_simd amn_simd_level(void);
+/* What the CPU offers, ignoring AMN_SIMD: for callers that name a level
+ * themselves (a kernel test or benchmark running each path in turn) and
+ * must only be kept from one the CPU lacks. */
+AMN_API amn_simd amn_simd_cpu_level(void);
 AMN_API const char *amn_simd_name(amn_simd s);
 
 #ifdef __cplusplus
