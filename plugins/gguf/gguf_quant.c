@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "amn/error.h"
+#include "gguf_dequant.h"
 #include "gguf_quant.h"
 #include "gguf_quant_impl.h"
 #include "gguf_tables.h"
@@ -255,6 +256,24 @@ static gguf_qblock_fn block_quantizer(uint32_t type) {
     }
 }
 
+/* The AVX2 block functions, for the types that have one. */
+static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
+#if AMN_GGUF_QUANT_AVX2
+    switch (type) {
+    case GGUF_TYPE_IQ4_NL:
+        return gq_iq4_nl_avx2;
+    case GGUF_TYPE_IQ4_XS:
+        return gq_iq4_xs_avx2;
+    case GGUF_TYPE_Q6_K:
+        return gq_q6_k_avx2;
+    default:
+        break;
+    }
+#endif
+    (void)type;
+    return NULL;
+}
+
 bool gguf_type_can_quantize(uint32_t type) {
     return type == GGUF_TYPE_F32 || type == GGUF_TYPE_F16 || type == GGUF_TYPE_BF16 ||
            block_quantizer(type) != NULL;
@@ -274,7 +293,7 @@ static void store_plain(uint32_t type, const float *x, size_t n, uint8_t *dst) {
     }
 }
 
-int gguf_quantize(uint32_t type, const float *x, uint64_t n_elems, void *dst) {
+int gguf_quantize_simd(uint32_t type, const float *x, uint64_t n_elems, void *dst, amn_simd level) {
     const gguf_type_traits *tr = gguf_type_traits_get(type);
     if (!tr || !gguf_type_can_quantize(type)) return AMN_E_UNSUPPORTED;
     if (n_elems % tr->block_elems != 0) return AMN_E_INVALID;
@@ -284,9 +303,15 @@ int gguf_quantize(uint32_t type, const float *x, uint64_t n_elems, void *dst) {
         return AMN_OK;
     }
     if (type == GGUF_TYPE_IQ3_S && !gguf_quant_iq3_ready()) return AMN_E_NOMEM;
-    const gguf_qblock_fn fn = block_quantizer(type);
+    gguf_qblock_fn fn = NULL;
+    if (level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2) fn = block_quantizer_avx2(type);
+    if (!fn) fn = block_quantizer(type);
     const size_t nb = (size_t)(n_elems / tr->block_elems);
     uint8_t *y = dst;
     for (size_t i = 0; i < nb; i++, x += tr->block_elems, y += tr->block_bytes) fn(x, y);
     return AMN_OK;
+}
+
+int gguf_quantize(uint32_t type, const float *x, uint64_t n_elems, void *dst) {
+    return gguf_quantize_simd(type, x, n_elems, dst, amn_simd_level());
 }

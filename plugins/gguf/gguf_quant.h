@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "amn/simd.h"
+
 /* True when gguf_quantize produces the type: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
  * Q2_K..Q6_K IQ4_NL IQ4_XS IQ3_S TQ1_0 TQ2_0 MXFP4 Q1_0 Q2_0, and the plain
  * F32 / F16 / BF16. */
@@ -23,5 +25,10 @@ bool gguf_type_can_quantize(uint32_t ggml_type);
  * AMN_E_UNSUPPORTED for a type gguf_type_can_quantize refuses;
  * AMN_E_INVALID when n_elems is not a whole number of blocks. Reentrant. */
 int gguf_quantize(uint32_t ggml_type, const float *x, uint64_t n_elems, void *dst);
+
+/* Same on a given path (clamped to the CPU; IQ4_NL, IQ4_XS and Q6_K have
+ * AVX2 searches, the rest run scalar everywhere): for tests and benchmarks. */
+int gguf_quantize_simd(uint32_t ggml_type, const float *x, uint64_t n_elems, void *dst,
+                       amn_simd level);
 
 #endif

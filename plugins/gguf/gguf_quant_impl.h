@@ -74,4 +74,19 @@ void gq_iq4_xs(const float *restrict x, uint8_t *restrict y);
 void gq_iq3_s(const float *restrict x, uint8_t *restrict y);
 bool gguf_quant_iq3_ready(void);
 
+/* AVX2 variants (gguf_quant_avx2.c, x86-64 only): the same bytes, for
+ * gguf_quantize to pick after the CPU check. */
+#if defined(__x86_64__)
+#define AMN_GGUF_QUANT_AVX2 1
+float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb);
+float gq_iq4_block_scale_avx2(const float *restrict xb, uint8_t *restrict Lb);
+void gq_iq4_codes_avx2(const float *x, int n, float id, uint8_t *L);
+float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L);
+void gq_iq4_nl_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y);
+#else
+#define AMN_GGUF_QUANT_AVX2 0
+#endif
+
 #endif

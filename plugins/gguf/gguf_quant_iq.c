@@ -36,7 +36,7 @@ static int best_index_iq4(float x) {
 /* Scale of one 32-value block (0 for a block below GROUP_MAX_EPS), codes in
  * Lb: the least-squares scale of the first pass, then 15 tries from
  * (itry - 127) / max, the best kept. Weights x^2. */
-static float iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb) {
+float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb) {
     const int8_t *values = gguf_kvalues_iq4nl;
     const int ntry = 7;
     float weight[32];
@@ -85,21 +85,32 @@ static void pack_iq4(const uint8_t *L, int n, uint8_t *q4) {
             q4[16 * i + j] = (uint8_t)(L[32 * i + j] | L[32 * i + 16 + j] << 4);
 }
 
-void gq_iq4_nl(const float *restrict x, uint8_t *restrict y) {
+/* The block bodies, given the per-block search and the coding of values
+ * (scalar or AVX2: the same results). */
+typedef float (*iq4_search_fn)(const float *restrict, uint8_t *restrict);
+typedef void (*iq4_codes_fn)(const float *x, int n, float id, uint8_t *L);
+
+static void iq4_codes(const float *x, int n, float id, uint8_t *L) {
+    for (int j = 0; j < n; ++j) L[j] = (uint8_t)best_index_iq4(id * x[j]);
+}
+
+static inline void iq4_nl_body(const float *restrict x, uint8_t *restrict y, iq4_search_fn search,
+                               iq4_codes_fn codes) {
     uint8_t L[32] = {0};
-    const float scale = iq4_block_scale(x, L);
+    const float scale = search(x, L);
     gq_put_f16(y, scale);
     const float id = scale ? 1 / scale : 0;
-    for (int j = 0; j < 32; ++j) L[j] = (uint8_t)best_index_iq4(id * x[j]);
+    codes(x, 32, id, L);
     pack_iq4(L, 32, y + 2);
 }
 
-void gq_iq4_xs(const float *restrict x, uint8_t *restrict y) {
+static inline void iq4_xs_body(const float *restrict x, uint8_t *restrict y, iq4_search_fn search,
+                               iq4_codes_fn codes) {
     uint8_t L[256] = {0};
     float scales[8];
     float max_scale = 0, amax_scale = 0;
     for (int ib = 0; ib < 8; ++ib) {
-        scales[ib] = iq4_block_scale(x + 32 * ib, L + 32 * ib);
+        scales[ib] = search(x + 32 * ib, L + 32 * ib);
         const float abs_d = fabsf(scales[ib]);
         if (abs_d > amax_scale) {
             amax_scale = abs_d;
@@ -117,7 +128,7 @@ void gq_iq4_xs(const float *restrict x, uint8_t *restrict y) {
         l = GQ_MAX(-32, GQ_MIN(31, l));
         const float dl = d * l;
         const float idl = dl ? 1 / dl : 0.f;
-        for (int j = 0; j < 32; ++j) L[32 * ib + j] = (uint8_t)best_index_iq4(idl * x[32 * ib + j]);
+        codes(x + 32 * ib, 32, idl, L + 32 * ib);
         l += 32;
         const uint8_t l_l = (uint8_t)(l & 0xf), l_h = (uint8_t)(l >> 4);
         if (ib % 2 == 0)
@@ -130,6 +141,21 @@ void gq_iq4_xs(const float *restrict x, uint8_t *restrict y) {
     y[3] = (uint8_t)(scales_h >> 8);
     pack_iq4(L, 256, y + 8);
 }
+
+void gq_iq4_nl(const float *restrict x, uint8_t *restrict y) {
+    iq4_nl_body(x, y, gq_iq4_block_scale, iq4_codes);
+}
+void gq_iq4_xs(const float *restrict x, uint8_t *restrict y) {
+    iq4_xs_body(x, y, gq_iq4_block_scale, iq4_codes);
+}
+#if AMN_GGUF_QUANT_AVX2
+void gq_iq4_nl_avx2(const float *restrict x, uint8_t *restrict y) {
+    iq4_nl_body(x, y, gq_iq4_block_scale_avx2, gq_iq4_codes_avx2);
+}
+void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y) {
+    iq4_xs_body(x, y, gq_iq4_block_scale_avx2, gq_iq4_codes_avx2);
+}
+#endif
 
 /* ---- IQ3_S ---------------------------------------------------------------- */
 

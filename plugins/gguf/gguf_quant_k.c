@@ -392,13 +392,15 @@ void gq_q5_k(const float *restrict x, uint8_t *restrict y) {
 
 /* ---- Q6_K: 16 groups of 16, 6-bit codes, 8-bit signed scales ------------- */
 
-void gq_q6_k(const float *restrict x, uint8_t *restrict y) {
+typedef float (*qx_search_fn)(int n, int nmax, const float *restrict x, int8_t *restrict L);
+
+static inline void q6_k_body(const float *restrict x, uint8_t *restrict y, qx_search_fn search) {
     uint8_t *ql = y, *qh = y + 128, *scales = y + 192, *d_at = y + 208;
     int8_t L[256];
     float sc[16];
     float max_scale = 0, max_abs_scale = 0;
     for (int ib = 0; ib < 16; ++ib) {
-        sc[ib] = qx_search(16, 32, x + 16 * ib, L + 16 * ib);
+        sc[ib] = search(16, 32, x + 16 * ib, L + 16 * ib);
         const float abs_scale = fabsf(sc[ib]);
         if (abs_scale > max_abs_scale) {
             max_abs_scale = abs_scale;
@@ -431,3 +433,12 @@ void gq_q6_k(const float *restrict x, uint8_t *restrict y) {
                               (L[j + l + 64] >> 4) << 4 | (L[j + l + 96] >> 4) << 6);
         }
 }
+
+void gq_q6_k(const float *restrict x, uint8_t *restrict y) {
+    q6_k_body(x, y, qx_search);
+}
+#if AMN_GGUF_QUANT_AVX2
+void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y) {
+    q6_k_body(x, y, gq_qx_search_avx2);
+}
+#endif

@@ -6,6 +6,7 @@
  * argument checks. */
 #include <stdbool.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,21 +63,24 @@ static void check_one(const char *dir, uint32_t type, int n) {
     memcpy(rows, rows_raw, rows_size);
 
     uint8_t *out = malloc(bin_size);
-    memset(out, 0xA5, bin_size);
-    size_t bad_rows = 0;
-    int first_bad = -1;
-    for (size_t r = 0; r < nrows; r++) {
-        assert_int_equal(
-            gguf_quantize(type, rows + r * (size_t)n, (uint64_t)n, out + r * row_bytes), AMN_OK);
-        if (memcmp(out + r * row_bytes, bin + r * row_bytes, row_bytes) != 0) {
-            if (first_bad < 0) first_bad = (int)r;
-            bad_rows++;
+    for (amn_simd lv = AMN_SIMD_SCALAR; lv <= gguf_simd_max() && lv <= AMN_SIMD_AVX2; lv++) {
+        memset(out, 0xA5, bin_size);
+        size_t bad_rows = 0;
+        int first_bad = -1;
+        for (size_t r = 0; r < nrows; r++) {
+            assert_int_equal(gguf_quantize_simd(type, rows + r * (size_t)n, (uint64_t)n,
+                                                out + r * row_bytes, lv),
+                             AMN_OK);
+            if (memcmp(out + r * row_bytes, bin + r * row_bytes, row_bytes) != 0) {
+                if (first_bad < 0) first_bad = (int)r;
+                bad_rows++;
+            }
         }
+        if (bad_rows)
+            fprintf(stderr, "%s_%d on %s: %zu of %zu rows differ from ggml (first: row %d)\n",
+                    tr->name, n, amn_simd_name(lv), bad_rows, nrows, first_bad);
+        assert_int_equal(bad_rows, 0);
     }
-    if (bad_rows)
-        fprintf(stderr, "%s_%d: %zu of %zu rows differ from ggml (first: row %d)\n", tr->name, n,
-                bad_rows, nrows, first_bad);
-    assert_int_equal(bad_rows, 0);
 
     /* Whole file in one call: the same bytes. */
     memset(out, 0x5A, bin_size);
@@ -142,6 +146,42 @@ static void test_split_invariance(void **state) {
     free(x);
 }
 
+/* Every path gives the scalar path's bytes on random rows, hostile values
+ * included (infinities, NaN, huge finite values, subnormals, signed zeros,
+ * ties): nothing to compare with ggml there, but the paths must agree. */
+static void test_paths_agree(void **state) {
+    (void)state;
+    enum { N = 256 * 64 };
+    float *x = malloc(N * sizeof(float));
+    uint32_t s = 777;
+    for (int i = 0; i < N; i++) {
+        s = s * 1664525u + 1013904223u;
+        const int blk = i / 256;
+        float v = ((float)(s >> 8) / 16777216.0f - 0.5f) * ldexpf(1.0f, blk % 40 - 20);
+        if (blk % 7 == 3 && i % 13 == 0) v = (i % 2) ? INFINITY : -3.4e38f;
+        if (blk % 11 == 5 && i % 17 == 0) v = NAN;
+        if (blk % 5 == 1 && i % 3 == 0) v = 1e-40f;
+        if (blk % 9 == 2) v = (float)((int)(s >> 28) - 8) / 8.0f; /* ties */
+        if (blk == 6) v = (i % 2) ? -0.0f : 0.0f;
+        x[i] = v;
+    }
+    for (size_t t = 0; t < N_REF_TYPES; t++) {
+        const gguf_type_traits *tr = gguf_type_traits_get(ref_types[t].type);
+        const size_t nbytes = N / tr->block_elems * tr->block_bytes;
+        uint8_t *a = malloc(nbytes), *b = malloc(nbytes);
+        assert_int_equal(gguf_quantize_simd(tr->id, x, N, a, AMN_SIMD_SCALAR), AMN_OK);
+        for (amn_simd lv = AMN_SIMD_AVX2; lv <= gguf_simd_max(); lv++) {
+            memset(b, 0x33, nbytes);
+            assert_int_equal(gguf_quantize_simd(tr->id, x, N, b, lv), AMN_OK);
+            if (memcmp(a, b, nbytes) != 0)
+                fail_msg("%s: %s differs from scalar", tr->name, amn_simd_name(lv));
+        }
+        free(a);
+        free(b);
+    }
+    free(x);
+}
+
 /* Plain rows: F32 copied, F16 / BF16 rounded to nearest even. */
 static void test_plain_rows(void **state) {
     (void)state;
@@ -184,9 +224,8 @@ static void test_bad_arguments(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_files),
-        cmocka_unit_test(test_split_invariance),
-        cmocka_unit_test(test_plain_rows),
+        cmocka_unit_test(test_reference_files), cmocka_unit_test(test_split_invariance),
+        cmocka_unit_test(test_paths_agree),     cmocka_unit_test(test_plain_rows),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
