@@ -1016,6 +1016,9 @@ gguf_rows_fn gguf_avx2_kernel(uint32_t ggml_type) {
         return tq1_0;
     case GGUF_TYPE_TQ2_0:
         return tq2_0;
+    case GGUF_TYPE_Q1_0:
+    case GGUF_TYPE_Q2_0:
+        return gguf_avx2_lowbit_kernel(ggml_type);
     default:
         return NULL;
     }

@@ -73,6 +73,19 @@ static void dq_mxfp4(const uint8_t *restrict b, float *restrict y) {
     }
 }
 
+/* Q1_0 (ggml type 41): 128 signs, y = bit ? d : -d. Q2_0 (42): 64 codes of
+ * 2 bits, y = (q - 1) * d. Both d = F16 at byte 0 (ggml's
+ * dequantize_row_q1_0 / _q2_0). */
+static void dq_q1_0(const uint8_t *restrict b, float *restrict y) {
+    const float d = gguf_f16(b), neg_d = -d;
+    for (int j = 0; j < 128; j++) y[j] = (b[2 + j / 8] >> (j % 8)) & 1 ? d : neg_d;
+}
+
+static void dq_q2_0(const uint8_t *restrict b, float *restrict y) {
+    const float d = gguf_f16(b);
+    for (int j = 0; j < 64; j++) y[j] = (float)(((b[2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
+}
+
 /* ---- k-quants (256-element super-blocks) -------------------------------- */
 
 static void dq_q2_k(const uint8_t *restrict b, float *restrict y) {
@@ -363,6 +376,10 @@ gguf_block_fn gguf_scalar_kernel(uint32_t ggml_type) {
         return dq_iq4_nl;
     case GGUF_TYPE_MXFP4:
         return dq_mxfp4;
+    case GGUF_TYPE_Q1_0:
+        return dq_q1_0;
+    case GGUF_TYPE_Q2_0:
+        return dq_q2_0;
     case GGUF_TYPE_Q2_K:
         return dq_q2_k;
     case GGUF_TYPE_Q3_K:

@@ -18,6 +18,8 @@ typedef void (*gguf_rows_fn)(const uint8_t *b, size_t nblocks, void *dst, int bf
 gguf_block_fn gguf_scalar_kernel(uint32_t ggml_type);
 /* NULL when the type has no AVX2 kernel (the scalar one is used). */
 gguf_rows_fn gguf_avx2_kernel(uint32_t ggml_type);
+/* Q1_0 / Q2_0 (gguf_dequant_avx2_lowbit.c), reached through gguf_avx2_kernel. */
+gguf_rows_fn gguf_avx2_lowbit_kernel(uint32_t ggml_type);
 /* NULL when the type has no AVX-512 kernel (the AVX2 one is used). */
 gguf_rows_fn gguf_avx512_kernel(uint32_t ggml_type);
 

@@ -55,8 +55,8 @@ static const gguf_type_traits type_table[GGUF_TYPE_COUNT] = {
     RETIRED(GGUF_TYPE_IQ4_NL_8_8, "IQ4_NL_8_8"),
     QUANT(GGUF_TYPE_MXFP4, "MXFP4", 32, 17),
     NOKERN(GGUF_TYPE_NVFP4, "NVFP4", 64, 36),
-    NOKERN(GGUF_TYPE_Q1_0, "Q1_0", 128, 18),
-    NOKERN(GGUF_TYPE_Q2_0, "Q2_0", 64, 18),
+    QUANT(GGUF_TYPE_Q1_0, "Q1_0", 128, 18),
+    QUANT(GGUF_TYPE_Q2_0, "Q2_0", 64, 18),
 };
 
 const gguf_type_traits *gguf_type_traits_get(uint32_t ggml_type) {

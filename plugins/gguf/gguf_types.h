@@ -65,7 +65,7 @@ typedef enum gguf_type_kind {
     GGUF_KIND_QUANT,     /* block-quantized, dequantized by gguf_dequantize */
     GGUF_KIND_NO_KERNEL, /* a valid type with known geometry but no dequantizer here
                             (Q8_1 / Q8_K are activation types, never weights;
-                            NVFP4, Q1_0, Q2_0 are newer than this table's kernels) */
+                            NVFP4 is newer than this table's kernels) */
     GGUF_KIND_RETIRED,   /* id once assigned, no longer valid in files; geometry 0 */
 } gguf_type_kind;
 
@@ -82,7 +82,7 @@ typedef struct gguf_type_traits {
 /* Traits of a ggml type id, or NULL for an id no ggml release assigned. */
 const gguf_type_traits *gguf_type_traits_get(uint32_t ggml_type);
 
-/* True when gguf_dequantize handles the type (the 22 block types, and the
+/* True when gguf_dequantize handles the type (the 24 block types, and the
  * plain float types F32 / F16 / BF16 / F64). */
 bool gguf_type_can_dequantize(const gguf_type_traits *tr);
 

@@ -1,0 +1,219 @@
+/* AVX2 versions of the quantizers' scale searches, with the scalar path's
+ * bytes.
+ *
+ * ggml's searches try a list of scales one after another, each try summing
+ * over the group's values in order. The sums of one try must keep that
+ * order (binary32 addition is not associative), but the tries themselves are
+ * independent, so here the lanes hold the tries: lane k accumulates try k
+ * over the values in ggml's order, with ggml's operations (each product
+ * rounded, no FMA: built with -mavx2 -mf16c -mbmi2 only), and the choice of
+ * the best try is then made in try order in scalar code, as ggml makes it.
+ * Used for IQ4_NL / IQ4_XS (quantize_row_iq4_nl_impl's 15 tries) and Q6_K
+ * (make_qx_quants' 18 tries). Called only after the run-time CPU check. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "gguf_quant_impl.h"
+#include "gguf_tables.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* ---- IQ4: nearest codebook value, 8 lanes ---------------------------------- */
+
+typedef struct iq4_tab {
+    __m256 lo, hi; /* the 16 values as floats: 0-7, 8-15 */
+    __m256 v[16];  /* each value broadcast */
+} iq4_tab;
+
+static void iq4_tab_init(iq4_tab *t) {
+    float f[16];
+    for (int i = 0; i < 16; i++) f[i] = (float)gguf_kvalues_iq4nl[i];
+    t->lo = _mm256_loadu_ps(f);
+    t->hi = _mm256_loadu_ps(f + 8);
+    for (int i = 0; i < 16; i++) t->v[i] = _mm256_set1_ps(f[i]);
+}
+
+/* The value at index idx (0..15) per lane. */
+ALWAYS_INLINE __m256 iq4_value(const iq4_tab *t, __m256i idx) {
+    const __m256 a = _mm256_permutevar8x32_ps(t->lo, idx);
+    const __m256 b = _mm256_permutevar8x32_ps(t->hi, idx);
+    const __m256i high = _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7));
+    return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(high));
+}
+
+/* ggml's best_index_int8(16, kvalues_iq4nl, x) per lane. Its bisection
+ * ends at ml = the largest k with val[k] <= x (x strictly inside the
+ * range), which is the count of k in 1..14 with val[k] <= x; then the same
+ * float comparison picks ml or ml + 1. A NaN fails every comparison of the
+ * bisection and ends at 15. */
+ALWAYS_INLINE __m256i iq4_best_index(const iq4_tab *t, __m256 x) {
+    __m256i ml = _mm256_setzero_si256();
+    for (int k = 1; k < 15; k++)
+        ml = _mm256_sub_epi32(ml, _mm256_castps_si256(_mm256_cmp_ps(x, t->v[k], _CMP_GE_OQ)));
+    const __m256i mu = _mm256_add_epi32(ml, _mm256_set1_epi32(1));
+    const __m256 lo = iq4_value(t, ml), hi = iq4_value(t, mu);
+    const __m256 take_lo = _mm256_cmp_ps(_mm256_sub_ps(x, lo), _mm256_sub_ps(hi, x), _CMP_LT_OQ);
+    __m256i r = _mm256_blendv_epi8(mu, ml, _mm256_castps_si256(take_lo));
+    const __m256 below = _mm256_cmp_ps(x, t->v[0], _CMP_LE_OQ);
+    const __m256 above =
+        _mm256_or_ps(_mm256_cmp_ps(x, t->v[15], _CMP_GE_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    r = _mm256_andnot_si256(_mm256_castps_si256(below), r);
+    return _mm256_blendv_epi8(r, _mm256_set1_epi32(15), _mm256_castps_si256(above));
+}
+
+/* Codes of n values (n a multiple of 8): best_index(id * x[j]). */
+void gq_iq4_codes_avx2(const float *x, int n, float id, uint8_t *L) {
+    iq4_tab t;
+    iq4_tab_init(&t);
+    const __m256 vid = _mm256_set1_ps(id);
+    for (int j = 0; j < n; j += 8) {
+        const __m256i idx = iq4_best_index(&t, _mm256_mul_ps(vid, _mm256_loadu_ps(x + j)));
+        const __m128i p =
+            _mm_packs_epi32(_mm256_castsi256_si128(idx), _mm256_extracti128_si256(idx, 1));
+        _mm_storel_epi64((__m128i *)(L + j), _mm_packus_epi16(p, p));
+    }
+}
+
+/* quantize_row_iq4_nl_impl's per-block search (ntry 7, no importance):
+ * returns the block's scale, codes of the first pass in Lb. */
+float gq_iq4_block_scale_avx2(const float *restrict xb, uint8_t *restrict Lb) {
+    const int8_t *values = gguf_kvalues_iq4nl;
+    iq4_tab t;
+    iq4_tab_init(&t);
+    float weight[32];
+    for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; ++j) {
+        const float ax = fabsf(xb[j]);
+        if (ax > amax) {
+            amax = ax;
+            max = xb[j];
+        }
+    }
+    if (amax < GQ_GROUP_MAX_EPS) return 0;
+    float d = -max / values[0];
+    const float id0 = 1 / d;
+    gq_iq4_codes_avx2(xb, 32, id0, Lb);
+    float sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+        const float q = values[Lb[j]], w = weight[j];
+        sumqx += w * q * xb[j];
+        sumq2 += w * q * q;
+    }
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+    float best = d * sumqx;
+    /* Tries itry = -7..7 in lanes: a = itry -7..0, b = itry 1..7 (lane 7 unused). */
+    float ida[8], idb[8];
+    for (int k = 0; k < 8; k++) {
+        ida[k] = (float)(k - 7 + values[0]) / max;
+        idb[k] = (float)(k + 1 + values[0]) / max;
+    }
+    const __m256 va = _mm256_loadu_ps(ida), vb = _mm256_loadu_ps(idb);
+    __m256 qxa = _mm256_setzero_ps(), q2a = _mm256_setzero_ps();
+    __m256 qxb = _mm256_setzero_ps(), q2b = _mm256_setzero_ps();
+    for (int j = 0; j < 32; ++j) {
+        const __m256 xj = _mm256_set1_ps(xb[j]), wj = _mm256_set1_ps(weight[j]);
+        const __m256 qa = iq4_value(&t, iq4_best_index(&t, _mm256_mul_ps(va, xj)));
+        const __m256 qb = iq4_value(&t, iq4_best_index(&t, _mm256_mul_ps(vb, xj)));
+        const __m256 wqa = _mm256_mul_ps(wj, qa), wqb = _mm256_mul_ps(wj, qb);
+        qxa = _mm256_add_ps(qxa, _mm256_mul_ps(wqa, xj));
+        q2a = _mm256_add_ps(q2a, _mm256_mul_ps(wqa, qa));
+        qxb = _mm256_add_ps(qxb, _mm256_mul_ps(wqb, xj));
+        q2b = _mm256_add_ps(q2b, _mm256_mul_ps(wqb, qb));
+    }
+    float sx[16], s2[16];
+    _mm256_storeu_ps(sx, qxa);
+    _mm256_storeu_ps(sx + 8, qxb);
+    _mm256_storeu_ps(s2, q2a);
+    _mm256_storeu_ps(s2 + 8, q2b);
+    for (int k = 0; k < 15; k++)
+        if (s2[k] > 0 && sx[k] * sx[k] > best * s2[k]) {
+            d = sx[k] / s2[k];
+            best = d * sx[k];
+        }
+    return d;
+}
+
+/* ---- Q6_K: make_qx_quants(16, 32, x, L, rmse_type 1, NULL) ----------------- */
+
+/* nearest_int per lane, clamped to [-nmax, nmax - 1]. */
+ALWAYS_INLINE __m256i nearest_clamped(__m256 f, int nmax) {
+    const __m256i i = _mm256_castps_si256(_mm256_add_ps(f, _mm256_set1_ps(12582912.f)));
+    const __m256i l = _mm256_sub_epi32(_mm256_and_si256(i, _mm256_set1_epi32(0x007fffff)),
+                                       _mm256_set1_epi32(0x00400000));
+    return _mm256_max_epi32(_mm256_set1_epi32(-nmax),
+                            _mm256_min_epi32(_mm256_set1_epi32(nmax - 1), l));
+}
+
+float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < GQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = gq_nearest_int(iscale * x[i]);
+        l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
+        L[i] = (int8_t)(l + nmax);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    /* The 18 tries is = -9..-1, 1..9 in lanes: a = -9..-2, b = -1, 1..7, c = 8, 9. */
+    int is_of[24];
+    float isc[24];
+    for (int k = 0, is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        is_of[k] = is;
+        isc[k++] = -(nmax + 0.1f * is) / max;
+    }
+    for (int k = 18; k < 24; k++) isc[k] = 0.f;
+    const __m256 ia = _mm256_loadu_ps(isc), ib = _mm256_loadu_ps(isc + 8),
+                 ic = _mm256_loadu_ps(isc + 16);
+    __m256 lxa = _mm256_setzero_ps(), l2a = lxa, lxb = lxa, l2b = lxa, lxc = lxa, l2c = lxa;
+    for (int i = 0; i < n; ++i) {
+        const __m256 xi = _mm256_set1_ps(x[i]);
+        const __m256 w = _mm256_set1_ps(x[i] * x[i]);
+        const __m256 wx = _mm256_mul_ps(w, xi);
+        const __m256 la = _mm256_cvtepi32_ps(nearest_clamped(_mm256_mul_ps(ia, xi), nmax));
+        const __m256 lb = _mm256_cvtepi32_ps(nearest_clamped(_mm256_mul_ps(ib, xi), nmax));
+        const __m256 lc = _mm256_cvtepi32_ps(nearest_clamped(_mm256_mul_ps(ic, xi), nmax));
+        lxa = _mm256_add_ps(lxa, _mm256_mul_ps(wx, la));
+        l2a = _mm256_add_ps(l2a, _mm256_mul_ps(_mm256_mul_ps(w, la), la));
+        lxb = _mm256_add_ps(lxb, _mm256_mul_ps(wx, lb));
+        l2b = _mm256_add_ps(l2b, _mm256_mul_ps(_mm256_mul_ps(w, lb), lb));
+        lxc = _mm256_add_ps(lxc, _mm256_mul_ps(wx, lc));
+        l2c = _mm256_add_ps(l2c, _mm256_mul_ps(_mm256_mul_ps(w, lc), lc));
+    }
+    float sx[24], s2[24];
+    _mm256_storeu_ps(sx, lxa);
+    _mm256_storeu_ps(sx + 8, lxb);
+    _mm256_storeu_ps(sx + 16, lxc);
+    _mm256_storeu_ps(s2, l2a);
+    _mm256_storeu_ps(s2 + 8, l2b);
+    _mm256_storeu_ps(s2 + 16, l2c);
+    for (int k = 0; k < 18; k++) {
+        if (s2[k] > 0 && sx[k] * sx[k] > best * s2[k]) {
+            (void)is_of[k];
+            for (int i = 0; i < n; ++i) {
+                const int l = gq_nearest_int(isc[k] * x[i]);
+                L[i] = (int8_t)(nmax + GQ_MAX(-nmax, GQ_MIN(nmax - 1, l)));
+            }
+            scale = sx[k] / s2[k];
+            best = scale * sx[k];
+        }
+    }
+    return scale;
+}

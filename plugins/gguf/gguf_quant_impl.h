@@ -1,0 +1,92 @@
+/* Private to the quantizers: one function per block type, and the scalar
+ * helpers that reproduce ggml's integer conversions exactly.
+ *
+ * ggml's quantizers convert floats to integers in three ways, each kept
+ * here: nearest_int (a magic-number add, ties to even), C casts such as
+ * (int8_t)(x + 8.5f) (truncation; GCC on x86-64 emits cvttss2si, whose
+ * out-of-range result is INT32_MIN, then keeps the low bits), and roundf /
+ * lroundf (ties away from zero). */
+#ifndef AMN_GGUF_QUANT_IMPL_H
+#define AMN_GGUF_QUANT_IMPL_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "amn/dtype.h"
+
+/* Quantize one block of the type's block_elems values. */
+typedef void (*gguf_qblock_fn)(const float *restrict x, uint8_t *restrict y);
+
+/* ggml's nearest_int: exact for |f| <= 2^22, the same bits beyond. */
+static inline int gq_nearest_int(float f) {
+    const float v = f + 12582912.f;
+    int32_t i;
+    memcpy(&i, &v, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* (int32_t)f as cvttss2si computes it, without C's undefined behaviour on
+ * NaN or out-of-range values. */
+static inline int32_t gq_cvtt(float f) {
+    if (!(f >= -2147483648.0f && f < 2147483648.0f)) return INT32_MIN;
+    return (int32_t)f;
+}
+
+/* roundf then the cast: ties away from zero. */
+static inline int32_t gq_round(float f) {
+    return gq_cvtt(roundf(f));
+}
+
+/* GGML_FP32_TO_FP16 (round to nearest even), stored little-endian. */
+static inline void gq_put_f16(uint8_t *p, float f) {
+    const uint16_t h = amn_f32_to_f16(f);
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
+}
+
+/* The stored F16 read back (GGML_FP16_TO_FP32 of what was written). */
+static inline float gq_get_f16(const uint8_t *p) {
+    const uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+    return amn_f16_to_f32(h);
+}
+
+#define GQ_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define GQ_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ggml's GROUP_MAX_EPS: a group whose largest magnitude is below it is
+ * stored as all zeros. */
+#define GQ_GROUP_MAX_EPS 1e-15f
+
+/* gguf_quant_k.c */
+void gq_q2_k(const float *restrict x, uint8_t *restrict y);
+void gq_q3_k(const float *restrict x, uint8_t *restrict y);
+void gq_q4_k(const float *restrict x, uint8_t *restrict y);
+void gq_q5_k(const float *restrict x, uint8_t *restrict y);
+void gq_q6_k(const float *restrict x, uint8_t *restrict y);
+
+/* gguf_quant_iq.c */
+void gq_iq4_nl(const float *restrict x, uint8_t *restrict y);
+void gq_iq4_xs(const float *restrict x, uint8_t *restrict y);
+/* Needs the IQ3_S search tables: gguf_quant_iq3_ready() first (builds them
+ * once; false when out of memory). */
+void gq_iq3_s(const float *restrict x, uint8_t *restrict y);
+bool gguf_quant_iq3_ready(void);
+
+/* AVX2 variants (gguf_quant_avx2.c, x86-64 only): the same bytes, for
+ * gguf_quantize to pick after the CPU check. */
+#if defined(__x86_64__)
+#define AMN_GGUF_QUANT_AVX2 1
+float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb);
+float gq_iq4_block_scale_avx2(const float *restrict xb, uint8_t *restrict Lb);
+void gq_iq4_codes_avx2(const float *x, int n, float id, uint8_t *L);
+float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L);
+void gq_iq4_nl_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y);
+#else
+#define AMN_GGUF_QUANT_AVX2 0
+#endif
+
+#endif

@@ -1,0 +1,444 @@
+/* k-quant quantizers (256-element super-blocks), following ggml's
+ * quantize_row_q{2,3,4,5,6}_K_ref and their searches make_qkx2_quants,
+ * make_q3_quants and make_qx_quants (src/ggml-quants.c, ggml-org/ggml
+ * d99724f2). Every sum runs in ggml's order, in binary32, each product
+ * rounded before its add (-ffp-contract=off); integers come from
+ * gq_nearest_int and narrow as ggml's assignments narrow them. */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "gguf_quant_impl.h"
+
+/* ---- searches ------------------------------------------------------------- */
+
+/* make_qkx2_quants: codes 0..nmax with a scale and a min (returned as -min,
+ * >= 0) minimising the weighted error, trying nstep + 1 scales around
+ * nmax / (max - min). */
+static float qkx2_search(int n, int nmax, const float *restrict x, const float *restrict w,
+                         uint8_t *restrict L, float *restrict the_min, float rmin, float rdelta,
+                         int nstep, bool use_mad) {
+    uint8_t Laux[32];
+    float min = x[0], max = x[0];
+    float sum_w = w[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        memset(L, 0, (size_t)n);
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = gq_nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)GQ_MAX(0, GQ_MIN(nmax, l));
+        float diff = scale * L[i] + min - x[i];
+        diff = use_mad ? fabsf(diff) : diff * diff;
+        best_error += w[i] * diff;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = gq_nearest_int(iscale * (x[i] - min));
+            l = GQ_MAX(0, GQ_MIN(nmax, l));
+            Laux[i] = (uint8_t)l;
+            sum_l += w[i] * l;
+            sum_l2 += w[i] * l * l;
+            sum_xl += w[i] * l * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur_error = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = use_mad ? fabsf(diff) : diff * diff;
+                cur_error += w[i] * diff;
+            }
+            if (cur_error < best_error) {
+                memcpy(L, Laux, (size_t)n);
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* The value of largest magnitude (first on ties) and that magnitude. */
+static float signed_max(int n, const float *x, float *amax_out) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    *amax_out = amax;
+    return max;
+}
+
+/* make_q3_quants with do_rmse: codes -nmax..nmax-1 (stored + nmax), refined
+ * one element at a time for up to five passes, weights x^2. */
+static float q3_search(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+    float amax;
+    const float max = signed_max(n, x, &amax);
+    if (amax < GQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    const float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = gq_nearest_int(iscale * x[i]);
+        l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
+        L[i] = (int8_t)l;
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * L[i] * L[i];
+                int new_l = gq_nearest_int(x[i] * sl2 / slx);
+                new_l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, new_l));
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (int8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; ++i) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* make_qx_quants with rmse_type 1 (weights x^2) and no importance: codes
+ * -nmax..nmax-1 (stored + nmax), 18 scales tried around -nmax / max. */
+static float qx_search(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+    float amax;
+    const float max = signed_max(n, x, &amax);
+    if (amax < GQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = gq_nearest_int(iscale * x[i]);
+        l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
+        L[i] = (int8_t)(l + nmax);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = gq_nearest_int(iscale * x[i]);
+            l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; ++i) {
+                const int l = gq_nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + GQ_MAX(-nmax, GQ_MIN(nmax - 1, l)));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* ---- Q2_K: 16 groups of 16, 2-bit codes, 4-bit scales and mins ---------- */
+
+/* Four codes of 2 bits per byte: byte l of each 32-byte run holds elements
+ * j + l, +32, +64, +96 (Q2_K and Q3_K). */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < 256; j += 128)
+        for (int l = 0; l < 32; ++l)
+            qs[j / 4 + l] =
+                (uint8_t)(L[j + l] | L[j + l + 32] << 2 | L[j + l + 64] << 4 | L[j + l + 96] << 6);
+}
+
+void gq_q2_k(const float *restrict x, uint8_t *restrict y) {
+    uint8_t *scales = y, *qs = y + 16, *d_at = y + 80, *dmin_at = y + 82;
+    uint8_t L[256];
+    float weights[16], mins[16], sc[16];
+    const float q4scale = 15.f;
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 16; ++j) {
+        for (int l = 0; l < 16; ++l) weights[l] = fabsf(x[16 * j + l]);
+        sc[j] =
+            qkx2_search(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
+        if (sc[j] > max_scale) max_scale = sc[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    if (max_scale > 0) {
+        const float iscale = q4scale / max_scale;
+        for (int j = 0; j < 16; ++j) scales[j] = (uint8_t)gq_nearest_int(iscale * sc[j]);
+        gq_put_f16(d_at, max_scale / q4scale);
+    } else {
+        memset(scales, 0, 16);
+        gq_put_f16(d_at, 0.f);
+    }
+    if (max_min > 0) {
+        const float iscale = q4scale / max_min;
+        for (int j = 0; j < 16; ++j)
+            scales[j] = (uint8_t)(scales[j] | gq_nearest_int(iscale * mins[j]) << 4);
+        gq_put_f16(dmin_at, max_min / q4scale);
+    } else {
+        gq_put_f16(dmin_at, 0.f);
+    }
+    for (int j = 0; j < 16; ++j) {
+        const float d = gq_get_f16(d_at) * (scales[j] & 0xF);
+        if (!d) continue;
+        const float dm = gq_get_f16(dmin_at) * (scales[j] >> 4);
+        for (int ii = 0; ii < 16; ++ii) {
+            const int l = gq_nearest_int((x[16 * j + ii] + dm) / d);
+            L[16 * j + ii] = (uint8_t)GQ_MAX(0, GQ_MIN(3, l));
+        }
+    }
+    pack_2bit(L, qs);
+}
+
+/* ---- Q3_K: 16 groups of 16, 3-bit codes, 6-bit signed scales ------------- */
+
+void gq_q3_k(const float *restrict x, uint8_t *restrict y) {
+    uint8_t *hmask = y, *qs = y + 32, *scales = y + 96, *d_at = y + 108;
+    int8_t L[256];
+    float sc[16];
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < 16; ++j) {
+        sc[j] = q3_search(16, 4, x + 16 * j, L + 16 * j);
+        const float scale = fabsf(sc[j]);
+        if (scale > amax) {
+            amax = scale;
+            max_scale = sc[j];
+        }
+    }
+    memset(scales, 0, 12);
+    if (max_scale) {
+        const float iscale = -32.f / max_scale;
+        for (int j = 0; j < 16; ++j) {
+            int8_t l = (int8_t)gq_nearest_int(iscale * sc[j]);
+            l = (int8_t)(GQ_MAX(-32, GQ_MIN(31, l)) + 32);
+            if (j < 8)
+                scales[j] = (uint8_t)(l & 0xF);
+            else
+                scales[j - 8] = (uint8_t)(scales[j - 8] | (l & 0xF) << 4);
+            l = (int8_t)(l >> 4);
+            scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | l << (2 * (j / 4)));
+        }
+        gq_put_f16(d_at, 1 / iscale);
+    } else {
+        gq_put_f16(d_at, 0.f);
+    }
+    for (int j = 0; j < 16; ++j) {
+        int8_t s = (int8_t)(j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4);
+        s = (int8_t)((s | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
+        const float d = gq_get_f16(d_at) * s;
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            const int l = gq_nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(GQ_MAX(-4, GQ_MIN(3, l)) + 4);
+        }
+    }
+    /* High bit of element j goes to bit j / 32 of hmask[j % 32]. */
+    memset(hmask, 0, 32);
+    uint8_t U[256];
+    for (int j = 0; j < 256; ++j) {
+        uint8_t l = (uint8_t)L[j];
+        if (l > 3) {
+            hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
+            l = (uint8_t)(l - 4);
+        }
+        U[j] = l;
+    }
+    pack_2bit(U, qs);
+}
+
+/* ---- Q4_K / Q5_K: 8 groups of 32, 6-bit scales and mins ------------------ */
+
+/* The 12-byte 6-bit scale/min packing of Q4_K and Q5_K (ggml's layout read
+ * by get_scale_min_k4). */
+static void pack_scales_k4(const float *sc, const float *mins, float max_scale, float max_min,
+                           uint8_t *scales) {
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < 8; ++j) {
+        uint8_t ls = (uint8_t)gq_nearest_int(inv_scale * sc[j]);
+        uint8_t lm = (uint8_t)gq_nearest_int(inv_min * mins[j]);
+        ls = GQ_MIN(63, ls);
+        lm = GQ_MIN(63, lm);
+        if (j < 4) {
+            scales[j] = ls;
+            scales[j + 4] = lm;
+        } else {
+            scales[j + 4] = (uint8_t)((ls & 0xF) | (lm & 0xF) << 4);
+            scales[j - 4] = (uint8_t)(scales[j - 4] | (ls >> 4) << 6);
+            scales[j] = (uint8_t)(scales[j] | (lm >> 4) << 6);
+        }
+    }
+}
+
+static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | (q[j - 4] >> 6) << 4);
+        *m = (uint8_t)((q[j + 4] >> 4) | (q[j] >> 6) << 4);
+    }
+}
+
+/* Shared body of Q4_K (nmax 15) and Q5_K (nmax 31): L gets the codes. */
+static void qk45_codes(const float *restrict x, uint8_t *restrict y, int nmax, float rmin,
+                       int nstep, uint8_t *restrict L) {
+    float weights[32], mins[8], sc[8];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+        const float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32 * j + l]);
+        sc[j] = qkx2_search(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], rmin, 0.1f, nstep,
+                            false);
+        if (sc[j] > max_scale) max_scale = sc[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    pack_scales_k4(sc, mins, max_scale, max_min, y + 4);
+    gq_put_f16(y, max_scale / 63.f);
+    gq_put_f16(y + 2, max_min / 63.f);
+    for (int j = 0; j < 8; ++j) {
+        uint8_t s, m;
+        scale_min_k4(j, y + 4, &s, &m);
+        const float d = gq_get_f16(y) * s;
+        if (!d) continue;
+        const float dm = gq_get_f16(y + 2) * m;
+        for (int ii = 0; ii < 32; ++ii) {
+            const int l = gq_nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = (uint8_t)GQ_MAX(0, GQ_MIN(nmax, l));
+        }
+    }
+}
+
+void gq_q4_k(const float *restrict x, uint8_t *restrict y) {
+    uint8_t L[256];
+    qk45_codes(x, y, 15, -1.f, 20, L);
+    uint8_t *q = y + 16;
+    for (int j = 0; j < 256; j += 64, q += 32)
+        for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
+}
+
+void gq_q5_k(const float *restrict x, uint8_t *restrict y) {
+    uint8_t L[256];
+    qk45_codes(x, y, 31, -0.5f, 15, L);
+    uint8_t *qh = y + 16, *ql = y + 48;
+    memset(qh, 0, 32);
+    uint8_t m1 = 1, m2 = 2;
+    for (int n = 0; n < 256; n += 64, ql += 32) {
+        for (int j = 0; j < 32; ++j) {
+            int l1 = L[n + j], l2 = L[n + j + 32];
+            if (l1 > 15) {
+                l1 -= 16;
+                qh[j] |= m1;
+            }
+            if (l2 > 15) {
+                l2 -= 16;
+                qh[j] |= m2;
+            }
+            ql[j] = (uint8_t)(l1 | l2 << 4);
+        }
+        m1 = (uint8_t)(m1 << 2);
+        m2 = (uint8_t)(m2 << 2);
+    }
+}
+
+/* ---- Q6_K: 16 groups of 16, 6-bit codes, 8-bit signed scales ------------- */
+
+typedef float (*qx_search_fn)(int n, int nmax, const float *restrict x, int8_t *restrict L);
+
+static inline void q6_k_body(const float *restrict x, uint8_t *restrict y, qx_search_fn search) {
+    uint8_t *ql = y, *qh = y + 128, *scales = y + 192, *d_at = y + 208;
+    int8_t L[256];
+    float sc[16];
+    float max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < 16; ++ib) {
+        sc[ib] = search(16, 32, x + 16 * ib, L + 16 * ib);
+        const float abs_scale = fabsf(sc[ib]);
+        if (abs_scale > max_abs_scale) {
+            max_abs_scale = abs_scale;
+            max_scale = sc[ib];
+        }
+    }
+    if (max_abs_scale < GQ_GROUP_MAX_EPS) {
+        memset(y, 0, 210);
+        return;
+    }
+    const float iscale = -128.f / max_scale;
+    gq_put_f16(d_at, 1 / iscale);
+    for (int ib = 0; ib < 16; ++ib)
+        scales[ib] = (uint8_t)(int8_t)GQ_MIN(127, gq_nearest_int(iscale * sc[ib]));
+    for (int j = 0; j < 16; ++j) {
+        const float d = gq_get_f16(d_at) * (int8_t)scales[j];
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            const int l = gq_nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(GQ_MAX(-32, GQ_MIN(31, l)) + 32);
+        }
+    }
+    for (int j = 0; j < 256; j += 128, ql += 64, qh += 32)
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF;
+            const uint8_t q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+            ql[l] = (uint8_t)(q1 | q3 << 4);
+            ql[l + 32] = (uint8_t)(q2 | q4 << 4);
+            qh[l] = (uint8_t)((L[j + l] >> 4) | (L[j + l + 32] >> 4) << 2 |
+                              (L[j + l + 64] >> 4) << 4 | (L[j + l + 96] >> 4) << 6);
+        }
+}
+
+void gq_q6_k(const float *restrict x, uint8_t *restrict y) {
+    q6_k_body(x, y, qx_search);
+}
+#if AMN_GGUF_QUANT_AVX2
+void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y) {
+    q6_k_body(x, y, gq_qx_search_avx2);
+}
+#endif

@@ -1,0 +1,241 @@
+/* Whole-model quantization inputs and per-tensor row production (see
+ * gguf_quant_model.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amn/checked.h"
+#include "gguf_dequant.h"
+#include "gguf_quant.h"
+#include "gguf_quant_model.h"
+#include "gguf_types.h"
+
+/* ---- metadata ------------------------------------------------------------- */
+
+static bool kv_int(const amn_kv *kv, uint64_t *out) {
+    amn_kv_type t = kv->type;
+    const void *p = kv->data;
+    if (t == AMN_KV_ARRAY) { /* per-layer arrays: layer 0 */
+        if (kv->count == 0) return false;
+        t = kv->elem_type;
+    }
+    int64_t v;
+    switch (t) {
+    case AMN_KV_U8:
+        v = *(const uint8_t *)p;
+        break;
+    case AMN_KV_I8:
+        v = *(const int8_t *)p;
+        break;
+    case AMN_KV_U16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        v = x;
+        break;
+    }
+    case AMN_KV_I16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        v = x;
+        break;
+    }
+    case AMN_KV_U32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        v = x;
+        break;
+    }
+    case AMN_KV_I32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        v = x;
+        break;
+    }
+    case AMN_KV_U64: {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        if (x > INT64_MAX) return false;
+        v = (int64_t)x;
+        break;
+    }
+    case AMN_KV_I64:
+        memcpy(&v, p, 8);
+        break;
+    default:
+        return false;
+    }
+    if (v < 0 || v > UINT32_MAX) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* {arch}.suffix as a u32: *found false when absent (then *v untouched). */
+static int arch_u32(const amn_model *m, const char *arch, const char *suffix, uint32_t *v,
+                    bool *found, amn_error *err) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    const amn_kv *kv = amn_model_find_kv(m, key);
+    *found = kv != NULL;
+    if (!kv) return AMN_OK;
+    uint64_t x;
+    if (!kv_int(kv, &x))
+        return amn_error_set(err, AMN_E_PARSE, "metadata %s: not a non-negative 32-bit integer",
+                             key);
+    *v = (uint32_t)x;
+    return AMN_OK;
+}
+
+static uint32_t ggml_type_of(const amn_tensor *t) {
+    switch (t->dtype) {
+    case AMN_DTYPE_F32:
+        return GGUF_TYPE_F32;
+    case AMN_DTYPE_F16:
+        return GGUF_TYPE_F16;
+    case AMN_DTYPE_BF16:
+        return GGUF_TYPE_BF16;
+    case AMN_DTYPE_BLOCK:
+        return t->encoding;
+    default:
+        return GGUF_TYPE_COUNT;
+    }
+}
+
+int gguf_qpolicy_read_model(const amn_model *m, gguf_qpolicy_model *pm,
+                            gguf_qpolicy_tensor **tensors, amn_error *err) {
+    *tensors = NULL;
+    memset(pm, 0, sizeof *pm);
+    const amn_kv *a = amn_model_find_kv(m, "general.architecture");
+    if (!a || a->type != AMN_KV_STRING)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "metadata general.architecture: missing or not a "
+                             "string");
+    const amn_str *as = a->data;
+    /* The architecture names keys: keep it short. */
+    char *arch = pm->arch_buf;
+    if (as->len == 0 || as->len >= sizeof pm->arch_buf || memchr(as->ptr, 0, as->len))
+        return amn_error_set(err, AMN_E_PARSE, "metadata general.architecture: bad value");
+    memcpy(arch, as->ptr, as->len);
+    arch[as->len] = 0;
+    pm->arch = arch;
+    bool found;
+    int rc = arch_u32(m, arch, "block_count", &pm->n_layer, &found, err);
+    if (!rc && !found)
+        rc = amn_error_set(err, AMN_E_PARSE, "metadata %s.block_count: missing", arch);
+    if (!rc) rc = arch_u32(m, arch, "attention.head_count", &pm->n_head, &found, err);
+    if (!rc) rc = arch_u32(m, arch, "attention.head_count_kv", &pm->n_head_kv, &found, err);
+    if (!rc && !found) pm->n_head_kv = pm->n_head;
+    if (!rc) rc = arch_u32(m, arch, "expert_count", &pm->n_expert, &found, err);
+    if (rc) return rc;
+
+    const size_t n = amn_model_tensor_count(m);
+    gguf_qpolicy_tensor *ts = calloc(n ? n : 1, sizeof *ts);
+    if (!ts) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const amn_tensor *t = amn_model_tensor(m, i);
+        ts[i].name = t->name;
+        ts[i].type = ggml_type_of(t);
+        if (ts[i].type >= GGUF_TYPE_COUNT || t->ndim > 4) {
+            free(ts);
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "tensor %s: %s with %u dimensions cannot be quantized", t->name,
+                                 amn_dtype_name(t->dtype), t->ndim);
+        }
+        for (int d = 0; d < 4; d++) ts[i].ne[d] = 1;
+        for (uint32_t d = 0; d < t->ndim; d++) {
+            if (t->shape[t->ndim - 1 - d] > INT64_MAX) {
+                free(ts);
+                return amn_error_set(err, AMN_E_PARSE, "tensor %s: dimension too large", t->name);
+            }
+            ts[i].ne[d] = (int64_t)t->shape[t->ndim - 1 - d];
+        }
+    }
+    *tensors = ts;
+    return AMN_OK;
+}
+
+/* ---- rows ----------------------------------------------------------------- */
+
+bool gguf_quant_row_bytes(uint32_t type, uint64_t ne0, uint64_t *out) {
+    return gguf_type_nbytes(gguf_type_traits_get(type), ne0, out);
+}
+
+/* n elements from element e of t as f32 into y (n <= GGUF_QCHUNK, whole
+ * source blocks). */
+static int read_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_t n, float *y,
+                    amn_error *err) {
+    const gguf_type_traits *tr = gguf_type_traits_get(src_type);
+    if (tr->kind == GGUF_KIND_PLAIN) {
+        const size_t es = amn_dtype_size(t->dtype);
+        if (t->dtype == AMN_DTYPE_F32) return amn_tensor_read(t, e * 4, y, n * 4, err);
+        uint16_t raw[GGUF_QCHUNK];
+        int rc = amn_tensor_read(t, e * es, raw, n * es, err);
+        if (rc) return rc;
+        if (amn_convert_elems(t->dtype, raw, AMN_DTYPE_F32, y, n) != 0)
+            return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot widen %s", t->name,
+                                 amn_dtype_name(t->dtype));
+        return AMN_OK;
+    }
+    uint64_t off, len;
+    if (!gguf_type_nbytes(tr, e, &off) || !gguf_type_nbytes(tr, n, &len) || off > t->extent ||
+        len > t->extent - off || !t->data)
+        return amn_error_set(err, AMN_E_PARSE, "tensor %s: data out of range", t->name);
+    const int rc = gguf_dequantize(src_type, (const uint8_t *)t->data + off, n, AMN_DTYPE_F32, y);
+    if (rc) return amn_error_set(err, rc, "tensor %s: cannot dequantize %s", t->name, tr->name);
+    return AMN_OK;
+}
+
+static int copy_rows(const amn_tensor *t, const gguf_type_traits *tr, uint64_t e0, uint64_t n,
+                     void *dst, amn_error *err) {
+    uint64_t off, len;
+    if (!gguf_type_nbytes(tr, e0, &off) || !gguf_type_nbytes(tr, n, &len))
+        return amn_error_set(err, AMN_E_INVALID, "tensor %s: rows out of range", t->name);
+    if (tr->kind == GGUF_KIND_PLAIN) return amn_tensor_read(t, off, dst, len, err);
+    if (!t->data || off > t->extent || len > t->extent - off)
+        return amn_error_set(err, AMN_E_PARSE, "tensor %s: data out of range", t->name);
+    memcpy(dst, (const uint8_t *)t->data + off, (size_t)len);
+    return AMN_OK;
+}
+
+int gguf_quantize_tensor_rows(const amn_tensor *t, uint32_t dst_type, uint64_t row0, uint64_t nrows,
+                              void *dst, amn_error *err) {
+    const uint32_t src_type = ggml_type_of(t);
+    const gguf_type_traits *src = gguf_type_traits_get(src_type);
+    const gguf_type_traits *out = gguf_type_traits_get(dst_type);
+    if (!src || !gguf_type_can_dequantize(src))
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot read %s", t->name,
+                             src ? src->name : amn_dtype_name(t->dtype));
+    if (!out || (dst_type != src_type && !gguf_type_can_quantize(dst_type)))
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "cannot quantize to %s (type %u)",
+                             out ? out->name : "?", dst_type);
+    const uint64_t ne0 = t->ndim ? t->shape[t->ndim - 1] : 1;
+    uint64_t numel, row_bytes, e0, n;
+    if (!amn_tensor_numel(t, &numel) || ne0 == 0)
+        return nrows == 0 ? AMN_OK
+                          : amn_error_set(err, AMN_E_INVALID, "tensor %s: no rows", t->name);
+    if (row0 > numel / ne0 || nrows > numel / ne0 - row0)
+        return amn_error_set(err, AMN_E_INVALID, "tensor %s: rows out of range", t->name);
+    if (!gguf_quant_row_bytes(dst_type, ne0, &row_bytes) || ne0 % src->block_elems != 0)
+        return amn_error_set(err, AMN_E_INVALID,
+                             "tensor %s: rows of %llu values are not whole %s blocks", t->name,
+                             (unsigned long long)ne0, out->name);
+    e0 = row0 * ne0;
+    n = nrows * ne0;
+    if (dst_type == src_type) return copy_rows(t, src, e0, n, dst, err);
+    /* Runs of at most GGUF_QCHUNK values; every block size divides it, so
+     * runs never split a block of either type (a row is whole blocks of
+     * both). */
+    float y[GGUF_QCHUNK];
+    uint8_t *d = dst;
+    for (uint64_t r = 0; r < nrows; r++)
+        for (uint64_t c = 0; c < ne0; c += GGUF_QCHUNK) {
+            const size_t k = (size_t)(ne0 - c < GGUF_QCHUNK ? ne0 - c : GGUF_QCHUNK);
+            int rc = read_f32(t, src_type, e0 + r * ne0 + c, k, y, err);
+            if (rc) return rc;
+            rc = gguf_quantize(dst_type, y, k, d);
+            if (rc)
+                return amn_error_set(err, rc, "tensor %s: cannot quantize to %s", t->name,
+                                     out->name);
+            d += k / out->block_elems * out->block_bytes;
+        }
+    return AMN_OK;
+}
