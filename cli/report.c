@@ -144,9 +144,18 @@ static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a,
         if (s.group_indices) printf("%sg_idx:       %zu\n", ind, s.group_indices);
         if (s.aux) printf("%sAuxiliary:   %zu\n", ind, s.aux);
     }
-    if (s.unhandled)
-        printf("%sUnhandled:   %zu quantized tensor%s; install the amn-%s plugin to dequantize\n",
-               ind, s.unhandled, s.unhandled == 1 ? "" : "s", s.missing_plugin);
+    if (s.unhandled) {
+        const char *what = "";
+        for (size_t i = 0; i < amn_model_tensor_count(m); i++)
+            if (amn_plan_tensor_unhandled(p, i, &what, NULL)) break;
+        if (s.missing_plugin)
+            printf("%sUnhandled:   %zu quantized tensor%s (%s); install the amn-%s plugin to "
+                   "dequantize\n",
+                   ind, s.unhandled, s.unhandled == 1 ? "" : "s", what, s.missing_plugin);
+        else
+            printf("%sUnhandled:   %zu quantized tensor%s (%s); no amn plugin dequantizes it\n",
+                   ind, s.unhandled, s.unhandled == 1 ? "" : "s", what);
+    }
     if (s.dropped)
         printf("%sDropped:     %zu activation scales (metadata; left out of outputs)\n", ind,
                s.dropped);
@@ -170,8 +179,14 @@ static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a,
         char shape[160];
         amn_shape_format(t, shape, sizeof shape);
         int role = amn_plan_tensor_role(p, i);
-        printf("  %-*s %-8s %-20s %10s%s%s\n", (int)w, t->name, tensor_type(t), shape,
-               cli_size(t->nbytes, b1, sizeof b1), role ? "  " : "", role ? role_name(role) : "");
+        const char *what = NULL;
+        if (amn_plan_tensor_unhandled(p, i, &what, NULL))
+            printf("  %-*s %-8s %-20s %10s  unhandled (%s)\n", (int)w, t->name, tensor_type(t),
+                   shape, cli_size(t->nbytes, b1, sizeof b1), what);
+        else
+            printf("  %-*s %-8s %-20s %10s%s%s\n", (int)w, t->name, tensor_type(t), shape,
+                   cli_size(t->nbytes, b1, sizeof b1), role ? "  " : "",
+                   role ? role_name(role) : "");
     }
     for (size_t i = 0; i < amn_model_note_count(m); i++)
         printf("  %-*s = %s (not a tensor; skipped by conversion)\n", (int)w,
@@ -239,8 +254,14 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
             json_object_object_add(o, "shape", shape);
             json_object_object_add(o, "bytes", json_u64(t->nbytes));
             json_object_object_add(o, "offset", json_u64(t->file_offset));
-            json_object_object_add(o, "role",
-                                   json_object_new_string(role_name(amn_plan_tensor_role(p, i))));
+            const char *what = NULL;
+            const bool unhandled = amn_plan_tensor_unhandled(p, i, &what, NULL);
+            json_object_object_add(
+                o, "role",
+                json_object_new_string(unhandled ? "unhandled"
+                                                 : role_name(amn_plan_tensor_role(p, i))));
+            if (unhandled)
+                json_object_object_add(o, "unhandled_layout", json_object_new_string(what));
             json_object_array_add(arr, o);
         }
         json_object_object_add(root, "tensors", arr);

@@ -70,6 +70,22 @@ static void merge(quant_config *qc, json_object *o, const char *file) {
     if (qc->sym < 0 && get_int(o, "sym", &x)) qc->sym = x != 0;
     get_str(o, "checkpoint_format", qc->checkpoint_format, sizeof qc->checkpoint_format);
     get_str(o, "version", qc->version, sizeof qc->version);
+    get_str(o, "format", qc->format, sizeof qc->format);
+    json_object *groups;
+    if (json_object_object_get_ex(o, "config_groups", &groups) &&
+        json_object_is_type(groups, json_type_object)) {
+        /* compressed-tensors: the first group that says wins (the shapes
+         * remain the authority; this settles only what they cannot). */
+        json_object_object_foreach(groups, gname, grp) {
+            (void)gname;
+            json_object *w;
+            if (!json_object_is_type(grp, json_type_object)) continue;
+            get_str(grp, "format", qc->format, sizeof qc->format);
+            if (!qc->num_bits && json_object_object_get_ex(grp, "weights", &w) &&
+                json_object_is_type(w, json_type_object) && get_int(w, "num_bits", &x))
+                qc->num_bits = x;
+        }
+    }
     json_object *bs;
     if (!qc->block[0] && json_object_object_get_ex(o, "weight_block_size", &bs) &&
         json_object_is_type(bs, json_type_array) && json_object_array_length(bs) == 2) {

@@ -3,6 +3,7 @@
  * "unrecognised" (GDAL's deferred drivers, ImageMagick's magic table). */
 #include <string.h>
 
+#include "known_internal.h"
 #include "registry_internal.h"
 
 static bool has_ext(const char *path, const char *ext) {
@@ -31,4 +32,120 @@ const char *amni_known_plugin_for_file(const char *path, const uint8_t *head, si
     if (has_ext(path, ".npz") || has_ext(path, ".npy")) return "npz";
     if (has_ext(path, ".pth") || has_ext(path, ".pt")) return "pth";
     return NULL;
+}
+
+/* Quantized tensor layouts, by name suffix and dtype, with the companion
+ * that must sit beside them ("<stem><sibling>"). First match wins, so the
+ * specific layouts come before the generic "any FP8 tensor". */
+#define ANY_DTYPE 0u
+#define DT(t)     (1u << (t))
+#define INTS                                                                                       \
+    (DT(AMN_DTYPE_U8) | DT(AMN_DTYPE_I8) | DT(AMN_DTYPE_U16) | DT(AMN_DTYPE_I16) |                 \
+     DT(AMN_DTYPE_U32) | DT(AMN_DTYPE_I32))
+#define F8S (DT(AMN_DTYPE_F8_E4M3) | DT(AMN_DTYPE_F8_E5M2))
+
+typedef struct known_layout {
+    const char *suffix;  /* of the tensor's name; "" = any */
+    uint32_t dtypes;     /* mask of amn_dtype; ANY_DTYPE = any */
+    const char *sibling; /* "<stem><sibling>" must exist; NULL = no condition */
+    uint32_t sib_dtypes; /* the sibling's dtypes; ANY_DTYPE = any */
+    const char *what;
+    const char *plugin;
+} known_layout;
+
+static const known_layout known_layouts[] = {
+    {"_blocks", DT(AMN_DTYPE_U8), "_scales", DT(AMN_DTYPE_U8), "MXFP4 (gpt-oss)", "mxfp4"},
+    {"_scales", DT(AMN_DTYPE_U8), "_blocks", DT(AMN_DTYPE_U8), "MXFP4 (gpt-oss)", "mxfp4"},
+    {".weight_packed", DT(AMN_DTYPE_U8), NULL, 0, "compressed-tensors nvfp4-pack-quantized",
+     "ctensors"},
+    {".weight_packed", ANY_DTYPE, NULL, 0, "compressed-tensors pack-quantized", "ctensors"},
+    {".weight_global_scale", ANY_DTYPE, ".weight_packed", ANY_DTYPE,
+     "compressed-tensors nvfp4-pack-quantized", "ctensors"},
+    {".weight_scale", ANY_DTYPE, ".weight_packed", DT(AMN_DTYPE_U8),
+     "compressed-tensors nvfp4-pack-quantized", "ctensors"},
+    {".weight_shape", ANY_DTYPE, ".weight_packed", ANY_DTYPE, "compressed-tensors pack-quantized",
+     "ctensors"},
+    {".weight_scale", ANY_DTYPE, ".weight_packed", ANY_DTYPE, "compressed-tensors pack-quantized",
+     "ctensors"},
+    {".weight_zero_point", ANY_DTYPE, ".weight_packed", ANY_DTYPE,
+     "compressed-tensors pack-quantized", "ctensors"},
+    {".weight_g_idx", ANY_DTYPE, ".weight_packed", ANY_DTYPE, "compressed-tensors pack-quantized",
+     "ctensors"},
+    {".weight_scale_2", ANY_DTYPE, NULL, 0, "ModelOpt NVFP4", "nvfp4"},
+    {".weight", DT(AMN_DTYPE_U8), ".weight_scale", F8S, "ModelOpt NVFP4", "nvfp4"},
+    {".weight_scale", F8S, ".weight", DT(AMN_DTYPE_U8), "ModelOpt NVFP4", "nvfp4"},
+    {".weight", DT(AMN_DTYPE_I8), ".weight_scale", ANY_DTYPE, "compressed-tensors int-quantized",
+     "ctensors"},
+    {".weight_scale", ANY_DTYPE, ".weight", DT(AMN_DTYPE_I8), "compressed-tensors int-quantized",
+     "ctensors"},
+    {".weight_zero_point", ANY_DTYPE, ".weight", DT(AMN_DTYPE_I8),
+     "compressed-tensors int-quantized", "ctensors"},
+    {"", F8S, NULL, 0, "FP8", "fp8"},
+    {"", DT(AMN_DTYPE_BLOCK), NULL, 0, "GGUF block quantization", "gguf"},
+    {".qweight", ANY_DTYPE, NULL, 0, "GPTQ or AWQ", "gptq or amn-awq"},
+    {".qzeros", ANY_DTYPE, NULL, 0, "GPTQ or AWQ", "gptq or amn-awq"},
+    {".absmax", ANY_DTYPE, NULL, 0, "bitsandbytes", "bnb"},
+    {".quant_map", ANY_DTYPE, NULL, 0, "bitsandbytes", "bnb"},
+    {".SCB", ANY_DTYPE, NULL, 0, "bitsandbytes", "bnb"},
+};
+
+/* What a declared method is called and which plugin reads it. */
+static const struct {
+    const char *method;
+    const char *plugin;
+} known_methods[] = {
+    {"mxfp4", "mxfp4"},    {"compressed-tensors", "ctensors"},
+    {"modelopt", "nvfp4"}, {"nvfp4", "nvfp4"},
+    {"fp8", "fp8"},        {"gptq", "gptq"},
+    {"awq", "awq"},        {"bitsandbytes", "bnb"},
+};
+
+static bool has_sibling(const amn_model *m, const char *name, size_t stem, const char *sibling,
+                        uint32_t dtypes) {
+    const size_t sl = strlen(sibling);
+    char buf[512];
+    if (stem + sl + 1 > sizeof buf) return false; /* longer than any real layer name */
+    memcpy(buf, name, stem);
+    memcpy(buf + stem, sibling, sl + 1);
+    const int64_t j = amn_model_find(m, buf);
+    return j >= 0 &&
+           (dtypes == ANY_DTYPE || (dtypes & DT(amn_model_tensor(m, (size_t)j)->dtype)) != 0);
+}
+
+/* Integer tensors a plain model holds (token ids, position ids): never weights. */
+static bool is_index_tensor(const char *name) {
+    size_t n = strlen(name);
+    return (n >= 4 && strcmp(name + n - 4, "_ids") == 0) ||
+           (n >= 19 && strcmp(name + n - 19, "num_batches_tracked") == 0);
+}
+
+bool amni_known_quantized_tensor(const amn_model *m, size_t i, const amni_quant_decl *d,
+                                 amni_unhandled *out) {
+    const amn_tensor *t = amn_model_tensor(m, i);
+    const size_t n = strlen(t->name);
+    for (size_t k = 0; k < sizeof known_layouts / sizeof *known_layouts; k++) {
+        const known_layout *l = &known_layouts[k];
+        const size_t sl = strlen(l->suffix);
+        if (n < sl || strcmp(t->name + n - sl, l->suffix) != 0) continue;
+        if (l->dtypes != ANY_DTYPE && !(l->dtypes & DT(t->dtype))) continue;
+        if (l->sibling && !has_sibling(m, t->name, n - sl, l->sibling, l->sib_dtypes)) continue;
+        out->what = l->what;
+        out->plugin = l->plugin;
+        return true;
+    }
+    if (strstr(t->name, ".quant_state.")) {
+        *out = (amni_unhandled){"bitsandbytes", "bnb"};
+        return true;
+    }
+    /* A model its settings call quantized: an integer or FP8 tensor no scheme
+     * took is a quantized weight of a layout this table does not know. */
+    if (d && d->method[0] && ((INTS | F8S) & DT(t->dtype)) && !is_index_tensor(t->name)) {
+        out->what = d->method;
+        out->plugin = NULL;
+        for (size_t k = 0; k < sizeof known_methods / sizeof *known_methods; k++)
+            if (strcmp(d->method, known_methods[k].method) == 0)
+                out->plugin = known_methods[k].plugin;
+        return true;
+    }
+    return false;
 }

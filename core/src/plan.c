@@ -84,35 +84,44 @@ void amn_plan_free(amn_plan *p) {
     free(p->cs.groups);
     free(p->cs.role);
     free(p->cs.owner);
+    free(p->unhandled);
     free(p);
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
+/* Which tensors no scheme claimed look quantized, and why: the known layouts
+ * (known.c) and the method the model's settings declare. */
+static int find_unhandled(amn_plan *p, const amn_model *m, amn_error *err) {
+    const size_t n = p->cs.n_tensors;
+    amni_quant_decl_load(m, &p->decl);
+    p->unhandled = calloc(n ? n : 1, sizeof *p->unhandled);
+    if (!p->unhandled) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (p->cs.owner[i] < 0) amni_known_quantized_tensor(m, i, &p->decl, &p->unhandled[i]);
+    return AMN_OK;
 }
 
-/* Which plugin a tensor no scheme claimed would need, if it looks quantized. */
-static const char *quantized_hint(const amn_tensor *t) {
-    if (t->dtype == AMN_DTYPE_F8_E4M3 || t->dtype == AMN_DTYPE_F8_E5M2) return "fp8";
-    if (t->dtype == AMN_DTYPE_BLOCK) return "gguf";
-    if (ends_with(t->name, ".qweight") || ends_with(t->name, ".qzeros")) return "gptq or amn-awq";
-    if (ends_with(t->name, ".absmax") || ends_with(t->name, ".quant_map") ||
-        strstr(t->name, ".quant_state.") || ends_with(t->name, ".SCB"))
-        return "bnb";
-    return NULL;
+bool amn_plan_tensor_unhandled(const amn_plan *p, size_t i, const char **what,
+                               const char **plugin) {
+    if (i >= p->cs.n_tensors || !p->unhandled || !p->unhandled[i].what) return false;
+    if (what) *what = p->unhandled[i].what;
+    if (plugin) *plugin = p->unhandled[i].plugin;
+    return true;
+}
+
+static bool scheme_loaded(const amn_ctx *ctx, const char *name) {
+    for (size_t i = 0; i < amn_ctx_scheme_count(ctx); i++)
+        if (strcmp(amn_ctx_scheme(ctx, i)->name, name) == 0) return true;
+    return false;
 }
 
 int amni_plan_check_unclaimed(const amn_plan *p, const amn_model *m, amn_error *err) {
     size_t count = 0;
-    const char *plugin = NULL;
+    const amni_unhandled *first = NULL;
     char names[256] = "";
     for (size_t i = 0; i < p->cs.n_tensors; i++) {
-        if (p->cs.owner[i] >= 0) continue;
+        if (!p->unhandled || !p->unhandled[i].what) continue;
         const amn_tensor *t = amn_model_tensor(m, i);
-        const char *hint = quantized_hint(t);
-        if (!hint) continue;
-        if (!plugin) plugin = hint;
+        if (!first) first = &p->unhandled[i];
         if (count < 3) {
             size_t used = strlen(names);
             snprintf(names + used, sizeof names - used, "%s%s (%s)", count ? ", " : "", t->name,
@@ -122,17 +131,26 @@ int amni_plan_check_unclaimed(const amn_plan *p, const amn_model *m, amn_error *
         count++;
     }
     if (!count) return AMN_OK;
-    for (size_t i = 0; i < amn_ctx_scheme_count(p->ctx); i++)
-        if (strcmp(amn_ctx_scheme(p->ctx, i)->name, plugin) == 0)
-            return amn_error_set(err, AMN_E_UNSUPPORTED,
-                                 "unsupported: %zu quantized tensor%s (%s%s) cannot be "
-                                 "dequantized by the loaded amn-%s plugin",
-                                 count, count == 1 ? "" : "s", names, count > 3 ? ", ..." : "",
-                                 plugin);
+    char decl[160] = "";
+    if (p->decl.method[0])
+        snprintf(decl, sizeof decl, "; %s declares quant_method \"%s\"%s%s%s", p->decl.file,
+                 p->decl.method, p->decl.format[0] ? ", format \"" : "", p->decl.format,
+                 p->decl.format[0] ? "\"" : "");
+    const char *plugin = first->plugin;
+    char head[512];
+    snprintf(head, sizeof head, "unsupported: %zu quantized tensor%s of %s (%s%s%s)", count,
+             count == 1 ? "" : "s", first->what, names, count > 3 ? ", ..." : "", decl);
+    if (plugin && scheme_loaded(p->ctx, plugin))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "%s cannot be dequantized by the loaded amn-%s plugin", head, plugin);
+    if (!plugin)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "%s: no amn plugin dequantizes this method; refusing to copy them "
+                             "as plain tensors",
+                             head);
     return amn_error_set(err, AMN_E_UNSUPPORTED,
-                         "unsupported: %zu quantized tensor%s (%s%s) need a scheme no loaded "
-                         "plugin provides; install the amn-%s plugin",
-                         count, count == 1 ? "" : "s", names, count > 3 ? ", ..." : "", plugin);
+                         "%s need a scheme no loaded plugin provides; install the amn-%s plugin",
+                         head, plugin);
 }
 
 static int check_names(const amn_plan *p, const amn_model *m, amn_error *err) {
@@ -174,6 +192,7 @@ int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_err
         rc = p->cs.current->detect(m, &p->cs, err);
     }
     if (!rc) rc = check_names(p, m, err);
+    if (!rc) rc = find_unhandled(p, m, err);
     if (rc) {
         amn_plan_free(p);
         return rc;
@@ -215,10 +234,9 @@ void amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *s) {
         }
     }
     for (size_t i = 0; i < p->cs.n_tensors; i++) {
-        const char *hint = p->cs.owner[i] < 0 ? quantized_hint(amn_model_tensor(m, i)) : NULL;
-        if (!hint) continue;
+        if (!p->unhandled || !p->unhandled[i].what) continue;
         s->unhandled++;
-        if (!s->missing_plugin) s->missing_plugin = hint;
+        if (!s->missing_plugin) s->missing_plugin = p->unhandled[i].plugin;
     }
     for (size_t g = 0; g < p->cs.n_groups; g++) {
         const group *gr = &p->cs.groups[g];

@@ -4,6 +4,7 @@
 
 #include "amn/convert.h"
 #include "amn/scheme.h"
+#include "known_internal.h"
 
 typedef struct group {
     amn_group_spec spec; /* out_name and label are owned copies */
@@ -23,6 +24,9 @@ struct amn_claimset {
 struct amn_plan {
     struct amn_claimset cs;
     const amn_ctx *ctx;
+    amni_quant_decl decl;      /* what the model's settings files declare */
+    amni_unhandled *unhandled; /* per tensor: why it looks quantized though no
+                                  scheme claimed it; .what NULL otherwise */
 };
 
 /* AMN_E_UNSUPPORTED naming the tensors that look quantized but that no

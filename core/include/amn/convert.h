@@ -41,7 +41,7 @@ typedef struct amn_plan_summary {
     const char *label;          /* label of the first group, or NULL */
     bool labels_differ;         /* groups carry more than one label */
     size_t unhandled;           /* tensors that look quantized but no scheme claimed */
-    const char *missing_plugin; /* the plugin that would claim them ("fp8", ...) */
+    const char *missing_plugin; /* the plugin that would claim them ("fp8", ...), or NULL */
 } amn_plan_summary;
 
 /* Sizes computed as if dequantizing to `out`. */
@@ -62,6 +62,14 @@ typedef struct amn_group_info {
 AMN_API int amn_plan_group(const amn_plan *p, size_t i, amn_group_info *out);
 /* The role of tensor i: 0 for passthrough, else an amn_role. */
 AMN_API int amn_plan_tensor_role(const amn_plan *p, size_t tensor_index);
+/* True when tensor i looks quantized (a known quantized layout by its name,
+ * dtype and companions, or an integer / FP8 tensor of a model whose
+ * config.json / hf_quant_config.json declares a quantization method) but no
+ * loaded scheme claimed it: amn_convert refuses such a model. *what gets the
+ * layout or method ("MXFP4 (gpt-oss)"), *plugin the amn plugin that reads it
+ * or NULL when none does; either pointer may be NULL. */
+AMN_API bool amn_plan_tensor_unhandled(const amn_plan *p, size_t tensor_index, const char **what,
+                                       const char **plugin);
 
 typedef enum amn_mode {
     /* Dequantize quantized groups to out_dtype; copy all else as it is. */

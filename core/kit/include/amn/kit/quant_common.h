@@ -26,6 +26,8 @@ typedef struct quant_config {
     int sym;                    /* -1 if absent */
     char checkpoint_format[32]; /* GPTQ: "gptq", "gptq_v2", "marlin", ...; lower-case */
     char version[32];           /* AWQ: "gemm", "gemv", "gemv_fast", ...; lower-case */
+    char format[32];            /* compressed-tensors: "pack-quantized", ...; lower-case */
+    int num_bits;               /* compressed-tensors config_groups weights num_bits; 0 if absent */
     int block[2];               /* FP8 weight_block_size; 0 if absent */
     char file[48];              /* the file that gave `method` (or the first one read) */
 } quant_config;

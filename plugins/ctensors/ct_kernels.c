@@ -1,0 +1,57 @@
+/* compressed-tensors integers: element access, the scalar path and the
+ * choice of path. */
+#include "amn/kit/quant_common.h"
+#include "ct_kernels.h"
+
+static uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4); /* tensor data need not be aligned */
+    return v;
+}
+
+int32_t ct_q(const ct_layout *l, uint64_t o, uint64_t i) {
+    if (!l->packed) return (int8_t)l->weight[o * l->in + i];
+    const unsigned pf = 32 / l->bits;
+    const uint32_t w = ld32(l->weight + (o * l->words + i / pf) * 4);
+    const uint32_t f = (w >> (l->bits * (unsigned)(i % pf))) & ((1u << l->bits) - 1);
+    return (int32_t)f - (int32_t)(1u << (l->bits - 1));
+}
+
+int32_t ct_zero(const ct_layout *l, uint64_t o, uint64_t g) {
+    switch (l->zkind) {
+    case CT_ZERO_PACKED: {
+        const unsigned pf = 32 / l->bits;
+        const uint32_t w = ld32(l->zeros + ((o / pf) * l->groups + g) * 4);
+        const uint32_t f = (w >> (l->bits * (unsigned)(o % pf))) & ((1u << l->bits) - 1);
+        return (int32_t)f - (int32_t)(1u << (l->bits - 1));
+    }
+    case CT_ZERO_I8:
+        return (int8_t)l->zeros[o * l->groups + g];
+    default:
+        return 0;
+    }
+}
+
+float ct_scale(const ct_layout *l, uint64_t o, uint64_t g) {
+    return quant_scale_at(l->scales, l->stype, l->per_tensor ? 0 : o * l->groups + g);
+}
+
+int ct_rows_scalar(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst) {
+    const size_t es = amn_dtype_size(out);
+    uint8_t *d = dst;
+    for (uint64_t o = row0; o < row0 + nrows; o++) {
+        for (uint64_t i = 0; i < l->in; i++) {
+            const uint64_t g = l->gidx ? (uint64_t)l->gidx[i] : i / l->group_size;
+            const int32_t qz = ct_q(l, o, i) - ct_zero(l, o, g);
+            ct_store1(ct_apply(qz, ct_scale(l, o, g), l->stype), out, d + i * es);
+        }
+        d += l->in * es;
+    }
+    return 0;
+}
+
+int ct_dequant_rows(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
+                    amn_simd level) {
+    if (level >= AMN_SIMD_AVX2) return ct_rows_avx2(l, row0, nrows, out, dst);
+    return ct_rows_scalar(l, row0, nrows, out, dst);
+}

@@ -1,0 +1,87 @@
+/* compressed-tensors integer dequantization kernels (pack-quantized and
+ * int-quantized): pure functions over the tensors' bytes (no model
+ * access), so tests can drive them directly.
+ *
+ * Values (compressed_tensors/compressors/quantized_compressors and
+ * quantization/lifecycle/forward.py):
+ *  - pack-quantized: weight_packed I32 [O][P]; field i (bits wide, from the
+ *    least significant bit) of word j of a row is element j * pf + i, with
+ *    pf = 32 / bits, stored unsigned: q = field - 2^(bits-1)
+ *    (unpack_from_int32);
+ *  - int-quantized: weight I8 [O][I], q as stored.
+ *  - zero points: I32 packed along dim 0, [ceil(O/pf)][G] (field o % pf of
+ *    word [o / pf][g], minus 2^(bits-1)); or I8 [O][G] as stored; or none.
+ * _dequantize computes in the scale's dtype: (q - z) is exact there (|q - z|
+ * <= 255), times the scale with one rounding to that dtype (BF16 and F16
+ * products are exact in binary32 and rounded once), and that value is then
+ * cast to the output dtype (an F16 result asked for as BF16 is rounded a
+ * second time, as `.to(torch.bfloat16)` would). Group g of input column i
+ * is i / group_size, or g_idx[i] (act-order). */
+#ifndef AMN_CT_KERNELS_H
+#define AMN_CT_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "amn/dtype.h"
+#include "amn/simd.h"
+
+typedef enum ct_zkind { CT_ZERO_NONE = 0, CT_ZERO_PACKED, CT_ZERO_I8 } ct_zkind;
+
+typedef struct ct_layout {
+    const uint8_t *weight; /* packed I32 [out][words] or I8 [out][in] */
+    bool packed;
+    unsigned bits;         /* 1..8 when packed, 8 for I8 */
+    uint64_t out, in;      /* output shape [out][in] */
+    uint64_t words;        /* I32 words per packed row: ceil(in / (32 / bits)) */
+    const uint8_t *scales; /* [out][groups], or one value when per_tensor */
+    amn_dtype stype;       /* BF16, F16 or F32 */
+    bool per_tensor;
+    uint64_t groups, group_size;
+    const uint8_t *zeros; /* see ct_zkind; NULL with CT_ZERO_NONE */
+    ct_zkind zkind;
+    const int32_t *gidx; /* [in] group of each column, or NULL: i / group_size */
+} ct_layout;
+
+/* Rows [row0, row0 + nrows) of [out][in], as `out` (F32, F16, BF16), into dst.
+ * The layout must be valid (the detector checked every size and g_idx).
+ * Returns 0, or -1 when out of memory. */
+int ct_dequant_rows(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
+                    amn_simd level);
+
+/* Internal to the kernels. */
+int ct_rows_scalar(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst);
+int ct_rows_avx2(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst);
+/* Signed value, zero point and scale (as binary32) of element (o, i) / group g. */
+int32_t ct_q(const ct_layout *l, uint64_t o, uint64_t i);
+int32_t ct_zero(const ct_layout *l, uint64_t o, uint64_t g);
+float ct_scale(const ct_layout *l, uint64_t o, uint64_t g);
+
+/* (q - z) * s in the scale's dtype, as binary32. */
+static inline float ct_apply(int32_t qz, float s, amn_dtype stype) {
+    const float y = (float)qz * s;
+    if (stype == AMN_DTYPE_BF16) return amn_bf16_to_f32(amn_f32_to_bf16(y));
+    if (stype == AMN_DTYPE_F16) return amn_f16_to_f32(amn_f32_to_f16(y));
+    return y;
+}
+
+static inline void ct_store1(float y, amn_dtype out, uint8_t *d) {
+    uint16_t h;
+    switch (out) {
+    case AMN_DTYPE_F32:
+        memcpy(d, &y, 4);
+        break;
+    case AMN_DTYPE_F16:
+        h = amn_f32_to_f16(y);
+        memcpy(d, &h, 2);
+        break;
+    default:
+        h = amn_f32_to_bf16(y);
+        memcpy(d, &h, 2);
+        break;
+    }
+}
+
+#endif

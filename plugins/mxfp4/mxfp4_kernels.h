@@ -1,0 +1,70 @@
+/* gpt-oss MXFP4 dequantization kernels: pure functions over the packed
+ * tensors (no model access), so tests can drive them directly.
+ *
+ * Layout (transformers' integrations/mxfp4.py, convert_moe_packed_tensors):
+ * blocks U8 [E][R][G][16] hold 32 E2M1 codes per (e, r, g), element 2j of the
+ * group in the low nibble of byte j and 2j+1 in the high one; scales U8
+ * [E][R][G] are E8M0 exponents. Value = FP4_VALUES[code] * 2^(scale - 127),
+ * both factors binary32 (2^-127 is a subnormal, 2^128 is inf, so a scale
+ * byte of 255 makes 0 * inf = NaN), one multiply, then one rounding to the
+ * output dtype. The product is exact except for that overflow, so it
+ * equals torch.ldexp on a BF16, F16 or F32 lookup table.
+ *
+ * The output is what transformers' loader keeps: [E][R][K] transposed to
+ * [E][K][R] (K = 32 G). Output row q is (e, k) = (q / K, q % K); its R
+ * values come from column k of R different input rows. */
+#ifndef AMN_MXFP4_KERNELS_H
+#define AMN_MXFP4_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "amn/dtype.h"
+#include "amn/simd.h"
+
+typedef struct mxfp4_layout {
+    const uint8_t *blocks; /* [experts][rows][groups][16] */
+    const uint8_t *scales; /* [experts][rows][groups] */
+    uint64_t experts, rows, groups;
+} mxfp4_layout;
+
+/* E2M1 code -> value; code 8 is -0.0 as in transformers' FP4_VALUES. */
+extern const float mxfp4_e2m1[16];
+
+/* 2^(s - 127) as binary32: torch.pow(2.0, s - 127) in float32. */
+static inline float mxfp4_pow2(uint8_t s) {
+    if (s == 255) return amn_bits_f32(0x7f800000u);
+    if (s == 0) return amn_bits_f32(0x00400000u); /* 2^-127, subnormal */
+    return amn_bits_f32((uint32_t)s << 23);
+}
+
+/* Output rows [row0, row0 + nrows) of [E*K][R], as `out` (F32, F16, BF16).
+ * The layout must be valid (the detector checked every size). */
+void mxfp4_dequant_rows(const mxfp4_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
+                        void *dst, amn_simd level);
+
+/* Internal: output rows (e, k) for k in [k0, k1) of one expert, row k0 at dst. */
+void mxfp4_expert_rows_scalar(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
+                              uint64_t r0, amn_dtype out, uint8_t *dst);
+void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
+                            amn_dtype out, uint8_t *dst);
+
+static inline void mxfp4_store1(float y, amn_dtype out, uint8_t *d) {
+    uint16_t h;
+    switch (out) {
+    case AMN_DTYPE_F32:
+        memcpy(d, &y, 4);
+        break;
+    case AMN_DTYPE_F16:
+        h = amn_f32_to_f16(y);
+        memcpy(d, &h, 2);
+        break;
+    default:
+        h = amn_f32_to_bf16(y);
+        memcpy(d, &h, 2);
+        break;
+    }
+}
+
+#endif

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Issue 18: a quantized tensor is never copied through as a plain one. For
+# each known quantized layout, with the plugin that reads it absent (a plugin
+# directory holding every other built plugin), `remember` and `convert` exit 3
+# naming the layout, the tensors and the plugin to install, and `inspect`
+# lists the tensors as unhandled. A model whose config.json declares a method
+# no plugin knows is refused the same way; a plain model beside a config that
+# declares quantization (a remembered output) still converts.
+set -uo pipefail
+build=$1
+amn=$build/bin/amn
+plugdir=$build/lib/amn/plugins
+work=$(mktemp -d /tmp/amn-unhandled.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fails=0 passes=0
+
+mkst() { # mkst FILE HEADER DATA_BYTES
+  local n=${#2}
+  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' $((n & 255)) $((n >> 8 & 255)) $((n >> 16 & 255)) $((n >> 24 & 255)))" >"$1"
+  printf '%s' "$2" >>"$1"
+  head -c "$3" /dev/zero >>"$1"
+}
+t() { # t NAME DTYPE SHAPE START END -> one header entry
+  printf '"%s":{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]}' "$1" "$2" "$3" "$4" "$5"
+}
+pass() { passes=$((passes + 1)); }
+fail() { echo "FAIL: $*"; sed 's/^/    /' "$work/out"; fails=$((fails + 1)); }
+
+# without PLUGIN: a plugin directory with every built plugin but that one.
+without() {
+  local dir=$work/without-$1
+  if [ ! -d "$dir" ]; then
+    mkdir -p "$dir"
+    for f in "$plugdir"/amn-*.so; do [ "${f##*/}" = "amn-$1.so" ] || cp "$f" "$dir/"; done
+  fi
+  echo "$dir"
+}
+
+# expect_refused CASE PLUGIN WORDS...: remember and convert exit 3 with every
+# word in the message; inspect says "Unhandled" and parse marks the tensors.
+expect_refused() {
+  local case=$1 plugin=$2; shift 2
+  local file=$work/$case/model.safetensors
+  export AMN_PLUGIN_SYSTEM_PATH=$(without "$plugin")
+  for cmd in remember convert; do
+    local extra=()
+    [ $cmd = convert ] && extra=(--to safetensors)
+    "$amn" $cmd "$file" "${extra[@]}" -o "$work/$case/out.safetensors" >"$work/out" 2>&1
+    local rc=$? ok=1
+    [ $rc -eq 3 ] || ok=0
+    for w in "$@"; do grep -qF -- "$w" "$work/out" || ok=0; done
+    [ -e "$work/$case/out.safetensors" ] && ok=0
+    if [ $ok = 1 ]; then pass; else fail "$case: $cmd without amn-$plugin: exit $rc, expected 3 and: $*"; fi
+  done
+  "$amn" inspect "$file" >"$work/out" 2>&1
+  if grep -q "^Unhandled:" "$work/out"; then pass; else fail "$case: inspect lists no unhandled tensor"; fi
+  "$amn" parse "$file" >"$work/out" 2>&1
+  if grep -q "unhandled (" "$work/out"; then pass; else fail "$case: parse marks no tensor unhandled"; fi
+  unset AMN_PLUGIN_SYSTEM_PATH
+}
+
+mkcase() { mkdir -p "$work/$1"; mkst "$work/$1/model.safetensors" "{$2}" "$3"; }
+
+# gpt-oss MXFP4 (no config: the names and dtypes alone).
+mkcase mxfp4 "$(t l.experts.gate_up_proj_blocks U8 '[1,2,1,16]' 0 32),$(t l.experts.gate_up_proj_scales U8 '[1,2,1]' 32 34)" 34
+expect_refused mxfp4 mxfp4 "MXFP4 (gpt-oss)" "l.experts.gate_up_proj_blocks (U8)" "install the amn-mxfp4 plugin"
+# ... and with its config.json.
+mkcase mxfp4cfg "$(t l.experts.down_proj_blocks U8 '[1,2,1,16]' 0 32),$(t l.experts.down_proj_scales U8 '[1,2,1]' 32 34)" 34
+echo '{"quantization_config":{"quant_method":"mxfp4"}}' >"$work/mxfp4cfg/config.json"
+expect_refused mxfp4cfg mxfp4 'config.json declares quant_method "mxfp4"' "l.experts.down_proj_blocks"
+
+# compressed-tensors pack-quantized int4.
+mkcase pack "$(t l.weight_packed I32 '[2,1]' 0 8),$(t l.weight_shape I64 '[2]' 8 24),$(t l.weight_scale BF16 '[2,1]' 24 28)" 28
+echo '{"quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized"}}' >"$work/pack/config.json"
+expect_refused pack ctensors "compressed-tensors pack-quantized" "l.weight_packed (I32)" 'format "pack-quantized"' "install the amn-ctensors plugin"
+
+# compressed-tensors int-quantized (int8 weight + scale), no config.
+mkcase int8 "$(t l.weight I8 '[2,4]' 0 8),$(t l.weight_scale BF16 '[2,1]' 8 12),$(t l.bias BF16 '[2]' 12 16)" 16
+expect_refused int8 ctensors "compressed-tensors int-quantized" "l.weight (I8)" "install the amn-ctensors plugin"
+
+# compressed-tensors nvfp4-pack-quantized.
+mkcase ctnvfp4 "$(t l.weight_packed U8 '[2,8]' 0 16),$(t l.weight_scale F8_E4M3 '[2,1]' 16 18),$(t l.weight_global_scale F32 '[1]' 18 22)" 22
+expect_refused ctnvfp4 ctensors "compressed-tensors nvfp4-pack-quantized" "l.weight_packed (U8)" "install the amn-ctensors plugin"
+
+# ModelOpt NVFP4 with its hf_quant_config.json.
+mkcase modelopt "$(t l.weight U8 '[2,8]' 0 16),$(t l.weight_scale F8_E4M3 '[2,1]' 16 18),$(t l.weight_scale_2 F32 '[]' 18 22),$(t l.input_scale F32 '[]' 22 26)" 26
+echo '{"quantization":{"quant_algo":"NVFP4","group_size":16}}' >"$work/modelopt/hf_quant_config.json"
+expect_refused modelopt nvfp4 "ModelOpt NVFP4" "l.weight (U8)" 'hf_quant_config.json declares quant_method "modelopt", format "nvfp4"' "install the amn-nvfp4 plugin"
+
+# A method no amn plugin knows, declared in config.json: integer tensors refused.
+mkcase hqq "$(t l.W_q U8 '[4,4]' 0 16),$(t l.meta.scale F16 '[4]' 16 24)" 24
+echo '{"quantization_config":{"quant_method":"hqq","nbits":4}}' >"$work/hqq/config.json"
+expect_refused hqq none "of hqq (l.W_q (U8)" "no amn plugin dequantizes this method"
+
+# A plain model beside a config that declares quantization (what `remember`
+# leaves next to its input) converts: only integer / FP8 tensors are suspect.
+mkcase plain "$(t l.weight BF16 '[2,2]' 0 8),$(t pos_ids I32 '[2]' 8 16)" 16
+echo '{"quantization_config":{"quant_method":"mxfp4"}}' >"$work/plain/config.json"
+if "$amn" remember "$work/plain/model.safetensors" -o "$work/plain/out.safetensors" >"$work/out" 2>&1; then pass; else fail "plain model beside a quantized config refused"; fi
+"$amn" inspect "$work/plain/model.safetensors" >"$work/out" 2>&1
+if grep -q "Unhandled" "$work/out"; then fail "plain model listed as unhandled"; else pass; fi
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
