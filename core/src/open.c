@@ -14,6 +14,22 @@ void amn_limits_default(amn_limits *l) {
     l->max_array = 1ull << 26;
     l->max_depth = 64;
     l->max_alloc = 64ull << 30;
+    l->max_alloc_one = 64ull << 30;
+    l->max_ratio = 1000;
+}
+
+/* What the plugins see: max_alloc_one also bounds the caps of the things a
+ * parser allocates whole (headers, strings), so one knob covers them. */
+static void effective_limits(const amn_limits *in, amn_limits *out) {
+    if (!in) {
+        amn_limits_default(out);
+        return;
+    }
+    *out = *in;
+    if (out->max_alloc_one && out->max_header_bytes > out->max_alloc_one)
+        out->max_header_bytes = out->max_alloc_one;
+    if (out->max_alloc_one && out->max_string > out->max_alloc_one)
+        out->max_string = out->max_alloc_one;
 }
 
 static bool ext_matches(const char *path, const char *exts) {
@@ -164,11 +180,9 @@ static int finish_model(amn_model *m, const amn_format *f, const char *path, amn
 int amn_open(const amn_ctx *ctx, const char *path, const char *from, const amn_limits *limits,
              amn_model **out, amn_error *err) {
     *out = NULL;
-    amn_limits def;
-    if (!limits) {
-        amn_limits_default(&def);
-        limits = &def;
-    }
+    amn_limits eff;
+    effective_limits(limits, &eff);
+    limits = &eff;
     const amn_format *f;
     int rc = amn_ctx_detect(ctx, path, from, &f, err);
     if (rc) return rc;
@@ -204,11 +218,9 @@ int amn_inspect_source(const amn_ctx *ctx, const amn_source *src, const char *pa
                        const char *from, const amn_limits *limits, amn_model **out,
                        amn_error *err) {
     *out = NULL;
-    amn_limits def;
-    if (!limits) {
-        amn_limits_default(&def);
-        limits = &def;
-    }
+    amn_limits eff;
+    effective_limits(limits, &eff);
+    limits = &eff;
     const amn_format *f;
     int rc = detect_impl(ctx, src, path ? path : src->name, false, from, &f, err);
     if (rc) return rc;
@@ -239,11 +251,9 @@ int amn_inspect(const amn_ctx *ctx, const char *path, const char *from, const am
         if (!f->inspect)
             return amn_error_set(err, AMN_E_UNSUPPORTED,
                                  "unsupported: format %s has no header-only inspection", f->name);
-        amn_limits def;
-        if (!limits) {
-            amn_limits_default(&def);
-            limits = &def;
-        }
+        amn_limits eff;
+        effective_limits(limits, &eff);
+        limits = &eff;
         amn_inspect_args a = {.src = NULL, .path = path, .limits = limits};
         amn_model *m = NULL;
         if ((rc = f->inspect(&a, &m, err))) return rc;
