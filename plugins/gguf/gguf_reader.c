@@ -585,6 +585,9 @@ int gguf_read(const amn_source *src, const uint8_t *map, const amn_limits *lim, 
     tinfo *ti = NULL;
     char label[16];
     int rc = read_header(&r, &n_tensors, &n_kv);
+    if (!rc && n_kv > lim->max_tensors) /* --max-items counts key/values too */
+        rc = amn_error_set(err, AMN_E_LIMIT, "%s: %llu key/values exceed the cap of %llu", r.name,
+                           (unsigned long long)n_kv, (unsigned long long)lim->max_tensors);
     if (!rc) rc = read_kvs(&r, n_kv, m);
     if (!rc) rc = alignment_of(&r, m, &align);
     if (!rc && n_tensors > lim->max_tensors)
