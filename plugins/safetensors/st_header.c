@@ -128,7 +128,10 @@ static int check_structure(const char *src, const char *t, size_t n, const amn_l
             break;
         case '{':
         case '[':
-            if (++depth > 3)
+            if (++depth > lim->max_depth) /* a caller's tighter cap (--max-depth) */
+                return amn_error_set(err, AMN_E_LIMIT, "%s: header nests deeper than %u", src,
+                                     lim->max_depth);
+            if (depth > 3)
                 return amn_error_set(err, AMN_E_PARSE,
                                      "%s: header nests deeper than a safetensors header does", src);
             containers++;
@@ -160,7 +163,9 @@ static int parse_json(const char *src, const char *text, size_t n, const amn_lim
         return amn_error_set(err, AMN_E_PARSE, "%s: header is not a JSON object", src);
     int rc = check_structure(src, text + i, n - i, lim, err);
     if (rc) return rc;
-    json_tokener *tok = json_tokener_new_ex((int)(lim->max_depth < 32 ? lim->max_depth : 32));
+    /* json-c counts the top level as one more: depth 3 needs 4 (check_structure
+     * above has already applied the cap itself). */
+    json_tokener *tok = json_tokener_new_ex((int)(lim->max_depth < 31 ? lim->max_depth + 1 : 32));
     if (!tok) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
     json_object *o = json_tokener_parse_ex(tok, text, (int)n);
@@ -212,12 +217,15 @@ int st_read_header(const amn_source *s, const uint8_t *data, const amn_limits *l
     free(text);
     if (rc) return rc;
     size_t count = (size_t)json_object_object_length(root);
+    /* __metadata__ is no tensor */
+    const size_t tensors = count - (json_object_object_get_ex(root, "__metadata__", NULL) ? 1 : 0);
     entry *entries = calloc(count ? count : 1, sizeof *entries);
     size_t k = 0;
     if (!entries)
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    else if (count > lim->max_tensors)
-        rc = amn_error_set(err, AMN_E_LIMIT, "%s: %zu tensors exceed the cap", src, count);
+    else if (tensors > lim->max_tensors)
+        rc = amn_error_set(err, AMN_E_LIMIT, "%s: %zu tensors exceed the cap of %llu", src, tensors,
+                           (unsigned long long)lim->max_tensors);
     if (!rc) {
         json_object_object_foreach(root, key, val) {
             if (strcmp(key, "__metadata__") == 0) {
