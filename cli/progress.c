@@ -81,8 +81,13 @@ static void draw(cli_progress *p, const amn_progress *info, double t) {
                           : 100;
     cli_size(info->bytes_done, done, sizeof done);
     cli_size(info->bytes_total, total, sizeof total);
-    cli_size((uint64_t)bps, rate, sizeof rate);
-    fmt_eta(bps > 0 ? (double)(info->bytes_total - info->bytes_done) / bps : -1, eta, sizeof eta);
+    /* The first instants (header written, nothing timed yet) give no rate. */
+    const bool timed = elapsed >= 0.25 && info->bytes_done > 0;
+    if (timed)
+        cli_size((uint64_t)bps, rate, sizeof rate);
+    else
+        snprintf(rate, sizeof rate, "- B");
+    fmt_eta(timed ? (double)(info->bytes_total - info->bytes_done) / bps : -1, eta, sizeof eta);
     int n = snprintf(line, sizeof line, "%3u%% %s / %s  %s/s  ETA %s", pct > 100 ? 100 : pct, done,
                      total, rate, eta);
     if (n < 0) return;
