@@ -385,6 +385,10 @@ static int read_kvs(reader *r, uint64_t n_kv, amn_model *m) {
                              (unsigned long long)n_kv);
     int rc = need(r, span, "key/values");
     if (rc) return rc;
+    if (n_kv > r->lim->max_tensors) /* a count the file can hold, over --max-items */
+        return amn_error_set(r->err, AMN_E_LIMIT, "%s: %llu key/values exceed the cap of %llu",
+                             r->name, (unsigned long long)n_kv,
+                             (unsigned long long)r->lim->max_tensors);
     keyset ks = {0};
     char what[64];
     for (uint64_t i = 0; !rc && i < n_kv; i++) {
@@ -585,9 +589,6 @@ int gguf_read(const amn_source *src, const uint8_t *map, const amn_limits *lim, 
     tinfo *ti = NULL;
     char label[16];
     int rc = read_header(&r, &n_tensors, &n_kv);
-    if (!rc && n_kv > lim->max_tensors) /* --max-items counts key/values too */
-        rc = amn_error_set(err, AMN_E_LIMIT, "%s: %llu key/values exceed the cap of %llu", r.name,
-                           (unsigned long long)n_kv, (unsigned long long)lim->max_tensors);
     if (!rc) rc = read_kvs(&r, n_kv, m);
     if (!rc) rc = alignment_of(&r, m, &align);
     if (!rc && n_tensors > lim->max_tensors)

@@ -80,7 +80,7 @@ run_kill() { # run_kill SIG MODE(tmpfile|named) FORCE(0|1) DELAY_MS
 for sig in INT TERM HUP PIPE KILL; do
   for mode in tmpfile named; do
     for force in 0 1; do
-      for delay in 0 3 12; do run_kill $sig $mode $force $delay; done
+      for delay in 0 5; do run_kill $sig $mode $force $delay; done
     done
   done
 done

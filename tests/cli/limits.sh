@@ -30,6 +30,13 @@ edge max-header "$hdr" inspect "$st" "exceeds"
 edge max-alloc "$hdr" parse "$st" "exceeds"
 edge max-depth 3 parse "$st" "nests deeper than 2"
 
+if "$amn" plugins | grep -q "format gguf"; then
+  # GGUF: --max-items caps the key/value count as well as the tensor count.
+  g=$src/fixtures/gguf/tiny-quant.gguf
+  items=$("$amn" inspect --json "$g" | $py -c 'import json,sys; d=json.load(sys.stdin); print(max(len(d["kv"]), d["tensor_count"]))')
+  edge max-items "$items" inspect "$g" "exceed the cap of $((items - 1))"
+fi
+
 if "$amn" plugins | grep -q "format npz"; then
   # Two DEFLATE members; sizes and ratios read back from the archive.
   $py - "$work/c.npz" "$work/bomb.npz" <<'PY'
