@@ -28,6 +28,7 @@ typedef struct cli_args {
     const char *out_dtype; /* convert */
     const char *from;
     bool json, force, full;
+    bool quiet, progress, no_sync; /* --quiet, --progress, --no-sync */
     unsigned threads;
     /* Writer options "KEY=VALUE" (--opt; --gguf-kv V is kv=V, --gguf-metadata
      * F is metadata=F), their text in opt_text. */
@@ -35,6 +36,8 @@ typedef struct cli_args {
     size_t n_opts;
     char opt_text[16384];
     size_t opt_used;
+    amn_limits limits; /* --max-*, when limits_set */
+    bool limits_set;
 } cli_args;
 
 int cli_exit_code(int amn_code);
@@ -53,6 +56,53 @@ bool cli_default_output(const char *input, bool resolved, const char *tag, const
  * open (the input itself when nothing resolves it). */
 int cli_resolve_input(const amn_ctx *ctx, const char *input, char *path, size_t size,
                       bool *resolved);
+
+/* Bad command line: "amn CMD: message" (or a JSON error under --json);
+ * returns EXIT_USAGE. */
+int cli_usage_fail(const char *command, const char *message);
+
+/* ---- --json (json_out.c) ---- */
+#include <json-c/json.h>
+void cli_json_set(bool on);
+bool cli_json_on(void);
+/* A JSON string of s, bytes that are not UTF-8 replaced by U+FFFD; NULL -> NULL (null). */
+json_object *cli_json_str(const char *s);
+json_object *cli_json_strn(const char *s, size_t n); /* may hold NULs (\u0000) */
+/* Print a document on stdout and release it. */
+void cli_json_print(json_object *o);
+/* {"error": {"class", "exit_code", "message"}} on stderr; returns exit_code. */
+int cli_json_error(int exit_code, const char *message);
+
+/* ---- progress (progress.c) ---- */
+enum { CLI_PROGRESS_OFF, CLI_PROGRESS_TTY, CLI_PROGRESS_LINES };
+typedef struct cli_progress {
+    int mode;
+    double interval, start, last;
+} cli_progress;
+/* Off with --quiet; lines with --progress; else redrawn when stderr is a tty. */
+void cli_progress_begin(cli_progress *p, const cli_args *a);
+void cli_progress_update(void *user, const amn_progress *info); /* an amn_progress_fn */
+void cli_progress_end(cli_progress *p);                         /* clear the line */
+void cli_progress_on_signal(void);                              /* async-signal-safe */
+
+/* ---- signals (signals.c) ---- */
+/* SIGINT/TERM/HUP/PIPE: remove pending temporary outputs, die by the signal. */
+void cli_signals_install(void);
+
+/* ---- limits (limits.c) ---- */
+/* 0: opt is not a limit; 1: consumed `value`; < 0: -(exit code), reported. */
+int cli_limit_option(cli_args *a, const char *opt, const char *value);
+bool cli_parse_size(const char *s, uint64_t *out);
+/* The limits to pass to amn_open / amn_inspect (NULL: the defaults). */
+const amn_limits *cli_limits(const cli_args *a);
+#define CLI_LIMITS_HELP                                                                            \
+    "limits (tighten only; sizes as 64M or 2G):\n"                                                 \
+    "  --max-alloc SIZE   largest single allocation (header, string, inflated member) [64G]\n"     \
+    "  --max-total SIZE   sum of a parse's allocations [64G]\n"                                    \
+    "  --max-items N      tensors, archive members, key/values, array elements [1048576]\n"        \
+    "  --max-ratio N      DEFLATE expansion, uncompressed:compressed [1000]\n"                     \
+    "  --max-header SIZE  header / central directory / pickle size [100M]\n"                       \
+    "  --max-depth N      nesting of JSON, pickles, GGUF arrays [64]\n"
 
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
 int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert);

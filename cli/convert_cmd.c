@@ -1,5 +1,6 @@
 /* `amn remember` and `amn convert`: open, plan, stream to a new file. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -20,21 +21,61 @@ static void first_ext(const amn_format *f, char *buf, size_t size) {
     buf[n] = '\0';
 }
 
+/* The --json report of a finished run (schema in doc/json.md). */
+static void print_json(const cli_args *a, bool convert, const amn_model *m, const amn_plan *p,
+                       const char *target, const char *output, amn_dtype out,
+                       const amn_convert_stats *st, double seconds) {
+    json_object *root = json_object_new_object();
+    json_object_object_add(root, "command",
+                           json_object_new_string(convert ? "convert" : "remember"));
+    json_object_object_add(root, "input", cli_json_str(a->input));
+    json_object_object_add(root, "input_format", cli_json_str(amn_model_format(m)));
+    json_object_object_add(root, "output", cli_json_str(output));
+    json_object_object_add(root, "target", cli_json_str(target));
+    json_object_object_add(root, "out_dtype", json_object_new_string(amn_dtype_name(out)));
+    json_object *groups = json_object_new_array(), *labels = json_object_new_object();
+    for (size_t i = 0; i < amn_plan_group_count(p); i++) {
+        amn_group_info gi;
+        if (amn_plan_group(p, i, &gi) || !gi.out_name) continue;
+        json_object *g = json_object_new_object();
+        json_object_object_add(g, "name", cli_json_str(gi.out_name));
+        json_object_object_add(g, "label", cli_json_str(gi.label));
+        json_object_object_add(g, "scheme", cli_json_str(gi.scheme));
+        json_object_array_add(groups, g);
+        /* labels: how many groups carry each label */
+        json_object *key = cli_json_str(gi.label ? gi.label : gi.scheme ? gi.scheme : "");
+        const char *k = json_object_get_string(key);
+        json_object *n = NULL;
+        if (json_object_object_get_ex(labels, k, &n))
+            json_object_set_int64(n, json_object_get_int64(n) + 1);
+        else
+            json_object_object_add(labels, k, json_object_new_int64(1));
+        json_object_put(key);
+    }
+    json_object_object_add(root, "labels", labels);
+    json_object_object_add(root, "groups", groups);
+    json_object_object_add(root, "tensors", json_object_new_uint64(st->tensors_written));
+    json_object_object_add(root, "dequantized", json_object_new_uint64(st->dequantized));
+    json_object_object_add(root, "cast", json_object_new_uint64(st->cast));
+    json_object_object_add(root, "dropped", json_object_new_uint64(st->dropped));
+    json_object_object_add(root, "bytes", json_object_new_uint64(st->bytes_written));
+    json_object_object_add(root, "seconds", json_object_new_double(seconds));
+    cli_json_print(root);
+}
+
 int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     amn_error err = {0};
     const char *target = "safetensors";
     const char *dtype_arg = convert ? a->out_dtype : a->to;
     if (convert) {
-        if (!a->to) {
-            fprintf(stderr, "amn convert: --to TARGET is required\n");
-            return EXIT_USAGE;
-        }
+        if (!a->to) return cli_usage_fail(a->command, "--to TARGET is required");
         target = strcmp(a->to, "bf16") == 0 ? "safetensors" : a->to;
     }
     amn_dtype out = dtype_arg ? amn_dtype_from_cli(dtype_arg) : AMN_DTYPE_BF16;
     if (out == AMN_DTYPE_INVALID) {
-        fprintf(stderr, "amn: unknown dtype '%s' (use bf16, f16 or f32)\n", dtype_arg);
-        return EXIT_USAGE;
+        char msg[256];
+        snprintf(msg, sizeof msg, "unknown dtype '%s' (use bf16, f16 or f32)", dtype_arg);
+        return cli_usage_fail(a->command, msg);
     }
     const amn_format *tf = amn_ctx_find_format(ctx, target);
     if (!tf || !tf->writer) {
@@ -50,7 +91,7 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     double t0 = now();
     amn_model *m = NULL;
     amn_plan *p = NULL;
-    rc = amn_open(ctx, path, a->from, NULL, &m, &err);
+    rc = amn_open(ctx, path, a->from, cli_limits(a), &m, &err);
     if (!rc) rc = amn_plan_new(ctx, m, &p, &err);
     if (rc) {
         amn_model_free(m);
@@ -75,20 +116,21 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
             for (char *c = tag; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
         }
         if (!cli_default_output(a->input, resolved, tag, ext, outbuf, sizeof outbuf)) {
-            fprintf(stderr, "amn: output path too long; pass -o\n");
             amn_plan_free(p);
             amn_model_free(m);
-            return EXIT_USAGE;
+            return cli_usage_fail(a->command, "output path too long; pass -o");
         }
         output = outbuf;
     }
-    if (!a->json) {
+    if (!a->json && !a->quiet) {
         printf("%s %s -> %s\n", convert ? "Converting" : "Remembering", a->input, output);
         if (s.groups)
             printf("  %s%s\n", s.label ? s.label : s.scheme,
                    s.labels_differ ? " (and others)" : "");
         fflush(stdout);
     }
+    cli_progress prog;
+    cli_progress_begin(&prog, a);
     amn_convert_options o = {
         .mode = mode,
         .target = target,
@@ -98,21 +140,20 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
         .threads = a->threads,
         .options = a->opts,
         .n_options = a->n_opts,
+        .progress = prog.mode != CLI_PROGRESS_OFF ? cli_progress_update : NULL,
+        .progress_user = &prog,
+        .no_sync = a->no_sync,
     };
     amn_convert_stats st;
     rc = amn_convert(ctx, m, p, &o, &st, &err);
+    cli_progress_end(&prog);
+    double dt = now() - t0;
+    if (!rc && a->json) print_json(a, convert, m, p, target, output, out, &st, dt);
     amn_plan_free(p);
     amn_model_free(m);
     if (rc) return cli_fail(&err);
-    double dt = now() - t0;
+    if (a->json || a->quiet) return EXIT_OK;
     char b1[32];
-    if (a->json) {
-        printf("{\"input\": \"%s\", \"output\": \"%s\", \"tensors\": %zu, \"dequantized\": %zu, "
-               "\"cast\": %zu, \"dropped\": %zu, \"bytes\": %llu, \"seconds\": %.3f}\n",
-               a->input, output, st.tensors_written, st.dequantized, st.cast, st.dropped,
-               (unsigned long long)st.bytes_written, dt);
-        return EXIT_OK;
-    }
     if (st.dequantized) printf("  %zu dequantized to %s\n", st.dequantized, amn_dtype_name(out));
     if (st.cast) printf("  %zu cast to %s\n", st.cast, amn_dtype_name(out));
     if (st.dropped) printf("  %zu activation scales dropped\n", st.dropped);

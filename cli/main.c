@@ -17,24 +17,30 @@ static const char usage_main[] =
     "          [--threads N] [--opt KEY=VALUE]... [--gguf-kv KEY=VALUE]...\n"
     "          [--gguf-metadata FILE.json]\n"
     "                                      any readable input to any writable target\n"
-    "  plugins                             loaded plugins, formats, schemes, matrix\n"
+    "  plugins [--json]                    loaded plugins, formats, schemes, matrix\n"
     "\n"
-    "every command that reads a file also takes --from FORMAT to skip probing.\n"
-    "amn COMMAND --help shows one command; amn --version the version.\n";
+    "every command takes --json (one JSON document on stdout; errors as a JSON\n"
+    "object on stderr). Commands that read a file take --from FORMAT to skip\n"
+    "probing, and the limits below. remember and convert show progress on a\n"
+    "terminal; --quiet silences it and the summary, --progress prints plain\n"
+    "progress lines (for logs); --no-sync skips the fsyncs of the output.\n"
+    "\n" CLI_LIMITS_HELP "\n"
+    "amn COMMAND --help shows one command; amn --version the version; man amn.\n";
 
 static const struct {
     const char *name, *alias, *help;
 } commands[] = {
     {"parse", NULL,
-     "usage: amn parse FILE [--json] [--from FORMAT]\n"
+     "usage: amn parse FILE [--json] [--from FORMAT] [--max-... LIMIT]\n"
      "Open FILE and list its tensors (name, dtype, shape, size), their roles in a\n"
      "quantized model, and any non-tensor values a checkpoint holds.\n"},
     {"inspect", "info",
-     "usage: amn inspect FILE [--json] [--to bf16|f16|f32] [--from FORMAT]\n"
+     "usage: amn inspect FILE [--json] [--to bf16|f16|f32] [--from FORMAT] [--max-... LIMIT]\n"
      "Read only the header of FILE: format, tensor count, sizes, dtypes, the\n"
      "quantization scheme and what remember would produce (sizes at --to).\n"},
     {"remember", "dequantize",
      "usage: amn remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
+     "                    [--json] [--quiet | --progress] [--no-sync] [--max-... LIMIT]\n"
      "Write FILE as safetensors with every quantized weight dequantized to --to\n"
      "(default bf16); other tensors are copied unchanged. Without -o the output is\n"
      "<stem>-<dtype>.safetensors next to FILE. An existing output is kept unless\n"
@@ -50,7 +56,7 @@ static const struct {
      "lists each writer's options; any other key is an error). --gguf-kv KEY=VALUE\n"
      "is --opt kv=KEY=VALUE and --gguf-metadata FILE is --opt metadata=FILE.\n"},
     {"plugins", NULL,
-     "usage: amn plugins\n"
+     "usage: amn plugins [--json]\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"
      "formats and schemes each provides, and the conversion matrix.\n"},
 };
@@ -77,6 +83,7 @@ int cli_exit_code(int code) {
 }
 
 int cli_fail(const amn_error *err) {
+    if (cli_json_on()) return cli_json_error(cli_exit_code(err->code), err->msg);
     /* Messages may quote file contents: show control characters escaped. */
     const char *cls = amn_error_class(err->code);
     if (strncmp(err->msg, cls, strlen(cls)) == 0)
@@ -101,11 +108,16 @@ static int find_command(const char *name) {
     return -1;
 }
 
-static int usage_error(const char *cmd, const char *fmt, const char *arg) {
-    fprintf(stderr, "amn %s: ", cmd);
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(see amn %s --help)\n", cmd);
+int cli_usage_fail(const char *cmd, const char *message) {
+    if (cli_json_on()) return cli_json_error(EXIT_USAGE, message);
+    fprintf(stderr, "amn %s: %s\n(see amn %s --help)\n", cmd, message, cmd);
     return EXIT_USAGE;
+}
+
+static int usage_error(const char *cmd, const char *fmt, const char *arg) {
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, arg);
+    return cli_usage_fail(cmd, msg);
 }
 
 /* --opt KEY=VALUE as it is; --gguf-kv V and --gguf-metadata F are the GGUF
@@ -135,8 +147,20 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
         if (!next) return usage_error(a->command, "%s needs a value", s);                          \
         i++;                                                                                       \
     } while (0)
+        int lim = cli_limit_option(a, s, next);
+        if (lim < 0) return -lim;
+        if (lim) {
+            i++;
+            continue;
+        }
         if (strcmp(s, "--json") == 0)
             a->json = true;
+        else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0)
+            a->quiet = true;
+        else if (strcmp(s, "--progress") == 0)
+            a->progress = true;
+        else if (strcmp(s, "--no-sync") == 0)
+            a->no_sync = true;
         else if (strcmp(s, "--force") == 0)
             a->force = true;
         else if (strcmp(s, "--full") == 0)
@@ -196,24 +220,32 @@ int main(int argc, char **argv) {
         }
         break;
     }
+    for (int k = i; k < argc; k++)
+        if (strcmp(argv[k], "--json") == 0) cli_json_set(true); /* errors as JSON from here */
     if (i >= argc) {
+        if (cli_json_on()) return cli_json_error(EXIT_USAGE, "no command given");
         fputs(usage_main, stderr);
         return EXIT_USAGE;
     }
     int c = find_command(argv[i]);
     if (c < 0) {
-        fprintf(stderr, "amn: unknown command '%s'\n\n%s", argv[i], usage_main);
+        char msg[512];
+        snprintf(msg, sizeof msg, "unknown command '%s'", argv[i]);
+        if (cli_json_on()) return cli_json_error(EXIT_USAGE, msg);
+        fprintf(stderr, "amn: %s\n\n%s", msg, usage_main);
         return EXIT_USAGE;
     }
     for (int k = i + 1; k < argc; k++)
         if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
             fputs(commands[c].help, stdout);
+            if (c != 4) fputs("\n" CLI_LIMITS_HELP, stdout);
             return EXIT_OK;
         }
     cli_args a = {.command = commands[c].name};
     int rc = parse_args(argc, argv, i + 1, &a);
     if (rc) return rc;
     if (c != 4 && !a.input) return usage_error(a.command, "%s", "missing FILE");
+    cli_signals_install();
     amn_ctx_options opts = {.plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
     amn_ctx *ctx;
     amn_error err = {0};

@@ -48,6 +48,13 @@ static const char *role_name(int role) {
     }
 }
 
+/* An object member whose key comes from a file: made valid UTF-8 first. */
+static void json_add_key(json_object *obj, const char *key, json_object *val) {
+    json_object *k = cli_json_str(key);
+    json_object_object_add(obj, json_object_get_string(k), val);
+    json_object_put(k);
+}
+
 static json_object *json_u64(uint64_t v) {
     return json_object_new_uint64(v);
 }
@@ -78,8 +85,7 @@ static json_object *kv_scalar_json(amn_kv_type t, const void *d) {
         return json_object_new_boolean(*(const uint8_t *)d);
     case AMN_KV_STRING: {
         const amn_str *str = d;
-        return json_object_new_string_len(str->ptr,
-                                          (int)(str->len > INT32_MAX ? INT32_MAX : str->len));
+        return cli_json_strn(str->ptr, (size_t)str->len);
     }
     default:
         return NULL;
@@ -198,9 +204,9 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
     amn_plan_summary s;
     amn_plan_summarize(p, out, &s);
     json_object *root = json_object_new_object();
-    json_object_object_add(root, "file", json_object_new_string(a->input));
+    json_object_object_add(root, "file", cli_json_str(a->input));
     json_object_object_add(root, "format", json_object_new_string(amn_model_format(m)));
-    json_object_object_add(root, "label", json_object_new_string(amn_model_label(m)));
+    json_object_object_add(root, "label", cli_json_str(amn_model_label(m)));
     json_object_object_add(root, "tensor_count", json_u64(amn_model_tensor_count(m)));
     json_object_object_add(root, "total_bytes", json_u64(s.current_bytes));
     json_object *dts = json_object_new_array();
@@ -208,11 +214,11 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
     dtype_list(m, dtypes, sizeof dtypes);
     for (char *save = NULL, *tok = strtok_r(dtypes, ", ", &save); tok;
          tok = strtok_r(NULL, ", ", &save))
-        json_object_array_add(dts, json_object_new_string(tok));
+        json_object_array_add(dts, cli_json_str(tok));
     json_object_object_add(root, "dtypes", dts);
     json_object *q = json_object_new_object();
-    json_object_object_add(q, "scheme", s.scheme ? json_object_new_string(s.scheme) : NULL);
-    json_object_object_add(q, "label", s.label ? json_object_new_string(s.label) : NULL);
+    json_object_object_add(q, "scheme", cli_json_str(s.scheme));
+    json_object_object_add(q, "label", cli_json_str(s.label));
     json_object_object_add(q, "quantized", json_u64(s.groups));
     json_object_object_add(q, "scales", json_u64(s.scales));
     json_object_object_add(q, "zero_points", json_u64(s.zeros));
@@ -221,8 +227,7 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
     json_object_object_add(q, "dropped_activation_scales", json_u64(s.dropped));
     json_object_object_add(q, "passthrough", json_u64(s.passthrough));
     json_object_object_add(q, "unhandled", json_u64(s.unhandled));
-    json_object_object_add(q, "missing_plugin",
-                           s.missing_plugin ? json_object_new_string(s.missing_plugin) : NULL);
+    json_object_object_add(q, "missing_plugin", cli_json_str(s.missing_plugin));
     json_object_object_add(q, "out_dtype", json_object_new_string(amn_dtype_name(out)));
     json_object_object_add(q, "bytes_after", json_u64(s.after_bytes));
     json_object_object_add(
@@ -231,14 +236,13 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
     json_object_object_add(root, "quantization", q);
     json_object *meta = json_object_new_object();
     for (size_t i = 0; i < amn_model_meta_count(m); i++)
-        json_object_object_add(meta, amn_model_meta_key(m, i),
-                               json_object_new_string(amn_model_meta_value(m, i)));
+        json_add_key(meta, amn_model_meta_key(m, i), cli_json_str(amn_model_meta_value(m, i)));
     json_object_object_add(root, "metadata", meta);
     if (amn_model_kv_count(m)) {
         json_object *kvs = json_object_new_object();
         for (size_t i = 0; i < amn_model_kv_count(m); i++) {
             const amn_kv *kv = amn_model_kv(m, i);
-            json_object_object_add(kvs, kv->key, kv_json(kv, a->full, 0));
+            json_add_key(kvs, kv->key, kv_json(kv, a->full, 0));
         }
         json_object_object_add(root, "kv", kvs);
     }
@@ -249,8 +253,8 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
             json_object *o = json_object_new_object(), *shape = json_object_new_array();
             for (uint32_t d = 0; d < t->ndim; d++)
                 json_object_array_add(shape, json_u64(t->shape[d]));
-            json_object_object_add(o, "name", json_object_new_string(t->name));
-            json_object_object_add(o, "dtype", json_object_new_string(tensor_type(t)));
+            json_object_object_add(o, "name", cli_json_str(t->name));
+            json_object_object_add(o, "dtype", cli_json_str(tensor_type(t)));
             json_object_object_add(o, "shape", shape);
             json_object_object_add(o, "bytes", json_u64(t->nbytes));
             json_object_object_add(o, "offset", json_u64(t->file_offset));
@@ -267,13 +271,11 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
         json_object_object_add(root, "tensors", arr);
         json_object *notes = json_object_new_object();
         for (size_t i = 0; i < amn_model_note_count(m); i++)
-            json_object_object_add(notes, amn_model_note_name(m, i),
-                                   json_object_new_string(amn_model_note_value(m, i)));
+            json_add_key(notes, amn_model_note_name(m, i),
+                         cli_json_str(amn_model_note_value(m, i)));
         json_object_object_add(root, "non_tensor_values", notes);
     }
-    puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                  JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(root);
+    cli_json_print(root);
 }
 
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only) {
@@ -283,8 +285,8 @@ int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only) {
     bool resolved;
     int rc = cli_resolve_input(ctx, a->input, path, sizeof path, &resolved);
     if (rc) return rc;
-    rc = header_only ? amn_inspect(ctx, path, a->from, NULL, &m, &err)
-                     : amn_open(ctx, path, a->from, NULL, &m, &err);
+    rc = header_only ? amn_inspect(ctx, path, a->from, cli_limits(a), &m, &err)
+                     : amn_open(ctx, path, a->from, cli_limits(a), &m, &err);
     if (rc) return cli_fail(&err);
     amn_plan *p = NULL;
     if ((rc = amn_plan_new(ctx, m, &p, &err))) {

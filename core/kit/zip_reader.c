@@ -231,6 +231,31 @@ static int apply_zip64_extra(const uint8_t *x, size_t xlen, zip_entry *e, bool n
     return 0; /* no ZIP64 field: the sentinel values stand as they are */
 }
 
+/* The --max-ratio and --max-alloc caps on DEFLATE members, from the
+ * directory alone (inflating never writes past a member's recorded size):
+ * a zip bomb is refused before anything is allocated or inflated. */
+static int check_expansion(const amn_source *src, const amn_limits *lim, const zip_dir *d,
+                           amn_error *err) {
+    for (size_t i = 0; i < d->count; i++) {
+        const zip_entry *e = &d->entries[i];
+        if (e->method != ZIP_DEFLATED) continue;
+        uint64_t most;
+        if (lim->max_ratio && (!amn_mul_u64(e->csize, lim->max_ratio, &most) || e->usize > most))
+            return amn_error_set(err, AMN_E_LIMIT,
+                                 "%s: entry '%s' expands %llu bytes to %llu, more than the "
+                                 "%u:1 ratio cap (--max-ratio)",
+                                 src_name(src), e->name, (unsigned long long)e->csize,
+                                 (unsigned long long)e->usize, lim->max_ratio);
+        if (lim->max_alloc_one && e->usize > lim->max_alloc_one)
+            return amn_error_set(err, AMN_E_LIMIT,
+                                 "%s: entry '%s' inflates to %llu bytes, more than the "
+                                 "single-allocation cap of %llu (--max-alloc)",
+                                 src_name(src), e->name, (unsigned long long)e->usize,
+                                 (unsigned long long)lim->max_alloc_one);
+    }
+    return AMN_OK;
+}
+
 int zip_dir_read(const amn_source *src, const amn_limits *lim, zip_dir *out, amn_error *err) {
     memset(out, 0, sizeof *out);
     uint64_t size = src->size;
@@ -331,7 +356,8 @@ int zip_dir_read(const amn_source *src, const amn_limits *lim, zip_dir *out, amn
     out->count = (size_t)ei.count;
     out->file_size = size;
     out->cd_offset = ei.cd_off;
-    return AMN_OK;
+    if ((rc = check_expansion(src, lim, out, err)) != AMN_OK) zip_dir_free(out);
+    return rc;
 fail:
     free(cd);
     zip_dir_free(out);

@@ -3,6 +3,7 @@
  * straight from the mapping) -> writer trailer -> atomic rename. */
 #include <pthread.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,16 +77,39 @@ static void *pool_main(void *arg) {
 }
 
 /* Start up to `threads` workers; with none (threads <= 1 or no thread could
- * be made), batches run on the calling thread. */
+ * be made), batches run on the calling thread. Workers start with
+ * asynchronous signals blocked, so that the embedding program's handlers
+ * (amn's removes temporary outputs) run on its own threads. */
 static void pool_init(pool *p, unsigned threads) {
     memset(p, 0, sizeof *p);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);
     pthread_cond_init(&p->cv_done, NULL);
+    sigset_t all, old;
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     for (unsigned k = 0; threads > 1 && k < threads; k++) {
         if (pthread_create(&p->tid[k], NULL, pool_main, p) != 0) break;
         p->n_threads++;
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The caller's progress callback and what it is told. */
+typedef struct progress {
+    amn_progress_fn fn;
+    void *user;
+    amn_progress info;
+} progress;
+
+static void report(progress *pr, const amn_sink *sink) {
+    if (!pr->fn) return;
+    pr->info.bytes_done = amn_sink_tell(sink);
+    pr->fn(pr->user, &pr->info);
 }
 
 static void pool_destroy(pool *p) {
@@ -153,7 +177,7 @@ static int batch_join(pool *p, batch *b, amn_error *err) {
 /* Produce `units` units of `unit_bytes` each through fn and write them in
  * order. bufs are two buffers of buf_size bytes. */
 static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint64_t unit_bytes,
-                  uint8_t *bufs[2], size_t buf_size, amn_sink *sink, amn_error *err) {
+                  uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr, amn_error *err) {
     if (units == 0) return AMN_OK;
     uint64_t per = buf_size / unit_bytes;
     if (per == 0) per = 1; /* buffers hold at least one unit (sized by the caller) */
@@ -179,6 +203,7 @@ static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint
             if (nn) batch_join(pl, &b[!k], NULL);
             return rc;
         }
+        report(pr, sink);
         if (!nn) return AMN_OK;
         next += nn;
         cur_n = nn;
@@ -236,12 +261,13 @@ static unsigned default_threads(void) {
 }
 
 static int write_group(pool *pl, const amn_model *m, const group *g, amn_dtype out,
-                       uint8_t *bufs[2], size_t buf_size, amn_sink *sink, amn_error *err) {
+                       uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr,
+                       amn_error *err) {
     uint64_t numel = 1;
     for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d]; /* checked at claim */
     const group_ctx c = {m, g, out};
     return stream(pl, produce_group, &c, numel / g->spec.row_elems,
-                  g->spec.row_elems * amn_dtype_size(out), bufs, buf_size, sink, err);
+                  g->spec.row_elems * amn_dtype_size(out), bufs, buf_size, sink, pr, err);
 }
 
 /* Plain same-dtype tensors are written straight from the mapping, a
@@ -251,7 +277,8 @@ static int write_group(pool *pl, const amn_model *m, const group *g, amn_dtype o
  * between unaligned offsets copies page by page in the kernel (120 ms). */
 #define PASS_CHUNK (2u << 20)
 static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dtype to,
-                       uint8_t *bufs[2], size_t buf_size, amn_sink *sink, amn_error *err) {
+                       uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr,
+                       amn_error *err) {
     if (to == t->dtype && amn_tensor_is_plain(t)) {
         const bool mapped = amni_model_map_for(m, t->data, t->nbytes) != NULL;
         const uint8_t *p = t->data;
@@ -260,6 +287,7 @@ static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dt
             if (mapped) amni_prefault(p, n);
             int rc = amn_sink_write(sink, p, n, err);
             if (rc) return rc;
+            report(pr, sink);
             p += n;
             left -= n;
         }
@@ -268,7 +296,7 @@ static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dt
     const size_t ss = t->dtype == AMN_DTYPE_BLOCK ? 1 : amn_dtype_size(t->dtype);
     const cast_ctx c = {t, to, ss};
     return stream(pl, produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to),
-                  bufs, buf_size, sink, err);
+                  bufs, buf_size, sink, pr, err);
 }
 
 static int build_outputs(const amn_plan *p, const amn_model *m, const amn_convert_options *o,
@@ -444,6 +472,9 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     amn_sink *sink = NULL;
     void *state = NULL;
     rc = amn_sink_open(o->output, o->overwrite, inputs, inputs[0] ? 1 : 0, &sink, err);
+    if (!rc && o->no_sync) amn_sink_set_sync(sink, false);
+    progress pr = {.fn = o->progress, .user = o->progress_user};
+    pr.info.tensor_count = n_out;
     amn_write_args wa = {.struct_size = sizeof wa,
                          .path = o->output,
                          .sink = sink,
@@ -462,6 +493,8 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         uint64_t total = amn_sink_tell(sink);
         for (size_t k = 0; k < n_out; k++) amn_add_u64(total, outs[k]->nbytes, &total);
         amn_sink_reserve(sink, total);
+        pr.info.bytes_total = total;
+        report(&pr, sink);
     }
     for (size_t k = 0; !rc && k < n_out; k++) {
         const size_t idx = order[k];
@@ -471,13 +504,16 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         }
         const out_entry *e = &entries[idx];
         if (f->writer->tensor_begin && (rc = f->writer->tensor_begin(state, idx, err))) break;
+        pr.info.tensor_index = k;
+        pr.info.tensor_name = e->out.name;
+        report(&pr, sink);
         const uint64_t before = amn_sink_tell(sink);
         if (e->group >= 0) {
-            rc = write_group(&pl, m, &p->cs.groups[e->group], out, bufs, buf_size, sink, err);
+            rc = write_group(&pl, m, &p->cs.groups[e->group], out, bufs, buf_size, sink, &pr, err);
             st.dequantized++;
         } else {
             const amn_tensor *t = amn_model_tensor(m, e->tensor);
-            rc = write_plain(&pl, m, t, e->dtype, bufs, buf_size, sink, err);
+            rc = write_plain(&pl, m, t, e->dtype, bufs, buf_size, sink, &pr, err);
             if (e->dtype != t->dtype) st.cast++;
         }
         if (!rc && amn_sink_tell(sink) - before != e->out.nbytes)
@@ -494,6 +530,10 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     if (begun) f->writer->abort(state);
     if (!rc) {
         st.bytes_written = amn_sink_tell(sink);
+        pr.info.tensor_index = n_out;
+        pr.info.tensor_name = NULL;
+        pr.info.bytes_total = st.bytes_written; /* a writer's trailer may exceed the estimate */
+        report(&pr, sink);
         rc = amn_sink_commit(sink, err);
     } else {
         amn_sink_abort(sink);

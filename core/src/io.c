@@ -2,11 +2,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "amn/io.h"
@@ -165,20 +170,178 @@ void amn_source_memory(amn_source *out, const void *buf, size_t n, const char *n
     out->name = name;
 }
 
-/* ---- sinks ---------------------------------------------------------------- */
+/* ---- sinks ----------------------------------------------------------------
+ *
+ * An output appears whole under its name or not at all. Where the file
+ * system supports O_TMPFILE (ext4, xfs, btrfs, tmpfs) the data goes to an
+ * anonymous inode in the target's directory, which the kernel frees however
+ * the process ends (kill -9 included); commit links it in with linkat(). A
+ * replaced output (--force) is linked under a temporary name first and
+ * renamed over the old file, so readers see the old or the new file, never
+ * neither. Elsewhere the data goes to a named temporary file beside the
+ * target, registered in the pending list below so that a program's signal
+ * handler can remove it (amn_sink_unlink_pending). The file is fsynced
+ * before it takes its name and the directory after, unless
+ * amn_sink_set_sync(s, false). Files are created with mode 0666 through
+ * open(), so the process umask (and a default ACL) applies exactly as for
+ * any new file, and the umask is never changed. */
 
 #define SINK_BUF (1u << 20)
 
 struct amn_sink {
     int fd;
-    char *tmp_path, *final_path;
+    bool anonymous; /* O_TMPFILE: no name until commit */
+    bool overwrite, sync;
+    int slot;         /* pending-list slot of tmp_path, or -1 */
+    char *tmp_path;   /* the named temporary (fallback), NULL when anonymous */
+    char *final_path; /* the name the output takes */
+    char *dir, *base; /* final_path split */
+    uint64_t fail_at; /* test hook: ENOSPC once this many bytes are on disk */
+    uint64_t on_disk; /* bytes handed to write() */
     uint8_t *buf;
     size_t used;
     uint64_t written;
 };
 
+/* ---- pending temporary names: read from signal handlers ---- */
+
+#define PENDING_SLOTS 64
+#define PENDING_PATH  4096
+enum { SLOT_FREE, SLOT_BUSY, SLOT_ARMED };
+
+/* The one piece of process-wide state besides the plugin registry: a signal
+ * handler cannot take a lock or follow pointers another thread may free, so
+ * the paths are copied into fixed slots whose state is an atomic. */
+static struct {
+    atomic_int state;
+    char path[PENDING_PATH];
+} pending[PENDING_SLOTS];
+
+static int pending_add(const char *path) {
+    size_t n = strlen(path);
+    if (n >= PENDING_PATH) return -1;
+    for (int i = 0; i < PENDING_SLOTS; i++) {
+        int expect = SLOT_FREE;
+        if (atomic_compare_exchange_strong(&pending[i].state, &expect, SLOT_BUSY)) {
+            memcpy(pending[i].path, path, n + 1);
+            atomic_store(&pending[i].state, SLOT_ARMED);
+            return i;
+        }
+    }
+    return -1; /* more than PENDING_SLOTS outputs at once: these are not cleaned on signals */
+}
+
+static void pending_remove(int slot) {
+    if (slot >= 0) atomic_store(&pending[slot].state, SLOT_FREE);
+}
+
+void amn_sink_unlink_pending(void) {
+    for (int i = 0; i < PENDING_SLOTS; i++)
+        if (atomic_load(&pending[i].state) == SLOT_ARMED) (void)unlink(pending[i].path);
+}
+
+size_t amn_sink_pending_count(void) {
+    size_t n = 0;
+    for (int i = 0; i < PENDING_SLOTS; i++) n += atomic_load(&pending[i].state) == SLOT_ARMED;
+    return n;
+}
+
+/* Asynchronous signals are held off the calling thread while a name is
+ * created and registered (or linked and renamed), so that a handler never
+ * sees a file without its registration nor a registration of a name that is
+ * not ours. Synchronous faults stay deliverable. */
+static void block_signals(sigset_t *old) {
+    sigset_t all;
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
+static void restore_signals(const sigset_t *old) {
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* "<dir>/.<base>.amn-XXXXXXXX" with fresh random letters. */
+static void temp_name(const amn_sink *s, char *buf, size_t size) {
+    static const char az[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    uint8_t r[10];
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        static atomic_uint counter;
+        uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL) ^
+                     (uint64_t)atomic_fetch_add(&counter, 1) << 40 ^ (uintptr_t)s;
+        for (size_t i = 0; i < sizeof r;
+             i++, x = x * 6364136223846793005ull + 1442695040888963407ull)
+            r[i] = (uint8_t)(x >> 56);
+    }
+    char suffix[sizeof r + 1];
+    for (size_t i = 0; i < sizeof r; i++) suffix[i] = az[r[i] % (sizeof az - 1)];
+    suffix[sizeof r] = '\0';
+    snprintf(buf, size, "%s/.%s.amn-%s", s->dir, s->base, suffix);
+}
+
 static bool same_file(const struct stat *a, const struct stat *b) {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+static bool tmpfile_disabled(void) {
+    const char *v = getenv("AMN_NO_TMPFILE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* An anonymous file in s->dir, if the file system and /proc allow linking it
+ * in later; false means use a named temporary instead. */
+static bool open_anonymous(amn_sink *s) {
+#ifdef O_TMPFILE
+    if (tmpfile_disabled()) return false;
+    int fd = open(s->dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) return false; /* EOPNOTSUPP, EISDIR (old kernels), ... */
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (access(proc, F_OK) != 0) { /* no /proc: linkat would need CAP_DAC_READ_SEARCH */
+        close(fd);
+        return false;
+    }
+    s->fd = fd;
+    s->anonymous = true;
+    return true;
+#else
+    (void)s;
+    return false;
+#endif
+}
+
+static int open_named(amn_sink *s, amn_error *err) {
+    const size_t size = strlen(s->dir) + strlen(s->base) + 32;
+    if (!(s->tmp_path = malloc(size))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (int attempt = 0; attempt < 100; attempt++) {
+        temp_name(s, s->tmp_path, size);
+        sigset_t old;
+        block_signals(&old);
+        s->fd = open(s->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        int e = errno;
+        if (s->fd >= 0) s->slot = pending_add(s->tmp_path);
+        restore_signals(&old);
+        if (s->fd >= 0) return AMN_OK;
+        if (e != EEXIST) {
+            free(s->tmp_path);
+            s->tmp_path = NULL;
+            return amn_error_set(err, AMN_E_IO, "%s: cannot create a temporary file: %s",
+                                 s->final_path, strerror(e));
+        }
+    }
+    free(s->tmp_path);
+    s->tmp_path = NULL;
+    return amn_error_set(err, AMN_E_IO, "%s: cannot find a free temporary name", s->final_path);
+}
+
+static char *dup_str(const char *p) {
+    size_t n = strlen(p) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, p, n);
+    return d;
 }
 
 int amn_sink_open(const char *final_path, bool overwrite, const char *const *inputs,
@@ -201,58 +364,60 @@ int amn_sink_open(const char *final_path, bool overwrite, const char *const *inp
                                  final_path);
     }
     amn_sink *s = calloc(1, sizeof *s);
-    size_t flen = strlen(final_path);
     if (!s) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     s->fd = -1;
-    s->final_path = malloc(flen + 1);
-    s->tmp_path = malloc(flen + 32);
-    s->buf = malloc(SINK_BUF);
-    if (!s->final_path || !s->tmp_path || !s->buf) {
-        amn_sink_abort(s);
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    s->slot = -1;
+    s->overwrite = overwrite;
+    s->sync = true;
+    s->final_path = dup_str(final_path);
+    char *dircopy = dup_str(final_path), *basecopy = dup_str(final_path);
+    if (dircopy && basecopy) {
+        s->dir = dup_str(dirname(dircopy));
+        s->base = dup_str(basename(basecopy));
     }
-    memcpy(s->final_path, final_path, flen + 1);
-    /* The temporary file sits beside the output so the final rename is atomic. */
-    char *dircopy = strdup(final_path), *basecopy = strdup(final_path);
-    if (!dircopy || !basecopy) {
-        free(dircopy);
-        free(basecopy);
-        amn_sink_abort(s);
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    }
-    const char *dir = dirname(dircopy), *base = basename(basecopy);
-    free(s->tmp_path);
-    s->tmp_path = malloc(strlen(dir) + strlen(base) + 32);
-    if (s->tmp_path) sprintf(s->tmp_path, "%s/.%s.amn-XXXXXX", dir, base);
     free(dircopy);
     free(basecopy);
-    if (!s->tmp_path) {
+    s->buf = malloc(SINK_BUF);
+    if (!s->final_path || !s->dir || !s->base || !s->buf) {
         amn_sink_abort(s);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
-    s->fd = mkostemp(s->tmp_path, O_CLOEXEC);
-    if (s->fd < 0) {
-        int e = errno;
-        free(s->tmp_path);
-        s->tmp_path = NULL;
-        amn_sink_abort(s);
-        return amn_error_set(err, AMN_E_IO, "%s: cannot create a temporary file: %s", final_path,
-                             strerror(e));
+    /* Test hook: a disk that fills up after this many bytes. */
+    const char *full = getenv("AMN_TEST_ENOSPC_AFTER");
+    if (full && *full) s->fail_at = strtoull(full, NULL, 10) + 1;
+    if (!open_anonymous(s)) {
+        int rc = open_named(s, err);
+        if (rc) {
+            amn_sink_abort(s);
+            return rc;
+        }
     }
     *out = s;
     return AMN_OK;
 }
 
+void amn_sink_set_sync(amn_sink *s, bool sync) {
+    s->sync = sync;
+}
+
 static int write_all(amn_sink *s, const void *p, size_t n, amn_error *err) {
     const uint8_t *b = p;
     while (n) {
-        ssize_t w = write(s->fd, b, n > (1u << 30) ? (1u << 30) : n);
+        size_t k = n > (1u << 30) ? (1u << 30) : n;
+        if (s->fail_at && s->on_disk + k >= s->fail_at) {
+            k = s->on_disk + 1 >= s->fail_at ? 0 : (size_t)(s->fail_at - 1 - s->on_disk);
+            if (k == 0)
+                return amn_error_set(err, AMN_E_IO, "%s: write: %s", s->final_path,
+                                     strerror(ENOSPC));
+        }
+        ssize_t w = write(s->fd, b, k);
         if (w < 0) {
             if (errno == EINTR) continue;
             return amn_error_set(err, AMN_E_IO, "%s: write: %s", s->final_path, strerror(errno));
         }
         b += w;
         n -= (size_t)w;
+        s->on_disk += (uint64_t)w;
     }
     return AMN_OK;
 }
@@ -299,35 +464,87 @@ void amn_sink_reserve(amn_sink *s, uint64_t bytes) {
     if (bytes) (void)fallocate(s->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes);
 }
 
+static int sync_dir(const amn_sink *s, amn_error *err) {
+    int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return amn_error_set(err, AMN_E_IO, "%s: %s", s->dir, strerror(errno));
+    int rc = fsync(dfd) != 0 && errno != EINVAL && errno != EROFS
+                 ? amn_error_set(err, AMN_E_IO, "%s: fsync: %s", s->dir, strerror(errno))
+                 : AMN_OK;
+    close(dfd);
+    return rc;
+}
+
+/* Give the anonymous file its name: straight under final_path when that is
+ * free, else under a temporary name renamed over the old file. Signals are
+ * held meanwhile, so the temporary name is registered before it exists. */
+static int link_anonymous(amn_sink *s, amn_error *err) {
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->fd);
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, s->final_path, AT_SYMLINK_FOLLOW) == 0) return AMN_OK;
+    if (errno != EEXIST)
+        return amn_error_set(err, AMN_E_IO, "%s: link: %s", s->final_path, strerror(errno));
+    if (!s->overwrite) /* created by someone else while we wrote */
+        return amn_error_set(err, AMN_E_INVALID,
+                             "output %s already exists; pass --force to overwrite it",
+                             s->final_path);
+    const size_t size = strlen(s->dir) + strlen(s->base) + 32;
+    if (!(s->tmp_path = malloc(size))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (int attempt = 0; attempt < 100; attempt++) {
+        temp_name(s, s->tmp_path, size);
+        sigset_t old;
+        block_signals(&old);
+        int rc = AMN_OK;
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, s->tmp_path, AT_SYMLINK_FOLLOW) != 0) {
+            int e = errno;
+            restore_signals(&old);
+            if (e == EEXIST) continue;
+            return amn_error_set(err, AMN_E_IO, "%s: link: %s", s->final_path, strerror(e));
+        }
+        s->slot = pending_add(s->tmp_path);
+        if (rename(s->tmp_path, s->final_path) != 0)
+            rc = amn_error_set(err, AMN_E_IO, "%s: rename: %s", s->final_path, strerror(errno));
+        else
+            free(s->tmp_path), s->tmp_path = NULL; /* nothing left to remove */
+        restore_signals(&old);
+        return rc; /* on failure abort() unlinks tmp_path */
+    }
+    return amn_error_set(err, AMN_E_IO, "%s: cannot find a free temporary name", s->final_path);
+}
+
 int amn_sink_commit(amn_sink *s, amn_error *err) {
     int rc = flush(s, err);
+    if (!rc && s->sync && fsync(s->fd) != 0)
+        rc = amn_error_set(err, AMN_E_IO, "%s: fsync: %s", s->final_path, strerror(errno));
+    if (!rc && s->anonymous) {
+        rc = link_anonymous(s, err);
+    } else if (!rc) {
+        if (rename(s->tmp_path, s->final_path) != 0)
+            rc = amn_error_set(err, AMN_E_IO, "%s: rename: %s", s->final_path, strerror(errno));
+        else
+            free(s->tmp_path), s->tmp_path = NULL;
+    }
+    pending_remove(s->slot);
+    s->slot = -1;
     if (!rc) {
-        /* mkostemp made the file 0600; give it the mode a plain create would. */
-        mode_t mask = umask(0);
-        umask(mask);
-        fchmod(s->fd, 0666 & ~mask);
-        if (close(s->fd) != 0)
-            rc = amn_error_set(err, AMN_E_IO, "%s: close: %s", s->final_path, strerror(errno));
+        int fd = s->fd;
         s->fd = -1;
+        if (close(fd) != 0)
+            rc = amn_error_set(err, AMN_E_IO, "%s: close: %s", s->final_path, strerror(errno));
     }
-    if (!rc && rename(s->tmp_path, s->final_path) != 0)
-        rc = amn_error_set(err, AMN_E_IO, "%s: rename: %s", s->final_path, strerror(errno));
-    if (rc) {
-        amn_sink_abort(s);
-        return rc;
-    }
-    free(s->tmp_path);
-    s->tmp_path = NULL;
+    if (!rc && s->sync) rc = sync_dir(s, err);
     amn_sink_abort(s);
-    return AMN_OK;
+    return rc;
 }
 
 void amn_sink_abort(amn_sink *s) {
     if (!s) return;
     if (s->fd >= 0) close(s->fd);
     if (s->tmp_path) unlink(s->tmp_path);
+    pending_remove(s->slot);
     free(s->tmp_path);
     free(s->final_path);
+    free(s->dir);
+    free(s->base);
     free(s->buf);
     free(s);
 }

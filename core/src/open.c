@@ -16,6 +16,8 @@ void amn_limits_default(amn_limits *l) {
     l->max_array = 1ull << 26;
     l->max_depth = 64;
     l->max_alloc = 64ull << 30;
+    l->max_alloc_one = 64ull << 30;
+    l->max_ratio = 1000;
 }
 
 /* The caller's limits over the defaults: the fields its struct_size covers
@@ -31,6 +33,12 @@ static int effective_limits(const amn_limits *in, amn_limits *out, amn_error *er
     const size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
     memcpy(out, in, n); /* fields past the caller's struct keep their defaults */
     out->struct_size = sizeof *out;
+    /* max_alloc_one also bounds the caps of the things a parser allocates
+     * whole (headers, strings), so one knob covers them. */
+    if (out->max_alloc_one && out->max_header_bytes > out->max_alloc_one)
+        out->max_header_bytes = out->max_alloc_one;
+    if (out->max_alloc_one && out->max_string > out->max_alloc_one)
+        out->max_string = out->max_alloc_one;
     return AMN_OK;
 }
 

@@ -385,6 +385,10 @@ static int read_kvs(reader *r, uint64_t n_kv, amn_model *m) {
                              (unsigned long long)n_kv);
     int rc = need(r, span, "key/values");
     if (rc) return rc;
+    if (n_kv > r->lim->max_tensors) /* a count the file can hold, over --max-items */
+        return amn_error_set(r->err, AMN_E_LIMIT, "%s: %llu key/values exceed the cap of %llu",
+                             r->name, (unsigned long long)n_kv,
+                             (unsigned long long)r->lim->max_tensors);
     keyset ks = {0};
     char what[64];
     for (uint64_t i = 0; !rc && i < n_kv; i++) {

@@ -130,7 +130,10 @@ static int check_structure(const char *src, const char *t, size_t n, const amn_l
             break;
         case '{':
         case '[':
-            if (++depth > 3)
+            if (++depth > lim->max_depth) /* a caller's tighter cap (--max-depth) */
+                return amn_error_set(err, AMN_E_LIMIT, "%s: header nests deeper than %u", src,
+                                     lim->max_depth);
+            if (depth > 3)
                 return amn_error_set(err, AMN_E_PARSE,
                                      "%s: header nests deeper than a safetensors header does", src);
             containers++;
@@ -162,10 +165,12 @@ static int parse_json(const char *src, const char *text, size_t n, const amn_lim
         return amn_error_set(err, AMN_E_PARSE, "%s: header is not a JSON object", src);
     int rc = check_structure(src, text + i, n - i, lim, err);
     if (rc) return rc;
+    /* json-c counts the top level as one more: depth 3 needs 4 (check_structure
+     * above has already applied the cap itself). */
     char label[4200];
     snprintf(label, sizeof label, "%s: header", src);
     const amn_kit_json_caps caps = {.max_bytes = lim->max_header_bytes,
-                                    .max_depth = lim->max_depth < 32 ? (int)lim->max_depth : 32,
+                                    .max_depth = lim->max_depth < 31 ? (int)lim->max_depth + 1 : 32,
                                     .bad_code = AMN_E_PARSE};
     json_object *o;
     if ((rc = amn_kit_json_parse_object(label, text, n, &caps, &o, err))) return rc;
@@ -200,12 +205,15 @@ int st_read_header(const amn_source *s, const uint8_t *data, const amn_limits *l
     free(text);
     if (rc) return rc;
     size_t count = (size_t)json_object_object_length(root);
+    /* __metadata__ is no tensor */
+    const size_t tensors = count - (json_object_object_get_ex(root, "__metadata__", NULL) ? 1 : 0);
     entry *entries = calloc(count ? count : 1, sizeof *entries);
     size_t k = 0;
     if (!entries)
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    else if (count > lim->max_tensors)
-        rc = amn_error_set(err, AMN_E_LIMIT, "%s: %zu tensors exceed the cap", src, count);
+    else if (tensors > lim->max_tensors)
+        rc = amn_error_set(err, AMN_E_LIMIT, "%s: %zu tensors exceed the cap of %llu", src, tensors,
+                           (unsigned long long)lim->max_tensors);
     if (!rc) {
         json_object_object_foreach(root, key, val) {
             if (strcmp(key, "__metadata__") == 0) {

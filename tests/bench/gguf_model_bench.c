@@ -25,6 +25,11 @@
  *
  *   gguf_model_bench [--layers N] [--runs N] [--threads N] [--chunk KiB] [--keep] [workdir]
  *
+ * amn runs with --no-sync (cp does not fsync either) and --quiet; a fourth
+ * contender, interleaved with the others, is the same amn command with
+ * --progress (its lines to /dev/null): the same-run ratio of the two is the
+ * cost of the progress callbacks (the target is at most 2 %).
+ *
  * --threads is passed to amn and sizes the pipeline's pool; --chunk sets the
  * pipeline's chunk per worker (amn's is fixed at 1 MiB).
  */
@@ -502,12 +507,22 @@ int main(int argc, char **argv) {
      * Each starts on a quiet page cache: the previous output is unlinked and
      * the dirty pages of earlier runs written back before the clock starts,
      * so neither freeing 1 GiB nor its write-back is timed. */
-    double aw[100], ac[100], cw[100], cc[100], pw[100], pc[100];
+    double aw[100], ac[100], cw[100], cc[100], pw[100], pc[100], gw[100], gc[100];
     for (unsigned r = 0; r < runs; r++) {
-        snprintf(cmd, sizeof cmd, "%s remember %s --to bf16 -o %s%s >/dev/null", amn, in, out, thr);
-        unlink(out);
-        sync();
-        const timing a = run(cmd);
+        /* with and without progress, in alternating order */
+        timing a = {0, 0}, g = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            const bool with_progress = (k == 0) == (r % 2 == 1);
+            snprintf(cmd, sizeof cmd, "%s remember %s --to bf16 -o %s%s --no-sync %s", amn, in, out,
+                     thr, with_progress ? "--progress 2>/dev/null >/dev/null" : "--quiet");
+            unlink(out);
+            sync();
+            if (with_progress)
+                g = run(cmd);
+            else
+                a = run(cmd);
+        }
+        gw[r] = g.wall, gc[r] = g.cpu;
         snprintf(cmd, sizeof cmd, "cp %s %s", out, ref);
         unlink(ref);
         sync();
@@ -530,12 +545,18 @@ int main(int argc, char **argv) {
     printf("%-34s %8s %8s %9s %8s\n", "", "best s", "median s", "GB/s best", "CPU s");
     printf("%-34s %8.3f %8.3f %9.2f %8.3f\n", "amn remember --to bf16", a_min, a_med, gb / a_min,
            median(ac, runs));
+    const double g_min = minimum(gw, runs), g_med = median(gw, runs);
+    printf("%-34s %8.3f %8.3f %9.2f %8.3f\n", "amn remember --progress", g_min, g_med, gb / g_min,
+           median(gc, runs));
     printf("%-34s %8.3f %8.3f %9.2f %8.3f\n", "cp of the output", c_min, c_med, gb / c_min,
            median(cc, runs));
     printf("%-34s %8.3f %8.3f %9.2f %8.3f\n", "pipeline, persistent workers", p_min, p_med,
            gb / p_min, median(pc, runs));
     printf("ratio cp / amn: best %.2f, median %.2f (target >= 0.50); CPU seconds cp / amn %.2f\n",
            c_min / a_min, c_med / a_med, median(cc, runs) / median(ac, runs));
+    printf("progress cost (--progress / --quiet, same run): best %+.1f %%, median %+.1f %% "
+           "(target <= 2 %%)\n",
+           100.0 * (g_min / a_min - 1), 100.0 * (g_med / a_med - 1));
     printf("ratio cp / pipeline: best %.2f, median %.2f; pipeline bytes %s amn's tensor data\n",
            c_min / p_min, c_med / p_med, ok ? "equal" : "DIFFER FROM");
     unlink(ref);

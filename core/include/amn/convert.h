@@ -78,6 +78,22 @@ typedef enum amn_mode {
     AMN_MODE_CONVERT = 1,
 } amn_mode;
 
+/* Where a conversion stands, for a progress display. */
+typedef struct amn_progress {
+    uint64_t bytes_done;  /* bytes of the output written so far */
+    uint64_t bytes_total; /* the output's size */
+    size_t tensor_index;  /* the tensor being written, 0-based; tensor_count when done */
+    size_t tensor_count;
+    const char *tensor_name; /* the tensor being written, NULL when done; valid in the call */
+} amn_progress;
+
+/* Called on the thread that runs amn_convert: once before the first tensor,
+ * at each tensor's start, after every output chunk (about 1 MiB per worker,
+ * or 2 MiB of a copied tensor), and once at the end with bytes_done ==
+ * bytes_total. Keep it cheap (rate-limit any display yourself); it cannot
+ * stop the conversion. */
+typedef void (*amn_progress_fn)(void *user, const amn_progress *p);
+
 typedef struct amn_convert_options {
     amn_mode mode;
     const char *target;  /* format name; NULL = "safetensors" */
@@ -91,6 +107,10 @@ typedef struct amn_convert_options {
      * naming it, before any output is created. */
     const char *const *options;
     size_t n_options;
+    /* Fields below were appended; zero-initialise the struct. */
+    amn_progress_fn progress; /* NULL: none */
+    void *progress_user;
+    bool no_sync; /* skip the fsyncs of the output and its directory (scratch files) */
 } amn_convert_options;
 
 typedef struct amn_convert_stats {
@@ -102,7 +122,9 @@ typedef struct amn_convert_stats {
 } amn_convert_stats;
 
 /* Run a conversion of m (opened with amn_open) to opts->output. The output
- * appears only on success (temporary file + rename). */
+ * appears whole, and only on success (see amn_sink in amn/io.h: an anonymous
+ * O_TMPFILE file linked in at the end, or a named temporary file that a
+ * signal handler can remove with amn_sink_unlink_pending). */
 AMN_API int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *plan,
                         const amn_convert_options *opts, amn_convert_stats *stats, amn_error *err);
 

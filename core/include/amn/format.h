@@ -63,6 +63,9 @@ typedef struct amn_limits {
     uint64_t max_array;        /* one metadata array: 1 << 26 elements */
     uint32_t max_depth;        /* nesting (JSON, pickle, GGUF arrays): 64 */
     uint64_t max_alloc;        /* bytes a parser may allocate for one model: 64 GiB */
+    /* Appended fields (amn_limits_default fills them). */
+    uint64_t max_alloc_one; /* one allocation (a header, a string, an inflated member): 64 GiB */
+    uint32_t max_ratio;     /* DEFLATE expansion, uncompressed / compressed bytes: 1000 */
 } amn_limits;
 
 AMN_API void amn_limits_default(amn_limits *l);

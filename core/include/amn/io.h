@@ -49,13 +49,40 @@ AMN_API void amn_source_file_close(amn_source *s);
 /* A source over caller memory (no copy, nothing to close). */
 AMN_API void amn_source_memory(amn_source *out, const void *buf, size_t n, const char *name);
 
-/* ---- output sink -------------------------------------------------------- */
+/* ---- output sink --------------------------------------------------------
+ *
+ * An output appears whole under its final name, or not at all. Where the
+ * file system supports O_TMPFILE (ext4, xfs, btrfs, tmpfs, ...) the data is
+ * written to an anonymous file in the target's directory that the kernel
+ * frees however the process ends, SIGKILL included, and commit links it in
+ * (linkat through /proc/self/fd). An existing output that may be replaced
+ * is linked under a temporary name ".<name>.amn-XXXXXXXXXX" beside it and
+ * renamed over it; only a SIGKILL in those two system calls can leave that
+ * (complete) temporary file. Elsewhere (or with AMN_NO_TMPFILE=1 in the
+ * environment) the data goes to such a named temporary file from the start.
+ *
+ * Named temporaries are recorded in a process-wide list that
+ * amn_sink_unlink_pending() empties. The library installs no signal
+ * handler: a program that wants interrupted runs to leave nothing behind
+ * calls amn_sink_unlink_pending() from its own SIGINT / SIGTERM / SIGHUP /
+ * SIGPIPE handler (amn's CLI does), then dies by the signal. The
+ * conversion's worker threads block asynchronous signals, so they reach the
+ * program's own threads.
+ *
+ * Files are created by open() with mode 0666, so the process umask (and a
+ * default ACL) applies as for any new file; the umask is never changed.
+ * Commit fsyncs the file before it takes its name and the directory after,
+ * unless amn_sink_set_sync(s, false).
+ *
+ * Test hook: AMN_TEST_ENOSPC_AFTER=N makes writes fail with ENOSPC once N
+ * bytes of the output have been written (for machines where a small file
+ * system cannot be mounted). */
 
 typedef struct amn_sink amn_sink;
 
-/* Create a temporary file next to final_path. Fails with AMN_E_INVALID if
- * final_path exists and !overwrite, or if it is any of the `inputs` (same
- * file, however spelled or linked). */
+/* Create the (anonymous or temporary) file next to final_path. Fails with
+ * AMN_E_INVALID if final_path exists and !overwrite, or if it is any of the
+ * `inputs` (same file, however spelled or linked). */
 AMN_API int amn_sink_open(const char *final_path, bool overwrite, const char *const *inputs,
                           size_t n_inputs, amn_sink **out, amn_error *err);
 AMN_API int amn_sink_write(amn_sink *s, const void *buf, size_t n, amn_error *err);
@@ -63,10 +90,20 @@ AMN_API int amn_sink_pad(amn_sink *s, size_t n, amn_error *err); /* n zero bytes
 AMN_API uint64_t amn_sink_tell(const amn_sink *s);
 /* Hint the final size so the file system can allocate it at once. */
 AMN_API void amn_sink_reserve(amn_sink *s, uint64_t bytes);
-/* Flush, rename into place, free. On failure the temporary file is removed. */
+/* Whether commit fsyncs the file and its directory (default true). */
+AMN_API void amn_sink_set_sync(amn_sink *s, bool sync);
+/* Flush, fsync, give the file its name, free. On failure nothing is left
+ * under any name and final_path keeps what it held. */
 AMN_API int amn_sink_commit(amn_sink *s, amn_error *err);
 /* Remove the temporary file and free. NULL is a no-op. */
 AMN_API void amn_sink_abort(amn_sink *s);
+
+/* Async-signal-safe: unlink every named temporary output file of this
+ * process that has not been committed or aborted yet. For a program's own
+ * signal handlers; the sinks stay usable only for amn_sink_abort after. */
+AMN_API void amn_sink_unlink_pending(void);
+/* How many named temporaries are pending (tests). */
+AMN_API size_t amn_sink_pending_count(void);
 
 #ifdef __cplusplus
 }
