@@ -65,8 +65,19 @@ bool zip_name_ends(const char *name, size_t len, const char *suffix) {
     return len >= n && memcmp(name + len - n, suffix, n) == 0;
 }
 
+bool zip_name_ends_fold(const char *name, size_t len, const char *suffix) {
+    size_t n = strlen(suffix);
+    if (len < n) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[len - n + i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c + 32);
+        if (c != suffix[i]) return false;
+    }
+    return true;
+}
+
 bool zip_name_is_pickle(const char *name, size_t len) {
-    if (!zip_name_ends(name, len, "/data.pkl") || len == 9) return false;
+    if (!zip_name_ends_fold(name, len, "/data.pkl") || len == 9) return false;
     return memchr(name, '/', len - 9) == NULL;
 }
 

@@ -36,6 +36,8 @@ typedef enum pv_kind {
     PV_GLOBAL,
     PV_STORAGE,
     PV_TENSOR,
+    PV_COMPLEX, /* builtins.complex(re, im) */
+    PV_OPAQUE,  /* an accepted value with no tensor data (sparse, meta): a text */
 } pv_kind;
 
 typedef enum pk_global_id {
@@ -45,12 +47,26 @@ typedef enum pk_global_id {
     PG_REBUILD_TENSOR_V3, /* ... requires_grad, hooks, dtype[, metadata]: untyped storage */
     PG_REBUILD_PARAMETER, /* _rebuild_parameter / _rebuild_parameter_with_state */
     PG_REBUILD_FROM_TYPE_V2,
-    PG_PARAMETER,   /* torch.nn.parameter.Parameter */
-    PG_TENSOR_TYPE, /* torch.Tensor / torch._tensor.Tensor (a _rebuild_from_type_v2 type) */
-    PG_STORAGE,     /* torch.FloatStorage ..., torch.UntypedStorage */
-    PG_DTYPE,       /* torch.float32 ... */
-    PG_SIZE,        /* torch.Size */
-    PG_DEVICE,      /* torch.device */
+    PG_PARAMETER,          /* torch.nn.parameter.Parameter */
+    PG_TENSOR_TYPE,        /* torch.Tensor / torch._tensor.Tensor (a _rebuild_from_type_v2 type) */
+    PG_STORAGE,            /* torch.FloatStorage ..., torch.UntypedStorage */
+    PG_DTYPE,              /* torch.float32 ... */
+    PG_SIZE,               /* torch.Size */
+    PG_DEVICE,             /* torch.device */
+    PG_COUNTER,            /* collections.Counter */
+    PG_ENCODE,             /* _codecs.encode: bytes under protocol 2 */
+    PG_BYTEARRAY,          /* builtins.bytearray */
+    PG_SET,                /* builtins.set */
+    PG_COMPLEX,            /* builtins.complex */
+    PG_GET_LAYOUT,         /* torch.serialization._get_layout */
+    PG_REBUILD_SPARSE,     /* _rebuild_sparse_tensor(layout, data) */
+    PG_REBUILD_SPARSE_CSR, /* _rebuild_sparse_csr_tensor (torch < 2.0) */
+    PG_REBUILD_QTENSOR,    /* quantized tensors: resolvable, refused on use */
+    PG_REBUILD_META,       /* _rebuild_meta_tensor_no_storage: no data */
+    PG_REBUILD_FROM_CPU,   /* _rebuild_device_tensor_from_cpu_tensor(t, dtype, device, rg) */
+    PG_REBUILD_OTHER,      /* nested / wrapper-subclass / from-numpy: refused on use */
+    PG_TENSOR_CLASS,       /* torch.FloatTensor ...: a value, never called */
+    PG_QSCHEME,            /* torch.per_tensor_affine ...: a value */
 } pk_global_id;
 
 typedef struct pv pv;
@@ -84,6 +100,10 @@ struct pv {
         } str;
         uint64_t bytes_len; /* PV_BYTES: contents are not kept */
         struct {
+            double re, im;
+        } cplx;
+        const char *text; /* PV_OPAQUE */
+        struct {
             pv **items;
             size_t n, cap;
         } seq; /* TUPLE, LIST, SET */
@@ -105,9 +125,14 @@ struct pv {
 typedef struct pk_vm pk_vm;
 
 /* Run the pickle in p[0..n) and return the VM holding the result (its
- * root value stays valid until pk_free). */
+ * root value stays valid until pk_free). The pickle must end the buffer:
+ * bytes after its STOP (a second pickle) are AMN_E_DISALLOWED. */
 int pk_run(const uint8_t *p, size_t n, const amn_limits *lim, pk_vm **out, amn_error *err);
 const pv *pk_root(const pk_vm *vm);
+/* The storage keys the pickle's persistent ids named, in order (repeats
+ * included). */
+size_t pk_storage_count(const pk_vm *vm);
+const char *pk_storage_key(const pk_vm *vm, size_t i);
 void pk_free(pk_vm *vm);
 
 #endif

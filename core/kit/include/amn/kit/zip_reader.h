@@ -72,7 +72,10 @@ void zip_probe_scan(const amn_probe_data *pd, zip_probe *out);
 
 /* name ends with suffix (lengths explicit: names are not NUL-terminated). */
 bool zip_name_ends(const char *name, size_t len, const char *suffix);
-/* name is "<root>/data.pkl" with a single-level root. */
+/* The same ignoring ASCII case; suffix given in lower case. */
+bool zip_name_ends_fold(const char *name, size_t len, const char *suffix);
+/* name is "<root>/data.pkl" with a single-level root, in any case (PyTorch's
+ * reader finds records ignoring case). */
 bool zip_name_is_pickle(const char *name, size_t len);
 
 /* Read the end record(s), the whole central directory and every local
