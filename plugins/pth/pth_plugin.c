@@ -34,8 +34,21 @@ static bool is_legacy(const uint8_t *p, uint64_t n) {
            memcmp(p + i + 2, legacy_magic, sizeof legacy_magic) == 0;
 }
 
+/* A pickle (PROTO 2-5) that ends the file, or one followed by a ZIP: what
+ * torch.load would unpickle as a legacy file. Claimed so that it is
+ * refused (and scanned) as a checkpoint rather than left unrecognised. */
+static bool is_raw_pickle(const amn_probe_data *pd) {
+    if (pd->head_size < 3 || pd->head[0] != 0x80 || pd->head[1] < 2 || pd->head[1] > 5)
+        return false;
+    if (pd->tail_size && pd->tail[pd->tail_size - 1] == '.') return true;
+    for (size_t i = 0; i + 22 <= pd->tail_size; i++)
+        if (memcmp(pd->tail + i, "PK\x05\x06", 4) == 0) return true;
+    return false;
+}
+
 static int pth_probe(const amn_probe_data *pd) {
     if (is_legacy(pd->head, pd->head_size)) return AMN_PROBE_LIKELY;
+    if (is_raw_pickle(pd)) return AMN_PROBE_POSSIBLE;
     zip_probe z;
     zip_probe_scan(pd, &z);
     if (!z.is_zip || z.empty) return AMN_PROBE_NONE;
@@ -582,8 +595,9 @@ static int run(const amn_source *src, const uint8_t *map, const char *path, cons
         return amn_error_set(
             err, got && head[0] == 0x80 ? AMN_E_DISALLOWED : AMN_E_PARSE,
             "%s: does not start with a ZIP local header (PK\\3\\4)%s", path ? path : "pth",
-            got && head[0] == 0x80 ? ": it starts with a pickle, which torch.load would run "
-                                     "(a pickle/ZIP polyglot)"
+            got && head[0] == 0x80 ? ": it starts with a pickle, which torch.load would run as a "
+                                     "legacy checkpoint whatever follows (a raw pickle, or a "
+                                     "pickle/ZIP polyglot)"
                                    : "; not a PyTorch checkpoint");
     zip_dir d;
     rc = zip_dir_read(src, lim, &d, err);
