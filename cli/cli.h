@@ -54,5 +54,6 @@ int cli_resolve_input(const amn_ctx *ctx, const char *input, char *path, size_t 
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
 int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert);
 int cmd_plugins(const amn_ctx *ctx, const cli_args *a);
+int cmd_scan(const amn_ctx *ctx, int argc, char **argv);
 
 #endif

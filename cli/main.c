@@ -17,6 +17,7 @@ static const char usage_main[] =
     "          [--threads N] [--gguf-kv KEY=VALUE]... [--gguf-metadata FILE.json]\n"
     "                                      any readable input to any writable target\n"
     "  plugins                             loaded plugins, formats, schemes, matrix\n"
+    "  scan FILE... [--json]               audit without loading: globals, code paths, anomalies\n"
     "\n"
     "every command that reads a file also takes --from FORMAT to skip probing.\n"
     "amn COMMAND --help shows one command; amn --version the version.\n";
@@ -48,6 +49,11 @@ static const struct {
      "usage: amn plugins\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"
      "formats and schemes each provides, and the conversion matrix.\n"},
+    {"scan", NULL,
+     "usage: amn scan FILE... [--json] [--from FORMAT]\n"
+     "Audit each FILE without loading it (nothing is executed): every pickle global,\n"
+     "every opcode that could call code, nested pickles, container anomalies; a\n"
+     "verdict per file. Exit 0 all safe, 5 any unsafe, 1 any unreadable.\n"},
 };
 
 int cli_exit_code(int code) {
@@ -192,6 +198,15 @@ int main(int argc, char **argv) {
             fputs(commands[c].help, stdout);
             return EXIT_OK;
         }
+    if (c == 5) { /* scan: several files, its own arguments */
+        amn_ctx_options so = {.plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
+        amn_ctx *sctx;
+        amn_error serr = {0};
+        if (amn_ctx_new(&so, &sctx, &serr)) return cli_fail(&serr);
+        int src = cmd_scan(sctx, argc - i - 1, argv + i + 1);
+        amn_ctx_free(sctx);
+        return src;
+    }
     cli_args a = {.command = commands[c].name};
     int rc = parse_args(argc, argv, i + 1, &a);
     if (rc) return rc;

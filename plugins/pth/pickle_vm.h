@@ -20,6 +20,7 @@
 #include "amn/error.h"
 #include "amn/format.h"
 #include "amn/tensor.h"
+#include "amn/kit/pickle_allow.h"
 
 typedef enum pv_kind {
     PV_NONE,
@@ -39,35 +40,6 @@ typedef enum pv_kind {
     PV_COMPLEX, /* builtins.complex(re, im) */
     PV_OPAQUE,  /* an accepted value with no tensor data (sparse, meta): a text */
 } pv_kind;
-
-typedef enum pk_global_id {
-    PG_ORDERED_DICT,
-    PG_REBUILD_TENSOR,    /* torch._utils._rebuild_tensor (storage, offset, size, stride) */
-    PG_REBUILD_TENSOR_V2, /* ... requires_grad, hooks[, metadata] */
-    PG_REBUILD_TENSOR_V3, /* ... requires_grad, hooks, dtype[, metadata]: untyped storage */
-    PG_REBUILD_PARAMETER, /* _rebuild_parameter / _rebuild_parameter_with_state */
-    PG_REBUILD_FROM_TYPE_V2,
-    PG_PARAMETER,          /* torch.nn.parameter.Parameter */
-    PG_TENSOR_TYPE,        /* torch.Tensor / torch._tensor.Tensor (a _rebuild_from_type_v2 type) */
-    PG_STORAGE,            /* torch.FloatStorage ..., torch.UntypedStorage */
-    PG_DTYPE,              /* torch.float32 ... */
-    PG_SIZE,               /* torch.Size */
-    PG_DEVICE,             /* torch.device */
-    PG_COUNTER,            /* collections.Counter */
-    PG_ENCODE,             /* _codecs.encode: bytes under protocol 2 */
-    PG_BYTEARRAY,          /* builtins.bytearray */
-    PG_SET,                /* builtins.set */
-    PG_COMPLEX,            /* builtins.complex */
-    PG_GET_LAYOUT,         /* torch.serialization._get_layout */
-    PG_REBUILD_SPARSE,     /* _rebuild_sparse_tensor(layout, data) */
-    PG_REBUILD_SPARSE_CSR, /* _rebuild_sparse_csr_tensor (torch < 2.0) */
-    PG_REBUILD_QTENSOR,    /* quantized tensors: resolvable, refused on use */
-    PG_REBUILD_META,       /* _rebuild_meta_tensor_no_storage: no data */
-    PG_REBUILD_FROM_CPU,   /* _rebuild_device_tensor_from_cpu_tensor(t, dtype, device, rg) */
-    PG_REBUILD_OTHER,      /* nested / wrapper-subclass / from-numpy: refused on use */
-    PG_TENSOR_CLASS,       /* torch.FloatTensor ...: a value, never called */
-    PG_QSCHEME,            /* torch.per_tensor_affine ...: a value */
-} pk_global_id;
 
 typedef struct pv pv;
 

@@ -14,6 +14,7 @@
 #include "amn/plugin.h"
 
 #include "pickle_vm.h"
+#include "pth_scan.h"
 #include "amn/kit/zip_reader.h"
 
 #define PTH_NAME_MAX 4096
@@ -26,7 +27,7 @@
 static const uint8_t legacy_magic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 #define LEGACY_HEAD 32
 
-static bool is_legacy(const uint8_t *p, uint64_t n) {
+bool pth_is_legacy(const uint8_t *p, uint64_t n) {
     if (n < 2 || p[0] != 0x80 || p[1] < 2 || p[1] > 5) return false;
     uint64_t i = 2;
     if (n > i && p[i] == 0x95) i += 9;
@@ -47,7 +48,7 @@ static bool is_raw_pickle(const amn_probe_data *pd) {
 }
 
 static int pth_probe(const amn_probe_data *pd) {
-    if (is_legacy(pd->head, pd->head_size)) return AMN_PROBE_LIKELY;
+    if (pth_is_legacy(pd->head, pd->head_size)) return AMN_PROBE_LIKELY;
     if (is_raw_pickle(pd)) return AMN_PROBE_POSSIBLE;
     zip_probe z;
     zip_probe_scan(pd, &z);
@@ -408,34 +409,6 @@ static int flatten(pth_ctx *c, const pv *v, size_t len, unsigned depth) {
 
 /* ---- one pickle, one reading --------------------------------------------- */
 
-static bool starts_fold(const char *s, size_t n, const char *prefix) {
-    size_t k = strlen(prefix);
-    if (n < k) return false;
-    for (size_t i = 0; i < k; i++) {
-        char c = s[i];
-        if (c >= 'A' && c <= 'Z') c = (char)(c + 32);
-        if (c != prefix[i]) return false;
-    }
-    return true;
-}
-
-/* What a member of a checkpoint holds, by its name under the root; NULL for
- * what torch.save writes (data.pkl, data/<key>, version, byteorder,
- * .data/...), else why the archive is refused. torch.load hands an archive
- * with constants.pkl to torch.jit.load, which runs its code/; any other
- * pickle is one amn would not run but another loader might. */
-static const char *member_anomaly(const char *rel, size_t n) {
-    if (n == 13 && starts_fold(rel, n, "constants.pkl"))
-        return "a TorchScript archive (constants.pkl): torch.load would run it through "
-               "torch.jit.load";
-    if (starts_fold(rel, n, "code/")) return "TorchScript code (code/)";
-    if (starts_fold(rel, n, "extra/")) return "TorchScript extra files (extra/)";
-    if (zip_name_ends_fold(rel, n, ".pkl") || zip_name_ends_fold(rel, n, ".debug_pkl"))
-        return "a second pickle member";
-    if (zip_name_ends_fold(rel, n, ".py")) return "Python source";
-    return NULL;
-}
-
 static int check_members(pth_ctx *c, const zip_entry *pkl, const char *path) {
     size_t plen = strlen(c->prefix);
     for (size_t i = 0; i < c->dir->count; i++) {
@@ -447,7 +420,7 @@ static int check_members(pth_ctx *c, const zip_entry *pkl, const char *path) {
             return amn_error_set(c->err, AMN_E_DISALLOWED,
                                  "%s: member '%s' lies outside the checkpoint's root '%s'", path,
                                  e->name, c->prefix);
-        const char *why = member_anomaly(e->name + plen, e->name_len - plen);
+        const char *why = pth_member_anomaly(e->name + plen, e->name_len - plen);
         if (why)
             return amn_error_set(c->err, AMN_E_DISALLOWED, "%s: member '%s': %s", path, e->name,
                                  why);
@@ -588,7 +561,7 @@ static int run(const amn_source *src, const uint8_t *map, const char *path, cons
     const size_t want = src->size < sizeof head ? (size_t)src->size : sizeof head;
     int rc = want ? src->read_at(src->ctx, 0, head, want, &got) : AMN_OK;
     if (rc != AMN_OK) return amn_error_set(err, rc, "%s: read failed", path ? path : "pth");
-    if (is_legacy(head, got)) return legacy_error(path, err);
+    if (pth_is_legacy(head, got)) return legacy_error(path, err);
     /* torch.load decides by the first four bytes: without a local header
      * there it unpickles the file's front, whatever ZIP follows. */
     if (!zip_is_local_header(head, got))
@@ -654,6 +627,7 @@ static const amn_format pth_format = {
     .inspect = pth_inspect,
     .writer = NULL,
     .flags = AMN_FORMAT_LOSSLESS,
+    .scan = pth_scan,
 };
 
 static int pth_init(amn_registrar *r) {
