@@ -9,6 +9,7 @@
 
 #include "amn/context.h"
 #include "amn/scan.h"
+#include "io_internal.h"
 
 struct amn_scan_report {
     char *format;
@@ -126,7 +127,7 @@ int amn_scan(const amn_ctx *ctx, const char *path, const char *from, const amn_l
         rc = scan_structure(ctx, path, f, limits, r, err);
     } else {
         amn_map *map = NULL;
-        rc = amn_map_open(path, &map, err);
+        rc = amni_map_open_lazy(path, &map, err);
         if (rc == AMN_OK) {
             amn_scan_args a = {.path = path, .map = map, .limits = limits};
             rc = scan(&a, r, err);
