@@ -107,5 +107,6 @@ const amn_limits *cli_limits(const cli_args *a);
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
 int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert);
 int cmd_plugins(const amn_ctx *ctx, const cli_args *a);
+int cmd_scan(const amn_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const char usage_main[] =
     "          [--gguf-metadata FILE.json]\n"
     "                                      any readable input to any writable target\n"
     "  plugins [--json]                    loaded plugins, formats, schemes, matrix\n"
+    "  scan FILE... [--json]               audit without loading: globals, code paths, anomalies\n"
     "\n"
     "every command takes --json (one JSON document on stdout; errors as a JSON\n"
     "object on stderr). Commands that read a file take --from FORMAT to skip\n"
@@ -59,6 +60,11 @@ static const struct {
      "usage: amn plugins [--json]\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"
      "formats and schemes each provides, and the conversion matrix.\n"},
+    {"scan", NULL,
+     "usage: amn scan FILE... [--json] [--from FORMAT]\n"
+     "Audit each FILE without loading it (nothing is executed): every pickle global,\n"
+     "every opcode that could call code, nested pickles, container anomalies; a\n"
+     "verdict per file. Exit 0 all safe, 5 any unsafe, 1 any unreadable.\n"},
 };
 
 int cli_exit_code(int code) {
@@ -241,6 +247,15 @@ int main(int argc, char **argv) {
             if (c != 4) fputs("\n" CLI_LIMITS_HELP, stdout);
             return EXIT_OK;
         }
+    if (c == 5) { /* scan: several files, its own arguments */
+        amn_ctx_options so = {.plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
+        amn_ctx *sctx;
+        amn_error serr = {0};
+        if (amn_ctx_new(&so, &sctx, &serr)) return cli_fail(&serr);
+        int src = cmd_scan(sctx, argc - i - 1, argv + i + 1);
+        amn_ctx_free(sctx);
+        return src;
+    }
     cli_args a = {.command = commands[c].name};
     int rc = parse_args(argc, argv, i + 1, &a);
     if (rc) return rc;

@@ -11,7 +11,7 @@ _amn_writable_formats() {
 _amn() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     local prog=${COMP_WORDS[0]} cmd="" i
-    local commands="parse inspect info remember dequantize convert plugins"
+    local commands="parse inspect info remember dequantize convert plugins scan"
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
         --plugin-dir) ((i++)) ;;
@@ -28,6 +28,7 @@ _amn() {
     remember | dequantize) opts="--to -o --output --force --threads --from --json --quiet --progress --no-sync --help $limits" ;;
     convert) opts="--to --out-dtype -o --output --force --threads --opt --gguf-kv --gguf-metadata --from --json --quiet --progress --no-sync --help $limits" ;;
     plugins) opts="--json --help" ;;
+    scan) opts="--json --from --help" ;;
     esac
     case $prev in
     --plugin-dir)

@@ -25,7 +25,7 @@ struct amn_map {
     char *path;
 };
 
-int amn_map_open(const char *path, amn_map **out, amn_error *err) {
+static int map_open(const char *path, bool willneed, amn_map **out, amn_error *err) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
@@ -58,7 +58,7 @@ int amn_map_open(const char *path, amn_map **out, amn_error *err) {
             free(m);
             return amn_error_set(err, AMN_E_IO, "%s: mmap: %s", path, strerror(e));
         }
-        madvise(p, (size_t)m->size, MADV_WILLNEED);
+        if (willneed) madvise(p, (size_t)m->size, MADV_WILLNEED);
         m->data = p;
         close(fd); /* the mapping keeps the file */
     } else {
@@ -68,6 +68,14 @@ int amn_map_open(const char *path, amn_map **out, amn_error *err) {
     }
     *out = m;
     return AMN_OK;
+}
+
+int amn_map_open(const char *path, amn_map **out, amn_error *err) {
+    return map_open(path, true, out, err);
+}
+
+int amni_map_open_lazy(const char *path, amn_map **out, amn_error *err) {
+    return map_open(path, false, out, err);
 }
 
 const uint8_t *amn_map_data(const amn_map *m) {

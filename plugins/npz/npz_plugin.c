@@ -11,6 +11,7 @@
 #include "amn/plugin.h"
 
 #include "npy_header.h"
+#include "npz_scan.h"
 #include "amn/kit/zip_reader.h"
 
 #define NPZ_NAME_MAX 4096
@@ -266,6 +267,7 @@ static const amn_format npz_format = {
     .inspect = npz_inspect,
     .writer = NULL,
     .flags = AMN_FORMAT_LOSSLESS,
+    .scan = npz_scan,
 };
 
 static int npz_init(amn_registrar *r) {

@@ -35,6 +35,9 @@ struct pk_vm {
     pv **memo_vals;
     size_t memo_n, memo_cap;
     const pv *root;
+    /* storage keys named by persistent ids */
+    const char **keys;
+    size_t n_keys, keys_cap;
 };
 
 /* ---- arena ------------------------------------------------------------- */
@@ -279,90 +282,9 @@ missing:
 
 /* ---- the allowlist ---------------------------------------------------------- */
 
-typedef struct allowed {
-    const char *module, *name;
-    pk_global_id id;
-    amn_dtype dtype;
-    bool untyped;
-} allowed;
-
-#define STORAGE(mod, n, dt)                                                                        \
-    { mod, n, PG_STORAGE, dt, false }
-#define DTYPE(n, dt)                                                                               \
-    { "torch", n, PG_DTYPE, dt, false }
-
-static const allowed allowlist[] = {
-    {"collections", "OrderedDict", PG_ORDERED_DICT, AMN_DTYPE_INVALID, false},
-    {"torch._utils", "_rebuild_tensor", PG_REBUILD_TENSOR, AMN_DTYPE_INVALID, false},
-    {"torch._utils", "_rebuild_tensor_v2", PG_REBUILD_TENSOR_V2, AMN_DTYPE_INVALID, false},
-    {"torch._utils", "_rebuild_tensor_v3", PG_REBUILD_TENSOR_V3, AMN_DTYPE_INVALID, false},
-    {"torch._utils", "_rebuild_parameter", PG_REBUILD_PARAMETER, AMN_DTYPE_INVALID, false},
-    {"torch._utils", "_rebuild_parameter_with_state", PG_REBUILD_PARAMETER, AMN_DTYPE_INVALID,
-     false},
-    {"torch._tensor", "_rebuild_from_type_v2", PG_REBUILD_FROM_TYPE_V2, AMN_DTYPE_INVALID, false},
-    {"torch.nn.parameter", "Parameter", PG_PARAMETER, AMN_DTYPE_INVALID, false},
-    {"torch._tensor", "Tensor", PG_TENSOR_TYPE, AMN_DTYPE_INVALID, false},
-    {"torch", "Tensor", PG_TENSOR_TYPE, AMN_DTYPE_INVALID, false},
-    {"torch", "Size", PG_SIZE, AMN_DTYPE_INVALID, false},
-    {"torch", "device", PG_DEVICE, AMN_DTYPE_INVALID, false},
-    STORAGE("torch", "DoubleStorage", AMN_DTYPE_F64),
-    STORAGE("torch", "FloatStorage", AMN_DTYPE_F32),
-    STORAGE("torch", "HalfStorage", AMN_DTYPE_F16),
-    STORAGE("torch", "BFloat16Storage", AMN_DTYPE_BF16),
-    STORAGE("torch", "LongStorage", AMN_DTYPE_I64),
-    STORAGE("torch", "IntStorage", AMN_DTYPE_I32),
-    STORAGE("torch", "ShortStorage", AMN_DTYPE_I16),
-    STORAGE("torch", "CharStorage", AMN_DTYPE_I8),
-    STORAGE("torch", "ByteStorage", AMN_DTYPE_U8),
-    STORAGE("torch", "BoolStorage", AMN_DTYPE_BOOL),
-    /* Known to torch but with no amn dtype: resolvable, refused on use. */
-    STORAGE("torch", "ComplexFloatStorage", AMN_DTYPE_INVALID),
-    STORAGE("torch", "ComplexDoubleStorage", AMN_DTYPE_INVALID),
-    STORAGE("torch", "QInt8Storage", AMN_DTYPE_INVALID),
-    STORAGE("torch", "QUInt8Storage", AMN_DTYPE_INVALID),
-    STORAGE("torch", "QInt32Storage", AMN_DTYPE_INVALID),
-    STORAGE("torch", "QUInt4x2Storage", AMN_DTYPE_INVALID),
-    STORAGE("torch", "QUInt2x4Storage", AMN_DTYPE_INVALID),
-    STORAGE("torch.cuda", "DoubleStorage", AMN_DTYPE_F64),
-    STORAGE("torch.cuda", "FloatStorage", AMN_DTYPE_F32),
-    STORAGE("torch.cuda", "HalfStorage", AMN_DTYPE_F16),
-    STORAGE("torch.cuda", "BFloat16Storage", AMN_DTYPE_BF16),
-    STORAGE("torch.cuda", "LongStorage", AMN_DTYPE_I64),
-    STORAGE("torch.cuda", "IntStorage", AMN_DTYPE_I32),
-    STORAGE("torch.cuda", "ShortStorage", AMN_DTYPE_I16),
-    STORAGE("torch.cuda", "CharStorage", AMN_DTYPE_I8),
-    STORAGE("torch.cuda", "ByteStorage", AMN_DTYPE_U8),
-    STORAGE("torch.cuda", "BoolStorage", AMN_DTYPE_BOOL),
-    {"torch", "UntypedStorage", PG_STORAGE, AMN_DTYPE_U8, true},
-    {"torch.storage", "UntypedStorage", PG_STORAGE, AMN_DTYPE_U8, true},
-    DTYPE("float64", AMN_DTYPE_F64),
-    DTYPE("double", AMN_DTYPE_F64),
-    DTYPE("float32", AMN_DTYPE_F32),
-    DTYPE("float", AMN_DTYPE_F32),
-    DTYPE("float16", AMN_DTYPE_F16),
-    DTYPE("half", AMN_DTYPE_F16),
-    DTYPE("bfloat16", AMN_DTYPE_BF16),
-    DTYPE("int64", AMN_DTYPE_I64),
-    DTYPE("long", AMN_DTYPE_I64),
-    DTYPE("int32", AMN_DTYPE_I32),
-    DTYPE("int", AMN_DTYPE_I32),
-    DTYPE("int16", AMN_DTYPE_I16),
-    DTYPE("short", AMN_DTYPE_I16),
-    DTYPE("int8", AMN_DTYPE_I8),
-    DTYPE("uint8", AMN_DTYPE_U8),
-    DTYPE("bool", AMN_DTYPE_BOOL),
-    DTYPE("uint16", AMN_DTYPE_U16),
-    DTYPE("uint32", AMN_DTYPE_U32),
-    DTYPE("uint64", AMN_DTYPE_U64),
-    DTYPE("float8_e4m3fn", AMN_DTYPE_F8_E4M3),
-    DTYPE("float8_e5m2", AMN_DTYPE_F8_E5M2),
-};
-
 static int resolve_global(pk_vm *vm, const char *mod, size_t mlen, const char *name, size_t nlen) {
-    for (size_t i = 0; i < sizeof allowlist / sizeof allowlist[0]; i++) {
-        const allowed *a = &allowlist[i];
-        if (strlen(a->module) != mlen || memcmp(a->module, mod, mlen) != 0) continue;
-        if (strlen(a->name) != nlen || memcmp(a->name, name, nlen) != 0) continue;
+    const pk_allowed *a = pk_allow_find(mod, mlen, name, nlen);
+    if (a) {
         pv *v = new_pv(vm, PV_GLOBAL);
         if (!v) return vm->err->code;
         char full[2 * GLOBAL_LINE_MAX + 2];
@@ -441,6 +363,145 @@ static int rebuild_tensor(pk_vm *vm, pk_global_id id, pv **a, size_t n, pv **out
     return AMN_OK;
 }
 
+static pv *make_str(pk_vm *vm, const uint8_t *s, uint64_t n);
+
+/* Python's latin-1 encoding of a UTF-8 string: its code points, each below
+ * 256 (bytes under protocol 2 are _codecs.encode(str, 'latin1')). */
+static int latin1_len(pk_vm *vm, const pv *str, const pv *enc, uint64_t *out) {
+    if (!str || str->kind != PV_STR || !enc || enc->kind != PV_STR ||
+        (strcmp(enc->u.str.s, "latin1") != 0 && strcmp(enc->u.str.s, "latin-1") != 0))
+        return perr(vm, AMN_E_PARSE, "bytes encoded other than as (str, 'latin1')");
+    const uint8_t *s = (const uint8_t *)str->u.str.s;
+    uint64_t n = 0;
+    for (size_t i = 0; i < str->u.str.len; n++) {
+        if (s[i] < 0x80) {
+            i++;
+        } else if ((s[i] == 0xc2 || s[i] == 0xc3) && i + 1 < str->u.str.len &&
+                   (s[i + 1] & 0xc0) == 0x80) {
+            i += 2;
+        } else {
+            return perr(vm, AMN_E_PARSE, "latin-1 bytes with a character above U+00FF");
+        }
+    }
+    *out = n;
+    return AMN_OK;
+}
+
+static pv *make_opaque(pk_vm *vm, const char *text) {
+    pv *v = new_pv(vm, PV_OPAQUE);
+    if (v && !(v->u.text = arena_strdup(vm, text, strlen(text)))) return NULL;
+    return v;
+}
+
+static bool is_number(const pv *v) {
+    return v && (v->kind == PV_INT || v->kind == PV_FLOAT || v->kind == PV_BOOL);
+}
+
+static double number(const pv *v) {
+    return v->kind == PV_FLOAT ? v->u.f : v->kind == PV_INT ? (double)v->u.i : v->u.b;
+}
+
+/* torch.serialization._get_layout(name): only torch's layouts exist. */
+static int get_layout(pk_vm *vm, pv **a, size_t n, pv **out) {
+    static const char *layouts[] = {"torch.strided",    "torch.sparse_coo", "torch.sparse_csr",
+                                    "torch.sparse_csc", "torch.sparse_bsr", "torch.sparse_bsc",
+                                    "torch._mkldnn",    "torch.jagged"};
+    if (n == 1 && a[0]->kind == PV_STR)
+        for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++)
+            if (strcmp(a[0]->u.str.s, layouts[i]) == 0) {
+                *out = make_opaque(vm, layouts[i]);
+                return *out ? AMN_OK : vm->err->code;
+            }
+    return perr(vm, AMN_E_PARSE, "_get_layout of an unknown layout");
+}
+
+/* _rebuild_sparse_tensor(layout, data) and the CSR one of torch < 2.0:
+ * accepted as a value (listed, not converted), its parts checked. */
+static int rebuild_sparse(pk_vm *vm, pv **a, size_t n, pv **out) {
+    if (n != 2 || a[0]->kind != PV_OPAQUE || strncmp(a[0]->u.text, "torch.sparse_", 13) != 0 ||
+        a[1]->kind != PV_TUPLE || a[1]->u.seq.n < 3)
+        return perr(vm, AMN_E_PARSE, "sparse tensor rebuild with unexpected arguments");
+    const pv *size = NULL;
+    for (size_t i = 0; i < a[1]->u.seq.n; i++) {
+        const pv *x = a[1]->u.seq.items[i];
+        if (x->kind == PV_TUPLE && !size)
+            size = x;
+        else if (x->kind != PV_TENSOR && x->kind != PV_BOOL)
+            return perr(vm, AMN_E_PARSE, "sparse tensor part that is not a tensor");
+    }
+    char text[160];
+    int k = snprintf(text, sizeof text, "<%s tensor", a[0]->u.text + 6);
+    for (size_t i = 0; size && i < size->u.seq.n && k > 0 && (size_t)k + 24 < sizeof text; i++)
+        if (size->u.seq.items[i]->kind == PV_INT)
+            k += snprintf(text + k, sizeof text - (size_t)k, "%s%lld", i ? ", " : " [",
+                          (long long)size->u.seq.items[i]->u.i);
+    snprintf(text + k, sizeof text - (size_t)k, "%s>", size && size->u.seq.n ? "]" : "");
+    *out = make_opaque(vm, text);
+    return *out ? AMN_OK : vm->err->code;
+}
+
+/* REDUCE / NEWOBJ of a plain Python type on the allowlist. */
+static int call_python_type(pk_vm *vm, pk_global_id id, pv **a, size_t n, pv **out) {
+    uint64_t len = 0;
+    int rc;
+    switch (id) {
+    case PG_COUNTER:
+        if (n == 0) {
+            *out = new_pv(vm, PV_DICT);
+            return *out ? AMN_OK : vm->err->code;
+        }
+        if (n != 1 || a[0]->kind != PV_DICT) return perr(vm, AMN_E_PARSE, "Counter of a non-dict");
+        *out = a[0];
+        return AMN_OK;
+    case PG_ENCODE:
+    case PG_BYTEARRAY:
+        if (id == PG_BYTEARRAY && n <= 1) {
+            if (n == 1 && a[0]->kind != PV_BYTES)
+                return perr(vm, AMN_E_PARSE, "bytearray of something not bytes");
+            len = n ? a[0]->u.bytes_len : 0;
+        } else {
+            if (n != 2) return perr(vm, AMN_E_PARSE, "bytes encoded with unexpected arguments");
+            rc = latin1_len(vm, a[0], a[1], &len);
+            if (rc != AMN_OK) return rc;
+        }
+        *out = new_pv(vm, PV_BYTES);
+        if (*out) (*out)->u.bytes_len = len;
+        return *out ? AMN_OK : vm->err->code;
+    case PG_SET:
+        if (n == 0) {
+            *out = new_pv(vm, PV_SET);
+            return *out ? AMN_OK : vm->err->code;
+        }
+        if (n != 1 || !(is_seq(a[0]) || a[0]->kind == PV_SET))
+            return perr(vm, AMN_E_PARSE, "set of something not a list");
+        *out = make_seq(vm, PV_SET, a[0]->u.seq.items, a[0]->u.seq.n);
+        return *out ? AMN_OK : vm->err->code;
+    case PG_COMPLEX:
+        if (n < 1 || n > 2 || !is_number(a[0]) || (n == 2 && !is_number(a[1])))
+            return perr(vm, AMN_E_PARSE, "complex of something not a number");
+        *out = new_pv(vm, PV_COMPLEX);
+        if (*out) {
+            (*out)->u.cplx.re = number(a[0]);
+            (*out)->u.cplx.im = n == 2 ? number(a[1]) : 0.0;
+        }
+        return *out ? AMN_OK : vm->err->code;
+    case PG_DEVICE: {
+        if (n < 1 || n > 2 || a[0]->kind != PV_STR || (n == 2 && a[1]->kind != PV_INT))
+            return perr(vm, AMN_E_PARSE, "torch.device without a name");
+        if (n == 1) {
+            *out = a[0];
+            return AMN_OK;
+        }
+        char buf[96];
+        snprintf(buf, sizeof buf, "%.64s:%lld", a[0]->u.str.s, (long long)a[1]->u.i);
+        *out = make_str(vm, (const uint8_t *)buf, strlen(buf));
+        return *out ? AMN_OK : vm->err->code;
+    }
+    default:
+        return perr(vm, AMN_E_DISALLOWED, "call of a global that is not callable");
+    }
+}
+
 /* REDUCE / NEWOBJ: apply an allowlisted callable to an argument tuple. */
 static int call_global(pk_vm *vm, pv *fn, pv *args, pv **out, int depth) {
     if (!fn || fn->kind != PV_GLOBAL)
@@ -488,12 +549,39 @@ static int call_global(pk_vm *vm, pv *fn, pv *args, pv **out, int depth) {
         if (n != 1 || !is_seq(a[0])) return perr(vm, AMN_E_PARSE, "torch.Size without a tuple");
         *out = a[0];
         return AMN_OK;
-    case PG_DEVICE: {
-        if (n < 1 || !a[0] || a[0]->kind != PV_STR)
-            return perr(vm, AMN_E_PARSE, "torch.device without a name");
+    case PG_DEVICE:
+    case PG_COUNTER:
+    case PG_ENCODE:
+    case PG_BYTEARRAY:
+    case PG_SET:
+    case PG_COMPLEX:
+        return call_python_type(vm, fn->u.global.id, a, n, out);
+    case PG_GET_LAYOUT:
+        return get_layout(vm, a, n, out);
+    case PG_REBUILD_SPARSE:
+    case PG_REBUILD_SPARSE_CSR:
+        return rebuild_sparse(vm, a, n, out);
+    case PG_REBUILD_QTENSOR: {
+        /* (storage, offset, size, stride, qparams, ...): a tensor amn
+         * cannot represent; refused by name when it is converted. */
+        int rc = rebuild_tensor(vm, PG_REBUILD_TENSOR, a, n, out);
+        if (rc == AMN_OK) (*out)->u.tensor.dtype = AMN_DTYPE_INVALID;
+        return rc;
+    }
+    case PG_REBUILD_META:
+        *out = make_opaque(vm, "<meta tensor>");
+        return *out ? AMN_OK : vm->err->code;
+    case PG_REBUILD_FROM_CPU:
+        if (n < 1 || a[0]->kind != PV_TENSOR)
+            return perr(vm, AMN_E_PARSE, "device tensor rebuild without a tensor");
         *out = a[0];
         return AMN_OK;
-    }
+    case PG_REBUILD_OTHER:
+    case PG_TENSOR_CLASS:
+        return amn_error_set(vm->err, AMN_E_UNSUPPORTED,
+                             "pickle: %s (nested, subclass or list-built tensors) is not supported "
+                             "(offset %zu)",
+                             fn->u.global.name, vm->pos);
     default:
         return amn_error_set(vm->err, AMN_E_DISALLOWED,
                              "pickle: '%s' is not callable here (offset %zu)", fn->u.global.name,
@@ -525,6 +613,15 @@ static int persistent_load(pk_vm *vm, pv *pid, pv **out) {
         return perr(vm, AMN_E_PARSE, "storage key is not a string");
     }
     if (!as_u64(a[4], &s->u.storage.numel)) return perr(vm, AMN_E_PARSE, "bad storage size");
+    if (vm->n_keys == vm->keys_cap) {
+        if (vm->keys_cap >= vm->lim->max_array) return perr(vm, AMN_E_LIMIT, "too many storages");
+        size_t cap = vm->keys_cap ? vm->keys_cap * 2 : 64;
+        const char **k = realloc(vm->keys, cap * sizeof *k);
+        if (!k) return perr(vm, AMN_E_NOMEM, "out of memory");
+        vm->keys = k;
+        vm->keys_cap = cap;
+    }
+    vm->keys[vm->n_keys++] = s->u.storage.key;
     s->u.storage.dtype = a[1]->u.global.untyped ? AMN_DTYPE_INVALID : a[1]->u.global.dtype;
     s->u.storage.untyped = a[1]->u.global.untyped;
     s->u.storage.type_name = a[1]->u.global.name;
@@ -905,6 +1002,11 @@ int pk_run(const uint8_t *p, size_t n, const amn_limits *lim, pk_vm **out, amn_e
         rc = step(vm, op, &stop);
         if (rc != AMN_OK) break;
     }
+    if (rc == AMN_OK && vm->pos != vm->n)
+        rc = amn_error_set(vm->err, AMN_E_DISALLOWED,
+                           "pickle: %zu bytes after the STOP opcode at offset %zu (a second "
+                           "pickle or hidden data)",
+                           vm->n - vm->pos, vm->pos - 1);
     free(vm->stack);
     vm->stack = NULL;
     free(vm->memo_keys);
@@ -926,6 +1028,14 @@ const pv *pk_root(const pk_vm *vm) {
     return vm->root;
 }
 
+size_t pk_storage_count(const pk_vm *vm) {
+    return vm->n_keys;
+}
+
+const char *pk_storage_key(const pk_vm *vm, size_t i) {
+    return i < vm->n_keys ? vm->keys[i] : NULL;
+}
+
 void pk_free(pk_vm *vm) {
     if (!vm) return;
     arena_chunk *c = vm->chunks;
@@ -938,5 +1048,6 @@ void pk_free(pk_vm *vm) {
     free(vm->memo_keys);
     free(vm->memo_vals);
     free(vm->marks);
+    free(vm->keys);
     free(vm);
 }

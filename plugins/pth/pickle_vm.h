@@ -20,6 +20,7 @@
 #include "amn/error.h"
 #include "amn/format.h"
 #include "amn/tensor.h"
+#include "amn/kit/pickle_allow.h"
 
 typedef enum pv_kind {
     PV_NONE,
@@ -36,22 +37,9 @@ typedef enum pv_kind {
     PV_GLOBAL,
     PV_STORAGE,
     PV_TENSOR,
+    PV_COMPLEX, /* builtins.complex(re, im) */
+    PV_OPAQUE,  /* an accepted value with no tensor data (sparse, meta): a text */
 } pv_kind;
-
-typedef enum pk_global_id {
-    PG_ORDERED_DICT,
-    PG_REBUILD_TENSOR,    /* torch._utils._rebuild_tensor (storage, offset, size, stride) */
-    PG_REBUILD_TENSOR_V2, /* ... requires_grad, hooks[, metadata] */
-    PG_REBUILD_TENSOR_V3, /* ... requires_grad, hooks, dtype[, metadata]: untyped storage */
-    PG_REBUILD_PARAMETER, /* _rebuild_parameter / _rebuild_parameter_with_state */
-    PG_REBUILD_FROM_TYPE_V2,
-    PG_PARAMETER,   /* torch.nn.parameter.Parameter */
-    PG_TENSOR_TYPE, /* torch.Tensor / torch._tensor.Tensor (a _rebuild_from_type_v2 type) */
-    PG_STORAGE,     /* torch.FloatStorage ..., torch.UntypedStorage */
-    PG_DTYPE,       /* torch.float32 ... */
-    PG_SIZE,        /* torch.Size */
-    PG_DEVICE,      /* torch.device */
-} pk_global_id;
 
 typedef struct pv pv;
 
@@ -84,6 +72,10 @@ struct pv {
         } str;
         uint64_t bytes_len; /* PV_BYTES: contents are not kept */
         struct {
+            double re, im;
+        } cplx;
+        const char *text; /* PV_OPAQUE */
+        struct {
             pv **items;
             size_t n, cap;
         } seq; /* TUPLE, LIST, SET */
@@ -105,9 +97,14 @@ struct pv {
 typedef struct pk_vm pk_vm;
 
 /* Run the pickle in p[0..n) and return the VM holding the result (its
- * root value stays valid until pk_free). */
+ * root value stays valid until pk_free). The pickle must end the buffer:
+ * bytes after its STOP (a second pickle) are AMN_E_DISALLOWED. */
 int pk_run(const uint8_t *p, size_t n, const amn_limits *lim, pk_vm **out, amn_error *err);
 const pv *pk_root(const pk_vm *vm);
+/* The storage keys the pickle's persistent ids named, in order (repeats
+ * included). */
+size_t pk_storage_count(const pk_vm *vm);
+const char *pk_storage_key(const pk_vm *vm, size_t i);
 void pk_free(pk_vm *vm);
 
 #endif

@@ -5,6 +5,7 @@
  * C-contiguous; nested dicts flatten to dotted names, and everything that
  * is not a tensor is recorded as a note.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "amn/plugin.h"
 
 #include "pickle_vm.h"
+#include "pth_scan.h"
 #include "amn/kit/zip_reader.h"
 
 #define PTH_NAME_MAX 4096
@@ -25,7 +27,7 @@
 static const uint8_t legacy_magic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 #define LEGACY_HEAD 32
 
-static bool is_legacy(const uint8_t *p, uint64_t n) {
+bool pth_is_legacy(const uint8_t *p, uint64_t n) {
     if (n < 2 || p[0] != 0x80 || p[1] < 2 || p[1] > 5) return false;
     uint64_t i = 2;
     if (n > i && p[i] == 0x95) i += 9;
@@ -33,8 +35,21 @@ static bool is_legacy(const uint8_t *p, uint64_t n) {
            memcmp(p + i + 2, legacy_magic, sizeof legacy_magic) == 0;
 }
 
+/* A pickle (PROTO 2-5) that ends the file, or one followed by a ZIP: what
+ * torch.load would unpickle as a legacy file. Claimed so that it is
+ * refused (and scanned) as a checkpoint rather than left unrecognised. */
+static bool is_raw_pickle(const amn_probe_data *pd) {
+    if (pd->head_size < 3 || pd->head[0] != 0x80 || pd->head[1] < 2 || pd->head[1] > 5)
+        return false;
+    if (pd->tail_size && pd->tail[pd->tail_size - 1] == '.') return true;
+    for (size_t i = 0; i + 22 <= pd->tail_size; i++)
+        if (memcmp(pd->tail + i, "PK\x05\x06", 4) == 0) return true;
+    return false;
+}
+
 static int pth_probe(const amn_probe_data *pd) {
-    if (is_legacy(pd->head, pd->head_size)) return AMN_PROBE_LIKELY;
+    if (pth_is_legacy(pd->head, pd->head_size)) return AMN_PROBE_LIKELY;
+    if (is_raw_pickle(pd)) return AMN_PROBE_POSSIBLE;
     zip_probe z;
     zip_probe_scan(pd, &z);
     if (!z.is_zip || z.empty) return AMN_PROBE_NONE;
@@ -144,6 +159,23 @@ static void render(sbuf *b, const pv *v, unsigned depth) {
     case PV_STORAGE:
         sb_str(b, "<storage>");
         return;
+    case PV_OPAQUE:
+        sb_str(b, v->u.text);
+        return;
+    case PV_COMPLEX: /* like Python's repr: (1.5-2j), or 2j with no real part */
+        if (v->u.cplx.re != 0.0 || signbit(v->u.cplx.re)) {
+            format_float(tmp, sizeof tmp, v->u.cplx.re);
+            if (strcmp(tmp + strlen(tmp) - 2, ".0") == 0) tmp[strlen(tmp) - 2] = '\0';
+            sb_str(b, "(");
+            sb_str(b, tmp);
+            if (!signbit(v->u.cplx.im) || v->u.cplx.im != v->u.cplx.im) sb_str(b, "+");
+        }
+        format_float(tmp, sizeof tmp, v->u.cplx.im);
+        if (strcmp(tmp + strlen(tmp) - 2, ".0") == 0) tmp[strlen(tmp) - 2] = '\0';
+        sb_str(b, tmp);
+        sb_str(b, "j");
+        if (v->u.cplx.re != 0.0 || signbit(v->u.cplx.re)) sb_str(b, ")");
+        return;
     case PV_TENSOR:
         sb_str(b, "<tensor>");
         return;
@@ -216,8 +248,9 @@ static int add_tensor(pth_ctx *c, const pv_tensor *x, const char *tname) {
     const pv_storage *s = &x->storage->u.storage;
     if (x->dtype == AMN_DTYPE_INVALID)
         return amn_error_set(c->err, AMN_E_UNSUPPORTED,
-                             "tensor '%s': storage type %s is not supported", tname,
-                             s->type_name ? s->type_name : "?");
+                             "tensor '%s': storage type %s is not supported (amn has no complex "
+                             "or quantized dtype, so no output format here can hold it)",
+                             tname, s->type_name ? s->type_name : "?");
     char member[PTH_NAME_MAX];
     int k = snprintf(member, sizeof member, "%sdata/%s", c->prefix, s->key);
     size_t idx;
@@ -375,6 +408,53 @@ static int flatten(pth_ctx *c, const pv *v, size_t len, unsigned depth) {
     return amn_model_add_note(c->m, len ? c->name : "value", text, c->err);
 }
 
+/* ---- one pickle, one reading --------------------------------------------- */
+
+static int check_members(pth_ctx *c, const zip_entry *pkl, const char *path) {
+    size_t plen = strlen(c->prefix);
+    for (size_t i = 0; i < c->dir->count; i++) {
+        const zip_entry *e = &c->dir->entries[i];
+        if (e == pkl) continue;
+        /* PyTorch takes the root from the first member and finds records
+         * under it; a member elsewhere is one it and amn might read apart. */
+        if (e->name_len < plen || memcmp(e->name, c->prefix, plen) != 0)
+            return amn_error_set(c->err, AMN_E_DISALLOWED,
+                                 "%s: member '%s' lies outside the checkpoint's root '%s'", path,
+                                 e->name, c->prefix);
+        const char *why = pth_member_anomaly(e->name + plen, e->name_len - plen);
+        if (why)
+            return amn_error_set(c->err, AMN_E_DISALLOWED, "%s: member '%s': %s", path, e->name,
+                                 why);
+    }
+    return AMN_OK;
+}
+
+/* A data/<key> record no persistent id names is never read by torch.load;
+ * one that holds a pickle (or a ZIP) is there for another loader. */
+static int check_unreferenced(pth_ctx *c, const pk_vm *vm, const char *path) {
+    size_t plen = strlen(c->prefix);
+    for (size_t i = 0; i < c->dir->count; i++) {
+        const zip_entry *e = &c->dir->entries[i];
+        if (e->name_len < plen + 5 || memcmp(e->name + plen, "data/", 5) != 0) continue;
+        const char *key = e->name + plen + 5;
+        bool used = false;
+        for (size_t k = 0; k < pk_storage_count(vm) && !used; k++)
+            used = strcmp(pk_storage_key(vm, k), key) == 0;
+        if (used) continue;
+        uint8_t head[4] = {0};
+        size_t got = 0;
+        int rc = zip_inflate_prefix(c->src, e, e->data_off, head, sizeof head, &got, c->err);
+        if (rc != AMN_OK) return rc;
+        bool pickle = got >= 2 && head[0] == 0x80 && head[1] <= 5;
+        bool zip = got >= 4 && zip_is_local_header(head, got);
+        if (pickle || zip)
+            return amn_error_set(c->err, AMN_E_DISALLOWED,
+                                 "%s: record '%s' is referenced by no tensor and holds %s", path,
+                                 e->name, pickle ? "a pickle" : "a ZIP archive");
+    }
+    return AMN_OK;
+}
+
 /* ---- open / inspect ------------------------------------------------------- */
 
 static int legacy_error(const char *path, amn_error *err) {
@@ -402,6 +482,8 @@ static int load(pth_ctx *c, const char *path) {
     size_t plen = pkl->name_len - 8; /* keeps the '/' */
     memcpy(c->prefix, pkl->name, plen);
     c->prefix[plen] = '\0';
+    int rc = check_members(c, pkl, path ? path : "pth");
+    if (rc != AMN_OK) return rc;
 
     c->sorted = malloc((d->count ? d->count : 1) * sizeof *c->sorted);
     c->data_off = malloc((d->count ? d->count : 1) * sizeof *c->data_off);
@@ -435,13 +517,19 @@ static int load(pth_ctx *c, const char *path) {
     }
 
     uint8_t *pickle;
-    int rc = zip_read_member(c->src, d, pkl, c->lim->max_header_bytes, &pickle, c->err);
+    rc = zip_read_member(c->src, d, pkl, c->lim->max_header_bytes, &pickle, c->err);
     if (rc != AMN_OK) return rc;
     pk_vm *vm;
     rc = pk_run(pickle, (size_t)pkl->usize, c->lim, &vm, c->err);
     if (rc != AMN_OK) {
         free(pickle);
         return amn_error_prefix(c->err, "%s: data.pkl: ", path ? path : "pth");
+    }
+    rc = check_unreferenced(c, vm, path ? path : "pth");
+    if (rc != AMN_OK) {
+        pk_free(vm);
+        free(pickle);
+        return rc;
     }
     c->name[0] = '\0';
     /* The walk re-enters a memoized container at every reference to it, so a
@@ -474,7 +562,17 @@ static int run(const amn_source *src, const uint8_t *map, const char *path, cons
     const size_t want = src->size < sizeof head ? (size_t)src->size : sizeof head;
     int rc = want ? src->read_at(src->ctx, 0, head, want, &got) : AMN_OK;
     if (rc != AMN_OK) return amn_error_set(err, rc, "%s: read failed", path ? path : "pth");
-    if (is_legacy(head, got)) return legacy_error(path, err);
+    if (pth_is_legacy(head, got)) return legacy_error(path, err);
+    /* torch.load decides by the first four bytes: without a local header
+     * there it unpickles the file's front, whatever ZIP follows. */
+    if (!zip_is_local_header(head, got))
+        return amn_error_set(
+            err, got && head[0] == 0x80 ? AMN_E_DISALLOWED : AMN_E_PARSE,
+            "%s: does not start with a ZIP local header (PK\\3\\4)%s", path ? path : "pth",
+            got && head[0] == 0x80 ? ": it starts with a pickle, which torch.load would run as a "
+                                     "legacy checkpoint whatever follows (a raw pickle, or a "
+                                     "pickle/ZIP polyglot)"
+                                   : "; not a PyTorch checkpoint");
     zip_dir d;
     rc = zip_dir_read(src, lim, &d, err);
     if (rc != AMN_OK) return rc;
@@ -530,6 +628,7 @@ static const amn_format pth_format = {
     .inspect = pth_inspect,
     .writer = NULL,
     .flags = AMN_FORMAT_LOSSLESS,
+    .scan = pth_scan,
 };
 
 static int pth_init(amn_registrar *r) {

@@ -38,17 +38,17 @@ complete_words() { # complete_words WORD... (the last is the one completed)
   PATH=$bin:$PATH bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _amn; printf "%s\n" "${COMPREPLY[@]}"' \
     _ "$src/completions/amn.bash" "$@"
 }
-complete_words amn re | grep -qx remember && pass || fail "bash: command"
-complete_words amn --plugin-dir /tmp con | grep -qx convert && pass || fail "bash: command after --plugin-dir"
+complete_words amn re | grep -x remember >/dev/null && pass || fail "bash: command"
+complete_words amn --plugin-dir /tmp con | grep -x convert >/dev/null && pass || fail "bash: command after --plugin-dir"
 complete_words amn convert x --to "" >"$work/t"
 for f in $("$bin/amn" plugins | awk '$1 == "format" && /write\]/ { print $2 }'); do
   grep -qx "$f" "$work/t" && pass || fail "bash: --to lacks $f"
 done
 grep -qx safetensors "$work/t" && pass || fail "bash: --to lacks safetensors"
-complete_words amn remember x --to "" | grep -qx f16 && pass || fail "bash: remember --to dtypes"
-complete_words amn convert x --max-r | grep -qx -- --max-ratio && pass || fail "bash: option"
+complete_words amn remember x --to "" | grep -x f16 >/dev/null && pass || fail "bash: remember --to dtypes"
+complete_words amn convert x --max-r | grep -x -- --max-ratio >/dev/null && pass || fail "bash: option"
 mkdir -p "$work/dir" && touch "$work/dir/model.gguf"
-complete_words amn inspect "$work/dir/mo" | grep -qx "$work/dir/model.gguf" && pass || fail "bash: files"
+complete_words amn inspect "$work/dir/mo" | grep -x "$work/dir/model.gguf" >/dev/null && pass || fail "bash: files"
 if command -v zsh >/dev/null; then
   zsh -n "$src/completions/_amn" && pass || fail "zsh: syntax"
 else

@@ -10,6 +10,7 @@
 #include "amn/format.h"
 #include "amn/io.h"
 #include "amn/model.h"
+#include "amn/scan.h"
 #include "amn/scheme.h"
 #include "amn/simd.h"
 #include "amn/tensor.h"

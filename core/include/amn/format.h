@@ -152,6 +152,9 @@ typedef struct amn_writer {
     int (*check_option)(const char *key, const char *value, amn_error *err);
 } amn_writer;
 
+struct amn_scan_args;   /* amn/scan.h */
+struct amn_scan_report; /* amn/scan.h */
+
 typedef struct amn_format {
     uint32_t struct_size;
     const char *name;        /* "safetensors": the --from / --to token */
@@ -162,6 +165,9 @@ typedef struct amn_format {
     int (*inspect)(const amn_inspect_args *a, amn_model **out, amn_error *err);
     const amn_writer *writer;
     uint32_t flags; /* AMN_FORMAT_*; read it through amn_format_flags() */
+    /* Optional audit without loading (amn/scan.h), for formats that can
+     * carry code; read it through amn_format_scan(). */
+    int (*scan)(const struct amn_scan_args *a, struct amn_scan_report *r, amn_error *err);
 } amn_format;
 
 /* Full-precision checkpoints (npz, pth): `convert` keeps their float dtypes
@@ -171,6 +177,13 @@ typedef struct amn_format {
 /* flags, or 0 for a plugin built before the field existed. */
 static inline uint32_t amn_format_flags(const amn_format *f) {
     return f->struct_size >= offsetof(amn_format, flags) + sizeof f->flags ? f->flags : 0;
+}
+
+/* The scan slot, or NULL for a plugin built before it existed. */
+typedef int (*amn_format_scan_fn_t)(const struct amn_scan_args *, struct amn_scan_report *,
+                                    amn_error *);
+static inline amn_format_scan_fn_t amn_format_scan(const amn_format *f) {
+    return f->struct_size >= offsetof(amn_format, scan) + sizeof f->scan ? f->scan : NULL;
 }
 
 #ifdef __cplusplus

@@ -33,6 +33,7 @@ typedef struct zip_entry {
     uint64_t csize;     /* compressed bytes */
     uint64_t usize;     /* uncompressed bytes */
     uint64_t local_off; /* local file header */
+    uint64_t data_off;  /* first byte of its data (after the local header) */
 } zip_entry;
 
 typedef struct zip_dir {
@@ -71,11 +72,20 @@ void zip_probe_scan(const amn_probe_data *pd, zip_probe *out);
 
 /* name ends with suffix (lengths explicit: names are not NUL-terminated). */
 bool zip_name_ends(const char *name, size_t len, const char *suffix);
-/* name is "<root>/data.pkl" with a single-level root. */
+/* The same ignoring ASCII case; suffix given in lower case. */
+bool zip_name_ends_fold(const char *name, size_t len, const char *suffix);
+/* name is "<root>/data.pkl" with a single-level root, in any case (PyTorch's
+ * reader finds records ignoring case). */
 bool zip_name_is_pickle(const char *name, size_t len);
 
-/* Read the end record(s) and the whole central directory. Entry count and
- * directory size are capped by the limits. */
+/* Read the end record(s), the whole central directory and every local
+ * header. Entry count and directory size are capped by the limits. An
+ * archive that ZIP readers could resolve differently is AMN_E_DISALLOWED,
+ * naming what was found: more than one end record in the search window,
+ * bytes after it, names equal but for ASCII case, a local header that
+ * disagrees with the directory, or bytes that belong to no member (before
+ * the first local header, between members, before the central directory,
+ * between it and the end record). */
 int zip_dir_read(const amn_source *src, const amn_limits *lim, zip_dir *out, amn_error *err);
 void zip_dir_free(zip_dir *d);
 
@@ -83,8 +93,8 @@ void zip_dir_free(zip_dir *d);
  * look-ups build their own index. */
 const zip_entry *zip_dir_find(const zip_dir *d, const char *name);
 
-/* Offset of the entry's data: reads its local header, checks the name
- * matches the directory's, and that csize bytes fit in the file. */
+/* Offset of the entry's data (read by zip_dir_read) once its method and
+ * flags are ones this reader handles. */
 int zip_entry_data_offset(const amn_source *src, const zip_dir *d, const zip_entry *e,
                           uint64_t *out, amn_error *err);
 
