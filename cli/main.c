@@ -13,7 +13,7 @@ static const char usage_main[] =
     "  inspect FILE [--json] [--to DTYPE]  header-only summary (alias: info)\n"
     "  remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
     "                                      dequantize to safetensors (alias: dequantize)\n"
-    "  convert FILE --to TARGET [--out-dtype bf16|f16|f32] [-o OUT] [--force]\n"
+    "  convert FILE --to TARGET [--out-dtype bf16|f16|f32|keep] [-o OUT] [--force]\n"
     "          [--threads N] [--gguf-kv KEY=VALUE]... [--gguf-metadata FILE.json]\n"
     "                                      any readable input to any writable target\n"
     "  plugins                             loaded plugins, formats, schemes, matrix\n"
@@ -39,11 +39,13 @@ static const struct {
      "<stem>-<dtype>.safetensors next to FILE. An existing output is kept unless\n"
      "--force; the input is never overwritten.\n"},
     {"convert", NULL,
-     "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32] [-o OUT] [--force]\n"
+     "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32|keep] [-o OUT] [--force]\n"
      "                   [--threads N] [--gguf-kv KEY=VALUE]... [--gguf-metadata FILE]\n"
      "Convert FILE to TARGET (a format name such as safetensors or gguf; bf16 means\n"
      "safetensors). Quantized weights are dequantized and every floating tensor is\n"
-     "cast to --out-dtype (default bf16); integer and bool tensors are copied.\n"},
+     "cast to --out-dtype (default bf16); integer and bool tensors are copied.\n"
+     "--out-dtype keep keeps every tensor's dtype (quantized weights become bf16);\n"
+     "conversions from or to npz and pth keep dtypes unless --out-dtype is given.\n"},
     {"plugins", NULL,
      "usage: amn plugins\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"

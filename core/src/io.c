@@ -175,6 +175,8 @@ struct amn_sink {
     uint8_t *buf;
     size_t used;
     uint64_t written;
+    amn_sink_tap_fn tap;
+    void *tap_ctx;
 };
 
 static bool same_file(const struct stat *a, const struct stat *b) {
@@ -264,6 +266,7 @@ static int flush(amn_sink *s, amn_error *err) {
 }
 
 int amn_sink_write(amn_sink *s, const void *buf, size_t n, amn_error *err) {
+    if (s->tap) s->tap(s->tap_ctx, buf, n);
     s->written += n;
     if (s->used + n <= SINK_BUF) {
         memcpy(s->buf + s->used, buf, n);
@@ -287,6 +290,11 @@ int amn_sink_pad(amn_sink *s, size_t n, amn_error *err) {
         n -= k;
     }
     return AMN_OK;
+}
+
+void amn_sink_set_tap(amn_sink *s, amn_sink_tap_fn tap, void *ctx) {
+    s->tap = tap;
+    s->tap_ctx = ctx;
 }
 
 uint64_t amn_sink_tell(const amn_sink *s) {
