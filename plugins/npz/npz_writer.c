@@ -109,9 +109,9 @@ static int npz_begin(const amn_write_args *a, void **state, size_t *order, amn_e
                                  t->name, amn_dtype_name(t->dtype));
         const char *why = zip_name_problem(t->name, strlen(t->name), NPZ_NAME_MAX - 5);
         if (why)
-            return amn_error_set(err, AMN_E_INVALID,
-                                 "tensor name '%s' cannot be an npz member name (%s)", t->name,
-                                 why);
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "tensor name is not a valid npz member name (%s): '%s'", why,
+                                 t->name);
         order[i] = i;
     }
     npz_state *s = calloc(1, sizeof *s);

@@ -215,8 +215,9 @@ static int pth_begin(const amn_write_args *a, void **state, size_t *order, amn_e
         /* A pickle string must be UTF-8: torch decodes it. */
         const size_t len = strlen(t->name);
         if (len > 0xffffffffu || !zip_utf8_valid(t->name, len))
-            return amn_error_set(err, AMN_E_INVALID, "tensor name '%s' cannot be a pth key (%s)",
-                                 t->name, len > 0xffffffffu ? "too long" : "not UTF-8");
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "tensor name is not a valid pth key (%s): '%s'",
+                                 len > 0xffffffffu ? "too long" : "not UTF-8", t->name);
         order[i] = i;
     }
     pth_state *s = calloc(1, sizeof *s);
