@@ -8,7 +8,8 @@
 # bytes, written in 4 MiB blocks so the page cache holds it in large folios,
 # as a download leaves it) in DIR (default /tmp/amn-writer-bench; run it
 # again with DIR=/dev/shm/... for the input and outputs on tmpfs).
-# Per target, ROUNDS (default 7) interleaved rounds of
+# Per target (safetensors, the writer without a CRC, as a baseline; npz;
+# pth), ROUNDS (default 7) interleaved rounds of
 #   amn convert IN --to T -o OUT  (a whole process: start, plugins, write)
 #   cp OUT COPY                   (Debian's cp: copy_file_range in the kernel)
 # each starting from `sync` with the previous outputs unlinked (untimed).
@@ -44,7 +45,7 @@ stats() { # best and median of the numbers on stdin
     sort -n | awk '{ v[NR] = $1 } END { printf "%s %s", v[1], v[int((NR + 1) / 2)] }'
 }
 
-for T in npz pth; do
+for T in ${TARGETS:-safetensors npz pth}; do
     OUT="$D/out.$T" COPY="$D/copy.$T"
     : >"$D/amn.ms"
     : >"$D/cp.ms"
@@ -54,7 +55,7 @@ for T in npz pth; do
         rm -f "$OUT" "$COPY"
         sync
         t0=$(date +%s%N)
-        /usr/bin/time -f %M -o "$D/rss.1" "$AMN" convert "$IN" --to "$T" -o "$OUT" >/dev/null
+        /usr/bin/time -f %M -o "$D/rss.1" "$AMN" convert "$IN" --to "$T" --out-dtype keep -o "$OUT" >/dev/null
         t1=$(date +%s%N)
         cat "$D/rss.1" >>"$D/rss.kb"
         ms "$t0" "$t1" >>"$D/amn.ms"

@@ -223,8 +223,22 @@ def make_name(path, literal):
         f.write(struct.pack('<Q', len(h)) + h + b'\0\0\x80\x3f')
 
 
-if __name__ == '__main__':
-    cmd, args = sys.argv[1], sys.argv[2:]
+def batch(lines):
+    """Run many commands in one process (torch and numpy import once): each
+    line is a command and its arguments; prints FAIL lines, exits 1 if any."""
+    failed = 0
+    for line in lines:
+        words = line.split('\t')
+        try:
+            dispatch(words[0], words[1:])
+        except SystemExit as e:
+            if e.code:
+                print('FAIL: %s: %s' % (' '.join(words), e.code))
+                failed += 1
+    sys.exit(1 if failed else 0)
+
+
+def dispatch(cmd, args):
     if cmd == 'make':
         make(args[0], args[2:], int(args[1]))
     elif cmd == 'same':
@@ -239,5 +253,13 @@ if __name__ == '__main__':
         check_big(args[0], int(args[1]), args[2], args[3] == '1')
     elif cmd == 'make-name':
         make_name(args[0], args[1])
+    elif cmd == 'batch':
+        with open(args[0]) as f:
+            batch([ln.rstrip('\n') for ln in f if ln.strip()])
     else:
         sys.exit('unknown command ' + cmd)
+
+
+if __name__ == '__main__':
+    dispatch(sys.argv[1], sys.argv[2:])
+
