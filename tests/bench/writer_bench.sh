@@ -14,8 +14,9 @@
 #   cp OUT COPY                   (Debian's cp: copy_file_range in the kernel)
 # each starting from `sync` with the previous outputs unlinked (untimed).
 # Prints best and median wall times, their ratio as a rate (cp time / amn
-# time: 1.0 = cp's rate), and amn's peak resident set (GNU time), which must
-# stay O(one chunk), not O(tensor) or O(file).
+# time: 1.0 = cp's rate), CPU times (user + sys: what a loaded machine
+# divides among processes), and amn's peak resident set (GNU time), which
+# counts the mapped input; beyond it, memory must stay O(one chunk).
 set -eu
 B=${1:?usage: writer_bench.sh BUILD_DIR [DIR]}
 D=${2:-/tmp/amn-writer-bench}
@@ -40,39 +41,32 @@ PY
 fi
 cat "$IN" >/dev/null
 
-ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
-stats() { # best and median of the numbers on stdin
-    sort -n | awk '{ v[NR] = $1 } END { printf "%s %s", v[1], v[int((NR + 1) / 2)] }'
-}
-
 for T in ${TARGETS:-safetensors npz pth}; do
     OUT="$D/out.$T" COPY="$D/copy.$T"
-    : >"$D/amn.ms"
-    : >"$D/cp.ms"
-    : >"$D/rss.kb"
+    : >"$D/amn.t"
+    : >"$D/cp.t"
     i=0
     while [ "$i" -lt "$R" ]; do
         rm -f "$OUT" "$COPY"
         sync
-        t0=$(date +%s%N)
-        /usr/bin/time -f %M -o "$D/rss.1" "$AMN" convert "$IN" --to "$T" --out-dtype keep -o "$OUT" >/dev/null
-        t1=$(date +%s%N)
-        cat "$D/rss.1" >>"$D/rss.kb"
-        ms "$t0" "$t1" >>"$D/amn.ms"
-        echo >>"$D/amn.ms"
+        /usr/bin/time -f "%e %U %S %M" -a -o "$D/amn.t" \
+            "$AMN" convert "$IN" --to "$T" --out-dtype keep -o "$OUT" >/dev/null
         sync
-        t0=$(date +%s%N)
-        cp "$OUT" "$COPY"
-        t1=$(date +%s%N)
-        ms "$t0" "$t1" >>"$D/cp.ms"
-        echo >>"$D/cp.ms"
+        /usr/bin/time -f "%e %U %S %M" -a -o "$D/cp.t" cp "$OUT" "$COPY"
         i=$((i + 1))
     done
-    set -- $(stats <"$D/amn.ms") $(stats <"$D/cp.ms")
-    rss=$(sort -n "$D/rss.kb" | tail -1)
     size=$(stat -c %s "$OUT")
-    awk -v t="$T" -v ab="$1" -v am="$2" -v cb="$3" -v cm="$4" -v rss="$rss" -v sz="$size" 'BEGIN {
-        printf "%s: %.0f MiB out; amn %.1f ms best, %.1f median; cp %.1f / %.1f; rate vs cp %.2fx best, %.2fx median; peak RSS %.1f MiB\n",
-            t, sz / 1048576, ab, am, cb, cm, cb / ab, cm / am, rss / 1024 }'
-    rm -f "$OUT" "$COPY" "$D/rss.1"
+    # wall = %e; cpu = user + sys; best and median of each.
+    awk -v t="$T" -v sz="$size" -v insz="$(stat -c %s "$IN")" '
+        function sort(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j > 0 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x } }
+        FNR == NR { aw[++na] = $1 * 1000; ac[na] = ($2 + $3) * 1000; if ($4 > rss) rss = $4; next }
+        { cw[++nc] = $1 * 1000; cc[nc] = ($2 + $3) * 1000 }
+        END {
+            sort(aw, na); sort(ac, na); sort(cw, nc); sort(cc, nc)
+            m = int((na + 1) / 2)
+            printf "%s: %.0f MiB out. wall: amn %.0f ms best, %.0f median; cp %.0f / %.0f; rate vs cp %.2fx best, %.2fx median. cpu (user+sys): amn %.0f / %.0f ms, cp %.0f / %.0f. peak RSS %.1f MiB (%.1f MiB beyond the mapped input)\n",
+                t, sz / 1048576, aw[1], aw[m], cw[1], cw[m], cw[1] / aw[1], cw[m] / aw[m],
+                ac[1], ac[m], cc[1], cc[m], rss / 1024, rss / 1024 - insz / 1048576
+        }' "$D/amn.t" "$D/cp.t"
+    rm -f "$OUT" "$COPY" "$D/amn.t" "$D/cp.t"
 done

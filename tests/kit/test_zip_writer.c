@@ -60,8 +60,14 @@ static void test_crc_matches_zlib(void **state) {
 
 static void test_name_rules(void **state) {
     (void)state;
-    static const char *const ok[] = {"a", "model.layers.0.weight", "params/dense/kernel",
-                                     "kernel:0", "naïve", "日本", "a.b..c", "...x"};
+    static const char *const ok[] = {"a",
+                                     "model.layers.0.weight",
+                                     "params/dense/kernel",
+                                     "kernel:0",
+                                     "naïve",
+                                     "日本",
+                                     "a.b..c",
+                                     "...x"};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         if (zip_name_problem(ok[i], strlen(ok[i]), 100))
             fail_msg("'%s' refused: %s", ok[i], zip_name_problem(ok[i], strlen(ok[i]), 100));
@@ -83,9 +89,9 @@ static void test_name_rules(void **state) {
         {"a\nb", 3, "control character"},
         {"a\0b", 3, "NUL"},
         {"\xff\xfe", 2, "not UTF-8"},
-        {"\xc0\xaf", 2, "not UTF-8"},         /* overlong '/' */
-        {"\xed\xa0\x80", 3, "not UTF-8"},     /* surrogate */
-        {"\xe6\x97", 2, "not UTF-8"},         /* cut sequence */
+        {"\xc0\xaf", 2, "not UTF-8"},     /* overlong '/' */
+        {"\xed\xa0\x80", 3, "not UTF-8"}, /* surrogate */
+        {"\xe6\x97", 2, "not UTF-8"},     /* cut sequence */
         {"abcdefghijklmnopqrstu", 21, "too long"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

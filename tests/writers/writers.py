@@ -56,8 +56,7 @@ def make(path, dtypes, max_dims=8):
     tensors = {}
     for dt in dtypes:
         size = DTYPES[dt][0]
-        for i, shape in enumerate(s for s in SHAPES if 0 < len(s) <= max_dims or
-                                  (len(s) == 0 and max_dims >= 8)):
+        for i, shape in enumerate(s for s in SHAPES if len(s) <= max_dims):
             n = int(np.prod(shape, dtype=np.int64)) * size
             data = rng.integers(0, 256, n, dtype=np.uint8)
             if dt == 'BOOL':

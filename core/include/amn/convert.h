@@ -64,7 +64,9 @@ AMN_API int amn_plan_group(const amn_plan *p, size_t i, amn_group_info *out);
 AMN_API int amn_plan_tensor_role(const amn_plan *p, size_t tensor_index);
 
 typedef enum amn_mode {
-    /* Dequantize quantized groups to out_dtype; copy all else as it is. */
+    /* Dequantize quantized groups to out_dtype; copy all else as it is
+     * (the CLI's `convert --out-dtype keep`, and its default from or to a
+     * format flagged AMN_FORMAT_LOSSLESS). */
     AMN_MODE_REMEMBER = 0,
     /* Also cast every floating tensor to out_dtype; integers and bools copied. */
     AMN_MODE_CONVERT = 1,
