@@ -71,10 +71,14 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
         if (!a->to) return cli_usage_fail(a->command, "--to TARGET is required");
         target = strcmp(a->to, "bf16") == 0 ? "safetensors" : a->to;
     }
-    amn_dtype out = dtype_arg ? amn_dtype_from_cli(dtype_arg) : AMN_DTYPE_BF16;
+    /* --out-dtype keep: every tensor in its own dtype; quantized weights,
+     * which have none, become BF16 as `remember` makes them. */
+    const bool keep = convert && dtype_arg && strcmp(dtype_arg, "keep") == 0;
+    amn_dtype out = dtype_arg && !keep ? amn_dtype_from_cli(dtype_arg) : AMN_DTYPE_BF16;
     if (out == AMN_DTYPE_INVALID) {
         char msg[256];
-        snprintf(msg, sizeof msg, "unknown dtype '%s' (use bf16, f16 or f32)", dtype_arg);
+        snprintf(msg, sizeof msg, "unknown dtype '%s' (use bf16, f16 or f32%s)", dtype_arg,
+                 convert ? ", or keep" : "");
         return cli_usage_fail(a->command, msg);
     }
     const amn_format *tf = amn_ctx_find_format(ctx, target);
@@ -97,12 +101,14 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
         amn_model_free(m);
         return cli_fail(&err);
     }
-    /* Full-precision checkpoints (npz, pth) convert losslessly unless an
-     * output dtype is asked for; everything else casts floats on convert. */
+    /* Conversions from or to a full-precision checkpoint format (npz, pth)
+     * are lossless unless an output dtype is asked for, as is any conversion
+     * with --out-dtype keep; everything else casts floats on convert. */
     const amn_format *in_fmt = amn_ctx_find_format(ctx, amn_model_format(m));
-    const bool lossless_input = in_fmt && (amn_format_flags(in_fmt) & AMN_FORMAT_LOSSLESS);
+    const bool lossless = (in_fmt && (amn_format_flags(in_fmt) & AMN_FORMAT_LOSSLESS)) ||
+                          (amn_format_flags(tf) & AMN_FORMAT_LOSSLESS);
     amn_mode mode =
-        convert && !(lossless_input && !a->out_dtype) ? AMN_MODE_CONVERT : AMN_MODE_REMEMBER;
+        convert && !keep && !(lossless && !a->out_dtype) ? AMN_MODE_CONVERT : AMN_MODE_REMEMBER;
     amn_plan_summary s;
     amn_plan_summarize(p, out, &s);
     const char *output = a->output;

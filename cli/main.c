@@ -13,7 +13,7 @@ static const char usage_main[] =
     "  inspect FILE [--json] [--to DTYPE]  header-only summary (alias: info)\n"
     "  remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
     "                                      dequantize to safetensors (alias: dequantize)\n"
-    "  convert FILE --to TARGET [--out-dtype bf16|f16|f32] [-o OUT] [--force]\n"
+    "  convert FILE --to TARGET [--out-dtype bf16|f16|f32|keep] [-o OUT] [--force]\n"
     "          [--threads N] [--opt KEY=VALUE]... [--gguf-kv KEY=VALUE]...\n"
     "          [--gguf-metadata FILE.json]\n"
     "                                      any readable input to any writable target\n"
@@ -47,7 +47,7 @@ static const struct {
      "<stem>-<dtype>.safetensors next to FILE. An existing output is kept unless\n"
      "--force; the input is never overwritten.\n"},
     {"convert", NULL,
-     "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32] [-o OUT] [--force]\n"
+     "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32|keep] [-o OUT] [--force]\n"
      "                   [--threads N] [--opt KEY=VALUE]... [--gguf-kv KEY=VALUE]...\n"
      "                   [--gguf-metadata FILE]\n"
      "Convert FILE to TARGET (a format name such as safetensors or gguf; bf16 means\n"
@@ -55,7 +55,9 @@ static const struct {
      "cast to --out-dtype (default bf16); integer and bool tensors are copied.\n"
      "--opt KEY=VALUE passes an option to TARGET's writer (repeatable; `amn plugins`\n"
      "lists each writer's options; any other key is an error). --gguf-kv KEY=VALUE\n"
-     "is --opt kv=KEY=VALUE and --gguf-metadata FILE is --opt metadata=FILE.\n"},
+     "is --opt kv=KEY=VALUE and --gguf-metadata FILE is --opt metadata=FILE.\n"
+     "--out-dtype keep keeps every tensor's dtype (quantized weights become bf16);\n"
+     "conversions from or to npz and pth keep dtypes unless --out-dtype is given.\n"},
     {"plugins", NULL,
      "usage: amn plugins [--json]\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"

@@ -194,7 +194,8 @@ void amn_source_memory(amn_source *out, const void *buf, size_t n, const char *n
  * open(), so the process umask (and a default ACL) applies exactly as for
  * any new file, and the umask is never changed. */
 
-#define SINK_BUF (1u << 20)
+#define SINK_BUF  (1u << 20)
+#define TAP_PIECE (256u << 10) /* fits a core's L2 */
 
 struct amn_sink {
     int fd;
@@ -209,6 +210,8 @@ struct amn_sink {
     uint8_t *buf;
     size_t used;
     uint64_t written;
+    amn_sink_tap_fn tap;
+    void *tap_ctx;
 };
 
 /* ---- pending temporary names: read from signal handlers ---- */
@@ -439,13 +442,29 @@ static int flush(amn_sink *s, amn_error *err) {
 int amn_sink_write(amn_sink *s, const void *buf, size_t n, amn_error *err) {
     s->written += n;
     if (s->used + n <= SINK_BUF) {
+        if (s->tap) s->tap(s->tap_ctx, buf, n);
         memcpy(s->buf + s->used, buf, n);
         s->used += n;
         return AMN_OK;
     }
     int rc = flush(s, err);
     if (rc) return rc;
-    if (n >= SINK_BUF) return write_all(s, buf, n, err); /* large blocks skip the copy */
+    if (n >= SINK_BUF) {
+        /* Large blocks skip the copy. A tap runs after each TAP_PIECE is
+         * written, while the piece is still in the core's cache from the
+         * kernel's copy; before the write, the tap would be the one to wait
+         * for memory. */
+        if (!s->tap) return write_all(s, buf, n, err);
+        for (const uint8_t *p = buf; n && !rc;) {
+            const size_t k = n < TAP_PIECE ? n : TAP_PIECE;
+            rc = write_all(s, p, k, err);
+            if (!rc) s->tap(s->tap_ctx, p, k);
+            p += k;
+            n -= k;
+        }
+        return rc;
+    }
+    if (s->tap) s->tap(s->tap_ctx, buf, n);
     memcpy(s->buf, buf, n);
     s->used = n;
     return AMN_OK;
@@ -460,6 +479,11 @@ int amn_sink_pad(amn_sink *s, size_t n, amn_error *err) {
         n -= k;
     }
     return AMN_OK;
+}
+
+void amn_sink_set_tap(amn_sink *s, amn_sink_tap_fn tap, void *ctx) {
+    s->tap = tap;
+    s->tap_ctx = ctx;
 }
 
 uint64_t amn_sink_tell(const amn_sink *s) {

@@ -20,6 +20,8 @@
 
 #define NPY_MAGIC_LEN    6
 #define NPY_PREAMBLE_MAX 12 /* magic, version, u32 length */
+/* Longest member name the reader takes (and the writer writes), NUL included. */
+#define NPZ_NAME_MAX 4096
 
 typedef struct npy_header {
     unsigned major, minor;
@@ -49,5 +51,9 @@ int npy_parse_header(const uint8_t *p, size_t n, const char *name, npy_header *h
 /* Fill the tensor's dtype, shape, nbytes, flags and strides from h
  * (fortran_order becomes a strided view; '>' becomes BIG_ENDIAN). */
 void npy_header_to_tensor(const npy_header *h, amn_tensor *t);
+
+/* The writer (npz_writer.c). */
+#include "amn/format.h"
+extern const amn_writer npz_writer;
 
 #endif

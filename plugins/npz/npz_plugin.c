@@ -14,8 +14,6 @@
 #include "npz_scan.h"
 #include "amn/kit/zip_reader.h"
 
-#define NPZ_NAME_MAX 4096
-
 static int npz_probe(const amn_probe_data *pd) {
     if (npy_has_magic(pd->head, pd->head_size)) {
         unsigned major, minor;
@@ -265,7 +263,7 @@ static const amn_format npz_format = {
     .probe = npz_probe,
     .open = npz_open,
     .inspect = npz_inspect,
-    .writer = NULL,
+    .writer = &npz_writer,
     .flags = AMN_FORMAT_LOSSLESS,
     .scan = npz_scan,
 };

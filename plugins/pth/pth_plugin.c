@@ -15,6 +15,7 @@
 
 #include "pickle_vm.h"
 #include "pth_scan.h"
+#include "pth_writer.h"
 #include "amn/kit/zip_reader.h"
 
 #define PTH_NAME_MAX 4096
@@ -626,7 +627,7 @@ static const amn_format pth_format = {
     .probe = pth_probe,
     .open = pth_open,
     .inspect = pth_inspect,
-    .writer = NULL,
+    .writer = &pth_writer,
     .flags = AMN_FORMAT_LOSSLESS,
     .scan = pth_scan,
 };

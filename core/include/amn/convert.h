@@ -72,7 +72,9 @@ AMN_API bool amn_plan_tensor_unhandled(const amn_plan *p, size_t tensor_index, c
                                        const char **plugin);
 
 typedef enum amn_mode {
-    /* Dequantize quantized groups to out_dtype; copy all else as it is. */
+    /* Dequantize quantized groups to out_dtype; copy all else as it is
+     * (the CLI's `convert --out-dtype keep`, and its default from or to a
+     * format flagged AMN_FORMAT_LOSSLESS). */
     AMN_MODE_REMEMBER = 0,
     /* Also cast every floating tensor to out_dtype; integers and bools copied. */
     AMN_MODE_CONVERT = 1,

@@ -88,6 +88,11 @@ AMN_API int amn_sink_open(const char *final_path, bool overwrite, const char *co
 AMN_API int amn_sink_write(amn_sink *s, const void *buf, size_t n, amn_error *err);
 AMN_API int amn_sink_pad(amn_sink *s, size_t n, amn_error *err); /* n zero bytes */
 AMN_API uint64_t amn_sink_tell(const amn_sink *s);
+/* Hand every byte written from now on also to tap(ctx, buf, n), in order,
+ * until the tap is set to NULL. A ZIP writer computes each member's CRC-32
+ * this way over the bytes the core streams into the member. */
+typedef void (*amn_sink_tap_fn)(void *ctx, const void *buf, size_t n);
+AMN_API void amn_sink_set_tap(amn_sink *s, amn_sink_tap_fn tap, void *ctx);
 /* Hint the final size so the file system can allocate it at once. */
 AMN_API void amn_sink_reserve(amn_sink *s, uint64_t bytes);
 /* Whether commit fsyncs the file and its directory (default true). */

@@ -1,0 +1,72 @@
+#!/bin/sh
+# Benchmark the npz and pth writers against cp of the same output, in the
+# same run (item: "writing npz and pth at >= 0.9x the rate of cp").
+#
+#   cmake --build BUILD && tests/bench/writer_bench.sh BUILD [DIR]
+#
+# Input: a 256 MiB safetensors file of 16 F32 tensors 2048x2048 (random
+# bytes, written in 4 MiB blocks so the page cache holds it in large folios,
+# as a download leaves it) in DIR (default /tmp/amn-writer-bench; run it
+# again with DIR=/dev/shm/... for the input and outputs on tmpfs).
+# Per target (safetensors, the writer without a CRC, as a baseline; npz;
+# pth), ROUNDS (default 7) interleaved rounds of
+#   amn convert IN --to T -o OUT  (a whole process: start, plugins, write)
+#   cp OUT COPY                   (Debian's cp: copy_file_range in the kernel)
+# each starting from `sync` with the previous outputs unlinked (untimed).
+# Prints best and median wall times, their ratio as a rate (cp time / amn
+# time: 1.0 = cp's rate), CPU times (user + sys: what a loaded machine
+# divides among processes), and amn's peak resident set (GNU time), which
+# counts the mapped input; beyond it, memory must stay O(one chunk).
+set -eu
+B=${1:?usage: writer_bench.sh BUILD_DIR [DIR]}
+D=${2:-/tmp/amn-writer-bench}
+R=${ROUNDS:-7}
+AMN="$B/bin/amn"
+mkdir -p "$D"
+IN="$D/in.safetensors"
+if [ ! -f "$IN" ]; then
+    /usr/bin/python3 - "$IN" <<'PY'
+import json, os, struct, sys
+n, shape = 16, [2048, 2048]
+size = 4 * shape[0] * shape[1]
+hdr = {'t.%02d' % i: {'dtype': 'F32', 'shape': shape, 'data_offsets': [i * size, (i + 1) * size]}
+       for i in range(n)}
+h = json.dumps(hdr, separators=(',', ':')).encode()
+h += b' ' * (-len(h) % 8)
+with open(sys.argv[1], 'wb') as f:
+    f.write(struct.pack('<Q', len(h)) + h)
+    for _ in range(n * size // (4 << 20)):
+        f.write(os.urandom(4 << 20))
+PY
+fi
+cat "$IN" >/dev/null
+
+for T in ${TARGETS:-safetensors npz pth}; do
+    OUT="$D/out.$T" COPY="$D/copy.$T"
+    : >"$D/amn.t"
+    : >"$D/cp.t"
+    i=0
+    while [ "$i" -lt "$R" ]; do
+        rm -f "$OUT" "$COPY"
+        sync
+        /usr/bin/time -f "%e %U %S %M" -a -o "$D/amn.t" \
+            "$AMN" convert "$IN" --to "$T" --out-dtype keep -o "$OUT" >/dev/null
+        sync
+        /usr/bin/time -f "%e %U %S %M" -a -o "$D/cp.t" cp "$OUT" "$COPY"
+        i=$((i + 1))
+    done
+    size=$(stat -c %s "$OUT")
+    # wall = %e; cpu = user + sys; best and median of each.
+    awk -v t="$T" -v sz="$size" -v insz="$(stat -c %s "$IN")" '
+        function sort(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j > 0 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x } }
+        FNR == NR { aw[++na] = $1 * 1000; ac[na] = ($2 + $3) * 1000; if ($4 > rss) rss = $4; next }
+        { cw[++nc] = $1 * 1000; cc[nc] = ($2 + $3) * 1000 }
+        END {
+            sort(aw, na); sort(ac, na); sort(cw, nc); sort(cc, nc)
+            m = int((na + 1) / 2)
+            printf "%s: %.0f MiB out. wall: amn %.0f ms best, %.0f median; cp %.0f / %.0f; rate vs cp %.2fx best, %.2fx median. cpu (user+sys): amn %.0f / %.0f ms, cp %.0f / %.0f. peak RSS %.1f MiB (%.1f MiB beyond the mapped input)\n",
+                t, sz / 1048576, aw[1], aw[m], cw[1], cw[m], cw[1] / aw[1], cw[m] / aw[m],
+                ac[1], ac[m], cc[1], cc[m], rss / 1024, rss / 1024 - insz / 1048576
+        }' "$D/amn.t" "$D/cp.t"
+    rm -f "$OUT" "$COPY" "$D/amn.t" "$D/cp.t"
+done
