@@ -77,6 +77,44 @@ static void probe_ties_are_errors(void **state) {
     amn_ctx_free(ctx);
 }
 
+/* The name of the format detected for `name` with only dir's plugins, or NULL. */
+static const char *detect_in(const char *dir, const char *name, amn_error *err, int *rc) {
+    const char *dirs[] = {dir};
+    amn_ctx_options o = {
+        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx *ctx;
+    assert_int_equal(amn_ctx_new(&o, &ctx, err), AMN_OK);
+    static const char data[] = "AMNFIXT!payload";
+    amn_source src;
+    amn_source_memory(&src, data, sizeof data, name);
+    const amn_format *f = NULL;
+    *rc = amn_ctx_detect_source(ctx, &src, NULL, &f, err);
+    static char winner[32];
+    snprintf(winner, sizeof winner, "%s", f ? f->name : "");
+    amn_ctx_free(ctx); /* the vtable goes with its plugin: keep the name only */
+    return f ? winner : NULL;
+}
+
+/* A matching extension breaks a tie; it never makes one: 50 with a matching
+ * extension loses to 51, and a weak 25 stays unrecognised. */
+static void probe_extension_only_breaks_ties(void **state) {
+    (void)state;
+    amn_error err;
+    int rc;
+    const char *w = detect_in(AMN_BINARY_DIR "/test-plugins/p1", "x.fixt", &err, &rc);
+    assert_int_equal(rc, AMN_OK);
+    assert_string_equal(w, "pb");
+    w = detect_in(AMN_BINARY_DIR "/test-plugins/p2", "x.fixt", &err, &rc);
+    assert_int_equal(rc, AMN_OK);
+    assert_string_equal(w, "pa");
+    detect_in(AMN_BINARY_DIR "/test-plugins/p2", "x.dat", &err, &rc);
+    assert_int_equal(rc, AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "ambiguous format (pa or pc)"));
+    detect_in(AMN_BINARY_DIR "/test-plugins/p3", "x.fixt", &err, &rc);
+    assert_int_equal(rc, AMN_E_PARSE);
+    assert_non_null(strstr(err.msg, "unrecognised file format"));
+}
+
 static void environment_search_path(void **state) {
     (void)state;
     amn_ctx *ctx;
@@ -132,6 +170,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(broken_plugins_are_reported_and_skipped),
         cmocka_unit_test(probe_ties_are_errors),
+        cmocka_unit_test(probe_extension_only_breaks_ties),
         cmocka_unit_test(environment_search_path),
         cmocka_unit_test(unknown_files_name_the_missing_plugin),
     };
