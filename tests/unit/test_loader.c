@@ -27,8 +27,11 @@ static void expect(amn_ctx *ctx, const char *file_part, const char *status, cons
 static void broken_plugins_are_reported_and_skipped(void **state) {
     (void)state;
     const char *dirs[] = {DIR_A, DIR_B};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 2, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.plugin_dirs = dirs,
+                         .n_plugin_dirs = 2,
+                         .no_env = true,
+                         .no_default = true,
+                         .no_builtin = true};
     amn_ctx *ctx;
     amn_error err;
     assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
@@ -58,8 +61,11 @@ static void broken_plugins_are_reported_and_skipped(void **state) {
 static void probe_ties_are_errors(void **state) {
     (void)state;
     const char *dirs[] = {DIR_A};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true,
+                         .no_builtin = true};
     amn_ctx *ctx;
     amn_error err;
     assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
@@ -80,8 +86,11 @@ static void probe_ties_are_errors(void **state) {
 /* The name of the format detected for `name` with only dir's plugins, or NULL. */
 static const char *detect_in(const char *dir, const char *name, amn_error *err, int *rc) {
     const char *dirs[] = {dir};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true,
+                         .no_builtin = true};
     amn_ctx *ctx;
     assert_int_equal(amn_ctx_new(&o, &ctx, err), AMN_OK);
     static const char data[] = "AMNFIXT!payload";
@@ -115,6 +124,52 @@ static void probe_extension_only_breaks_ties(void **state) {
     assert_non_null(strstr(err.msg, "unrecognised file format"));
 }
 
+/* Plugins linked into libamn (a -DAMN_STATIC_PLUGINS=ON build), else 0. */
+static size_t builtin_count(amn_ctx *ctx) {
+    size_t n = 0;
+    amn_plugin_info pi;
+    for (size_t i = 0; i < amn_ctx_plugin_count(ctx); i++)
+        if (amn_ctx_plugin(ctx, i, &pi) == AMN_OK && strcmp(pi.file, "(built-in)") == 0) n++;
+    return n;
+}
+
+/* A module named like a built-in plugin is shadowed by it; without
+ * built-ins (a build of modules, or no_builtin) it loads. */
+static void builtin_plugins_shadow_modules(void **state) {
+    (void)state;
+    const char *dirs[] = {AMN_BINARY_DIR "/test-plugins/s"};
+    amn_ctx_options o = {
+        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx *ctx;
+    amn_error err;
+    assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
+    amn_plugin_info pi;
+    bool builtin_safetensors = false;
+    for (size_t i = 0; i < amn_ctx_plugin_count(ctx); i++) {
+        amn_ctx_plugin(ctx, i, &pi);
+        if (strcmp(pi.name, "safetensors") == 0 && strcmp(pi.file, "(built-in)") == 0) {
+            assert_string_equal(pi.status, "loaded");
+            builtin_safetensors = true;
+        }
+    }
+#ifdef AMN_TEST_STATIC_PLUGINS
+    assert_true(builtin_safetensors); /* this build links it into libamn */
+#endif
+    if (builtin_safetensors) {
+        expect(ctx, "s/amn-safetensors.so", "shadowed", "same name");
+        assert_null(amn_ctx_find_format(ctx, "fixt9"));
+    } else {
+        expect(ctx, "s/amn-safetensors.so", "loaded", NULL);
+    }
+    amn_ctx_free(ctx);
+    o.no_builtin = true;
+    assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
+    expect(ctx, "s/amn-safetensors.so", "loaded", NULL);
+    assert_int_equal(builtin_count(ctx), 0);
+    assert_non_null(amn_ctx_find_format(ctx, "fixt9"));
+    amn_ctx_free(ctx);
+}
+
 static void environment_search_path(void **state) {
     (void)state;
     amn_ctx *ctx;
@@ -122,7 +177,7 @@ static void environment_search_path(void **state) {
     setenv("AMN_PLUGIN_PATH", "/nonexistent:" DIR_B, 1);
     setenv("AMN_PLUGIN_SYSTEM_PATH", "", 1); /* empty: no default directory */
     assert_int_equal(amn_ctx_new(NULL, &ctx, &err), AMN_OK);
-    assert_int_equal(amn_ctx_plugin_count(ctx), 1);
+    assert_int_equal(amn_ctx_plugin_count(ctx), 1 + builtin_count(ctx));
     expect(ctx, "b/amn-good.so", "loaded", NULL);
     amn_ctx_free(ctx);
     unsetenv("AMN_PLUGIN_SYSTEM_PATH");
@@ -136,8 +191,11 @@ static void environment_search_path(void **state) {
 static void unknown_files_name_the_missing_plugin(void **state) {
     (void)state;
     const char *dirs[] = {DIR_B};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true,
+                         .no_builtin = true};
     amn_ctx *ctx;
     amn_error err;
     assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
@@ -171,6 +229,7 @@ int main(void) {
         cmocka_unit_test(broken_plugins_are_reported_and_skipped),
         cmocka_unit_test(probe_ties_are_errors),
         cmocka_unit_test(probe_extension_only_breaks_ties),
+        cmocka_unit_test(builtin_plugins_shadow_modules),
         cmocka_unit_test(environment_search_path),
         cmocka_unit_test(unknown_files_name_the_missing_plugin),
     };
