@@ -59,8 +59,10 @@ static bool ext_matches(const char *path, const char *exts) {
     return false;
 }
 
-/* Score every format; the strictly highest score above WEAK wins, with the
- * file extension as a +1 tie-break only. */
+/* Score every format; the strictly highest score above WEAK wins. Among
+ * formats tied at the top, the one whose extension matches wins if it is the
+ * only one; an extension never lifts a score past another (50 with a
+ * matching extension does not tie 51). */
 static int choose(const amn_ctx *ctx, const amn_probe_data *pd, const char *from,
                   const amn_format **out, amn_error *err) {
     const char *label = pd->path ? pd->path : "input";
@@ -74,19 +76,20 @@ static int choose(const amn_ctx *ctx, const amn_probe_data *pd, const char *from
         *out = f;
         return AMN_OK;
     }
-    int best = AMN_PROBE_WEAK, tie = 0;
+    /* Rank by (score, extension match): the extension is the lower digit. */
+    int best = (AMN_PROBE_WEAK + 1) * 2 - 1, tie = 0;
     const amn_format *winner = NULL, *other = NULL;
     for (size_t i = 0; i < ctx->n_formats; i++) {
         const amn_format *f = ctx->formats[i];
         int s = f->probe(pd);
-        if (s < 0) s = 0;
+        if (s <= AMN_PROBE_WEAK) continue;
         if (s > AMN_PROBE_MAX) s = AMN_PROBE_MAX;
-        if (s > 0 && ext_matches(pd->path, f->extensions)) s++;
-        if (s > best) {
-            best = s;
+        const int rank = s * 2 + (ext_matches(pd->path, f->extensions) ? 1 : 0);
+        if (rank > best) {
+            best = rank;
             winner = f;
             tie = 0;
-        } else if (s == best && winner) {
+        } else if (rank == best) {
             tie = 1;
             other = f;
         }

@@ -330,12 +330,23 @@ static void load_default(amn_ctx *ctx) {
     load_dir(ctx, path);
 }
 
+/* Plugins linked into libamn go first, through the same checks as modules;
+ * a module of the same name found later is reported as shadowed. */
+static void load_builtins(amn_ctx *ctx) {
+    for (size_t i = 0; amni_builtin_plugins[i]; i++) {
+        plugin_rec *rec = new_record(ctx);
+        if (!rec) return;
+        admit(ctx, rec, amni_builtin_plugins[i], NULL);
+    }
+}
+
 int amn_ctx_new(const amn_ctx_options *opts, amn_ctx **out, amn_error *err) {
     amn_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (lt_dlinit() == 0) ctx->ltdl_ready = 1;
     amn_ctx_options none = {0};
     if (!opts) opts = &none;
+    if (!opts->no_builtin) load_builtins(ctx);
     if (ctx->ltdl_ready) {
         for (size_t i = 0; i < opts->n_plugin_dirs; i++) load_dir(ctx, opts->plugin_dirs[i]);
         const char *env = opts->no_env ? NULL : getenv("AMN_PLUGIN_PATH");

@@ -33,6 +33,10 @@ struct amn_ctx {
     int ltdl_ready;
 };
 
+/* Plugins linked into libamn (AMN_STATIC_PLUGINS), NULL-terminated; only the
+ * terminator in a build of loadable modules. Generated: builtin_plugins.c. */
+extern const amn_plugin_desc *const amni_builtin_plugins[];
+
 /* Plugins the project knows, for "install the amn-X plugin" messages. */
 const char *amni_known_plugin_for_file(const char *path, const uint8_t *head, size_t head_size,
                                        uint64_t file_size);

@@ -133,6 +133,11 @@ if "$amn" plugins | grep -q "format gguf"; then
 fi
 check "plugins" 0 "$amn" plugins
 contains "plugins" "safetensors .*ABI 2\\."
+if "$amn" plugins | grep -q "safetensors .*(built-in)"; then
+  # AMN_STATIC_PLUGINS: a module of a built-in plugin's name is shadowed.
+  check "built-in shadows a module" 0 env AMN_PLUGIN_PATH="$build/test-plugins/s" "$amn" plugins
+  contains "module shadowed" "safetensors  *shadowed .*test-plugins/s/amn-safetensors.so"
+fi
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -29,8 +29,12 @@ int main(int argc, char **argv) {
     for (long i = 0; i < iterations; i++) {
         size_t n = 1 + fuzz_rng(&seed) % 4096;
         for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)fuzz_rng(&seed);
-        amn_probe_data pd = {
-            .head = buf, .head_size = n, .tail = buf, .tail_size = n, .file_size = n};
+        amn_probe_data pd = {.struct_size = sizeof pd,
+                             .head = buf,
+                             .head_size = n,
+                             .tail = buf,
+                             .tail_size = n,
+                             .file_size = n};
         for (size_t f = 0; f < amn_ctx_format_count(ctx); f++) {
             const amn_format *fmt = amn_ctx_format(ctx, f);
             int score = fmt->probe(&pd);

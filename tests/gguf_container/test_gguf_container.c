@@ -52,7 +52,7 @@ static int open_path(const char *path, amn_model **out, amn_error *err) {
     int rc = amn_map_open(path, &map, err);
     if (rc) return rc;
     amn_limits l = limits();
-    amn_open_args a = {.path = path, .map = map, .limits = &l};
+    amn_open_args a = {.struct_size = sizeof a, .path = path, .map = map, .limits = &l};
     rc = amn_gguf_format.open(&a, out, err);
     if (rc) {
         amn_map_close(map);
@@ -65,7 +65,7 @@ static int inspect_mem(const void *p, size_t n, amn_model **out, amn_error *err)
     amn_source src;
     amn_source_memory(&src, p, n, "mem.gguf");
     amn_limits l = limits();
-    amn_inspect_args a = {.src = &src, .path = NULL, .limits = &l};
+    amn_inspect_args a = {.struct_size = sizeof a, .src = &src, .path = NULL, .limits = &l};
     return amn_gguf_format.inspect(&a, out, err);
 }
 
@@ -254,7 +254,7 @@ static void inspect_is_header_only(void **state) {
                           .read_at = spy_read,
                           .name = "callback"};
         amn_limits l = limits();
-        amn_inspect_args a = {.src = &src, .limits = &l};
+        amn_inspect_args a = {.struct_size = sizeof a, .src = &src, .limits = &l};
         amn_model *m = NULL;
         amn_error err = {0};
         int rc = amn_gguf_format.inspect(&a, &m, &err);
@@ -272,7 +272,7 @@ static void inspect_is_header_only(void **state) {
     amn_error err = {0};
     assert_int_equal(amn_source_file_open(path, &src, &err), AMN_OK);
     amn_limits l = limits();
-    amn_inspect_args a = {.src = &src, .path = path, .limits = &l};
+    amn_inspect_args a = {.struct_size = sizeof a, .src = &src, .path = path, .limits = &l};
     amn_model *m = NULL;
     assert_int_equal(amn_gguf_format.inspect(&a, &m, &err), AMN_OK);
     check_rich_tensors(m, true, &lay, false);
@@ -410,8 +410,12 @@ static void probe_scores(void **state) {
     build_rich(&b, 3, 32, true, &lay);
     uint8_t *head = calloc(1, b.n + AMN_PROBE_PADDING);
     memcpy(head, b.p, b.n);
-    amn_probe_data pd = {
-        .head = head, .head_size = b.n, .tail = head, .tail_size = b.n, .file_size = b.n};
+    amn_probe_data pd = {.struct_size = sizeof pd,
+                         .head = head,
+                         .head_size = b.n,
+                         .tail = head,
+                         .tail_size = b.n,
+                         .file_size = b.n};
     assert_true(amn_gguf_format.probe(&pd) > AMN_PROBE_LIKELY);
     head[4] = 7; /* version 7 */
     assert_int_equal(amn_gguf_format.probe(&pd), AMN_PROBE_LIKELY);

@@ -39,7 +39,7 @@ static int parse_both(const uint8_t *p, size_t n, const amn_limits *l, amn_error
     amn_model_free(m);
     if (rc) assert_true(e1.msg[0]);
     amn_model *h = NULL;
-    amn_inspect_args a = {.src = &src, .limits = l};
+    amn_inspect_args a = {.struct_size = sizeof a, .src = &src, .limits = l};
     int rc2 = amn_gguf_format.inspect(&a, &h, &e2);
     if (rc2 != rc) fail_msg("mapped gave %d (%s), header-only %d (%s)", rc, e1.msg, rc2, e2.msg);
     assert_true(rc2 ? h == NULL : h != NULL);

@@ -8,8 +8,15 @@
 #error FIXTURE_NAME must be set
 #endif
 
+#ifndef FIXTURE_SCORE
+#define FIXTURE_SCORE AMN_PROBE_LIKELY
+#endif
+#ifndef FIXTURE_EXT
+#define FIXTURE_EXT "fixt"
+#endif
+
 __attribute__((unused)) static int probe(const amn_probe_data *pd) {
-    return pd->head_size >= 8 && memcmp(pd->head, "AMNFIXT!", 8) == 0 ? AMN_PROBE_LIKELY : 0;
+    return pd->head_size >= 8 && memcmp(pd->head, "AMNFIXT!", 8) == 0 ? FIXTURE_SCORE : 0;
 }
 
 static int open_model(const amn_open_args *a, amn_model **out, amn_error *err) {
@@ -22,7 +29,7 @@ static const amn_format format = {
     .struct_size = sizeof(amn_format),
     .name = FIXTURE_FORMAT,
     .description = "loader test fixture",
-    .extensions = "fixt",
+    .extensions = FIXTURE_EXT,
 #ifndef FIXTURE_NO_PROBE
     .probe = probe,
 #endif

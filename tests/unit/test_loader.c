@@ -27,8 +27,11 @@ static void expect(amn_ctx *ctx, const char *file_part, const char *status, cons
 static void broken_plugins_are_reported_and_skipped(void **state) {
     (void)state;
     const char *dirs[] = {DIR_A, DIR_B};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 2, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.plugin_dirs = dirs,
+                         .n_plugin_dirs = 2,
+                         .no_env = true,
+                         .no_default = true,
+                         .no_builtin = true};
     amn_ctx *ctx;
     amn_error err;
     assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
@@ -58,8 +61,11 @@ static void broken_plugins_are_reported_and_skipped(void **state) {
 static void probe_ties_are_errors(void **state) {
     (void)state;
     const char *dirs[] = {DIR_A};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true,
+                         .no_builtin = true};
     amn_ctx *ctx;
     amn_error err;
     assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
@@ -77,6 +83,93 @@ static void probe_ties_are_errors(void **state) {
     amn_ctx_free(ctx);
 }
 
+/* The name of the format detected for `name` with only dir's plugins, or NULL. */
+static const char *detect_in(const char *dir, const char *name, amn_error *err, int *rc) {
+    const char *dirs[] = {dir};
+    amn_ctx_options o = {.plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true,
+                         .no_builtin = true};
+    amn_ctx *ctx;
+    assert_int_equal(amn_ctx_new(&o, &ctx, err), AMN_OK);
+    static const char data[] = "AMNFIXT!payload";
+    amn_source src;
+    amn_source_memory(&src, data, sizeof data, name);
+    const amn_format *f = NULL;
+    *rc = amn_ctx_detect_source(ctx, &src, NULL, &f, err);
+    static char winner[32];
+    snprintf(winner, sizeof winner, "%s", f ? f->name : "");
+    amn_ctx_free(ctx); /* the vtable goes with its plugin: keep the name only */
+    return f ? winner : NULL;
+}
+
+/* A matching extension breaks a tie; it never makes one: 50 with a matching
+ * extension loses to 51, and a weak 25 stays unrecognised. */
+static void probe_extension_only_breaks_ties(void **state) {
+    (void)state;
+    amn_error err;
+    int rc;
+    const char *w = detect_in(AMN_BINARY_DIR "/test-plugins/p1", "x.fixt", &err, &rc);
+    assert_int_equal(rc, AMN_OK);
+    assert_string_equal(w, "pb");
+    w = detect_in(AMN_BINARY_DIR "/test-plugins/p2", "x.fixt", &err, &rc);
+    assert_int_equal(rc, AMN_OK);
+    assert_string_equal(w, "pa");
+    detect_in(AMN_BINARY_DIR "/test-plugins/p2", "x.dat", &err, &rc);
+    assert_int_equal(rc, AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "ambiguous format (pa or pc)"));
+    detect_in(AMN_BINARY_DIR "/test-plugins/p3", "x.fixt", &err, &rc);
+    assert_int_equal(rc, AMN_E_PARSE);
+    assert_non_null(strstr(err.msg, "unrecognised file format"));
+}
+
+/* Plugins linked into libamn (a -DAMN_STATIC_PLUGINS=ON build), else 0. */
+static size_t builtin_count(amn_ctx *ctx) {
+    size_t n = 0;
+    amn_plugin_info pi;
+    for (size_t i = 0; i < amn_ctx_plugin_count(ctx); i++)
+        if (amn_ctx_plugin(ctx, i, &pi) == AMN_OK && strcmp(pi.file, "(built-in)") == 0) n++;
+    return n;
+}
+
+/* A module named like a built-in plugin is shadowed by it; without
+ * built-ins (a build of modules, or no_builtin) it loads. */
+static void builtin_plugins_shadow_modules(void **state) {
+    (void)state;
+    const char *dirs[] = {AMN_BINARY_DIR "/test-plugins/s"};
+    amn_ctx_options o = {
+        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx *ctx;
+    amn_error err;
+    assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
+    amn_plugin_info pi;
+    bool builtin_safetensors = false;
+    for (size_t i = 0; i < amn_ctx_plugin_count(ctx); i++) {
+        amn_ctx_plugin(ctx, i, &pi);
+        if (strcmp(pi.name, "safetensors") == 0 && strcmp(pi.file, "(built-in)") == 0) {
+            assert_string_equal(pi.status, "loaded");
+            builtin_safetensors = true;
+        }
+    }
+#ifdef AMN_TEST_STATIC_PLUGINS
+    assert_true(builtin_safetensors); /* this build links it into libamn */
+#endif
+    if (builtin_safetensors) {
+        expect(ctx, "s/amn-safetensors.so", "shadowed", "same name");
+        assert_null(amn_ctx_find_format(ctx, "fixt9"));
+    } else {
+        expect(ctx, "s/amn-safetensors.so", "loaded", NULL);
+    }
+    amn_ctx_free(ctx);
+    o.no_builtin = true;
+    assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
+    expect(ctx, "s/amn-safetensors.so", "loaded", NULL);
+    assert_int_equal(builtin_count(ctx), 0);
+    assert_non_null(amn_ctx_find_format(ctx, "fixt9"));
+    amn_ctx_free(ctx);
+}
+
 static void environment_search_path(void **state) {
     (void)state;
     amn_ctx *ctx;
@@ -84,7 +177,7 @@ static void environment_search_path(void **state) {
     setenv("AMN_PLUGIN_PATH", "/nonexistent:" DIR_B, 1);
     setenv("AMN_PLUGIN_SYSTEM_PATH", "", 1); /* empty: no default directory */
     assert_int_equal(amn_ctx_new(NULL, &ctx, &err), AMN_OK);
-    assert_int_equal(amn_ctx_plugin_count(ctx), 1);
+    assert_int_equal(amn_ctx_plugin_count(ctx), 1 + builtin_count(ctx));
     expect(ctx, "b/amn-good.so", "loaded", NULL);
     amn_ctx_free(ctx);
     unsetenv("AMN_PLUGIN_SYSTEM_PATH");
@@ -98,8 +191,11 @@ static void environment_search_path(void **state) {
 static void unknown_files_name_the_missing_plugin(void **state) {
     (void)state;
     const char *dirs[] = {DIR_B};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true,
+                         .no_builtin = true};
     amn_ctx *ctx;
     amn_error err;
     assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
@@ -132,6 +228,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(broken_plugins_are_reported_and_skipped),
         cmocka_unit_test(probe_ties_are_errors),
+        cmocka_unit_test(probe_extension_only_breaks_ties),
+        cmocka_unit_test(builtin_plugins_shadow_modules),
         cmocka_unit_test(environment_search_path),
         cmocka_unit_test(unknown_files_name_the_missing_plugin),
     };

@@ -2,9 +2,10 @@
  * file, opening it, and the conversion matrix that follows from what loaded.
  *
  * Plugins are searched, first name wins, in this order: built-in plugins (a
- * static build), directories given in amn_ctx_options, $AMN_PLUGIN_PATH
- * (colon-separated), then $AMN_PLUGIN_SYSTEM_PATH if set (even empty) or else
- * the directory amn/plugins beside libamn itself (the install's
+ * build with -DAMN_STATIC_PLUGINS=ON links them into libamn), directories
+ * given in amn_ctx_options, $AMN_PLUGIN_PATH (colon-separated), then
+ * $AMN_PLUGIN_SYSTEM_PATH if set (even empty) or else the directory
+ * amn/plugins beside libamn itself (the install's
  * ${libdir}/amn/plugins, and the build tree's lib/amn/plugins). A registry
  * is immutable once amn_ctx_new returns.
  */
@@ -31,6 +32,7 @@ typedef struct amn_ctx_options {
     size_t n_plugin_dirs;
     bool no_env;     /* ignore AMN_PLUGIN_PATH and AMN_PLUGIN_SYSTEM_PATH */
     bool no_default; /* skip the directory beside libamn */
+    bool no_builtin; /* skip the plugins linked into libamn (AMN_STATIC_PLUGINS) */
 } amn_ctx_options;
 
 /* Load plugins. A plugin that fails to load is recorded (see

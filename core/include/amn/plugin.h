@@ -72,28 +72,30 @@ AMN_API int amn_register_scheme(amn_registrar *r, const amn_scheme *s);
 AMN_API int amn_register_resolver(amn_registrar *r, const amn_resolver *res);
 
 #ifdef AMN_PLUGIN_BUILTIN
-#define AMN_PLUGIN_SYMBOL_(n)  amn_##n##_LTX_amn_plugin_v2
-#define AMN_PLUGIN_VISIBILITY_ "hidden" /* inside libamn: found through its table */
+/* Inside libamn: a distinct name per plugin, found through libamn's table. */
+#define AMN_PLUGIN_SYMBOL_(n) amn_##n##_LTX_amn_plugin_v2
+#define AMN_PLUGIN_EXPORT_    __attribute__((visibility("hidden")))
 #else
-#define AMN_PLUGIN_SYMBOL_(n)  amn_plugin_v2
-#define AMN_PLUGIN_VISIBILITY_ "default"
+#define AMN_PLUGIN_SYMBOL_(n) amn_plugin_v2
+#define AMN_PLUGIN_EXPORT_    __attribute__((visibility("default")))
 #endif
 #define AMN_PLUGIN_SYMBOL(n) AMN_PLUGIN_SYMBOL_(n)
 
+/* clang-format off */
 #define AMN_PLUGIN_DEFINE(n, ver, desc, lic, initfn)                                               \
-    __attribute__((                                                                                \
-        visibility(AMN_PLUGIN_VISIBILITY_))) extern const amn_plugin_desc AMN_PLUGIN_SYMBOL(n);    \
-    __attribute__((visibility(AMN_PLUGIN_VISIBILITY_))) const amn_plugin_desc AMN_PLUGIN_SYMBOL(   \
-        n) = {AMN_PLUGIN_MAGIC,                                                                    \
-              AMN_PLUGIN_ABI_MAJOR,                                                                \
-              AMN_PLUGIN_ABI_MINOR,                                                                \
-              sizeof(amn_plugin_desc),                                                             \
-              0,                                                                                   \
-              #n,                                                                                  \
-              ver,                                                                                 \
-              desc,                                                                                \
-              lic,                                                                                 \
-              initfn}
+    AMN_PLUGIN_EXPORT_ extern const amn_plugin_desc AMN_PLUGIN_SYMBOL(n);                          \
+    AMN_PLUGIN_EXPORT_ const amn_plugin_desc AMN_PLUGIN_SYMBOL(n) = {                              \
+        AMN_PLUGIN_MAGIC,                                                                          \
+        AMN_PLUGIN_ABI_MAJOR,                                                                      \
+        AMN_PLUGIN_ABI_MINOR,                                                                      \
+        sizeof(amn_plugin_desc),                                                                   \
+        0,                                                                                         \
+        #n,                                                                                        \
+        ver,                                                                                       \
+        desc,                                                                                      \
+        lic,                                                                                       \
+        initfn}
+/* clang-format on */
 
 #ifdef __cplusplus
 }
