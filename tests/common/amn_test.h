@@ -14,6 +14,37 @@
 
 #include <cmocka.h>
 
+/* Honest skips. CMocka counts a skipped test as passed in its exit code, so
+ * ctest would list a suite that skipped everything as "Passed". Every suite
+ * includes this header, which wraps skip() to count the skips and
+ * cmocka_run_group_tests() to exit with AMN_TEST_SKIP_CODE (ctest's
+ * SKIP_RETURN_CODE, set by amn_add_test) when nothing failed but something
+ * was skipped: ctest then lists the suite as "Skipped", and its output names
+ * each skipped test ("[  SKIPPED ]"). A failure still exits 1. */
+#define AMN_TEST_SKIP_CODE 77
+
+static inline int *amn_test_skips(void) {
+    static int n;
+    return &n;
+}
+
+static inline int amn_test_exit(int failed) {
+    if (failed) return 1;
+    if (*amn_test_skips()) {
+        fprintf(stderr, "%d test(s) skipped: reporting the suite as skipped\n", *amn_test_skips());
+        return AMN_TEST_SKIP_CODE;
+    }
+    return 0;
+}
+
+#undef skip
+#define skip() (++*amn_test_skips(), _skip(__FILE__, __LINE__))
+#undef cmocka_run_group_tests
+#define cmocka_run_group_tests(group_tests, group_setup, group_teardown)                           \
+    amn_test_exit(_cmocka_run_group_tests(#group_tests, group_tests,                               \
+                                          sizeof(group_tests) / sizeof((group_tests)[0]),          \
+                                          group_setup, group_teardown))
+
 /* The reference corpus: $AMN_REFERENCE_DIR, else ../shared/fixtures beside
  * the source tree. Returns NULL when absent; under CI=true a missing corpus
  * fails the calling test instead of skipping it. */
@@ -39,6 +70,29 @@ static inline const char *amn_test_reference_dir(void) {
                 fail_msg("reference corpus missing (AMN_REFERENCE_DIR or ../shared/fixtures)");    \
             fprintf(stderr, "SKIP %s: reference corpus not found; set AMN_REFERENCE_DIR\n",        \
                     __func__);                                                                     \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* True when this build made the plugin `name` (AMN_PLUGINS selects a
+ * subset): a test that needs a plugin the build left out skips that part. */
+static inline int amn_test_built(const char *name) {
+#ifdef AMN_BUILT_PLUGINS
+    char key[64];
+    snprintf(key, sizeof key, ",%s,", name);
+    return strstr(AMN_BUILT_PLUGINS, key) != NULL;
+#else
+    (void)name;
+    return 1;
+#endif
+}
+
+/* Use at the top of a test that needs plugin `name`. */
+#define AMN_REQUIRE_PLUGIN(name)                                                                   \
+    do {                                                                                           \
+        if (!amn_test_built(name)) {                                                               \
+            fprintf(stderr, "SKIP %s: needs the %s plugin, not built (AMN_PLUGINS)\n", __func__,   \
+                    name);                                                                         \
             skip();                                                                                \
         }                                                                                          \
     } while (0)
