@@ -97,6 +97,25 @@ static inline int amn_test_built(const char *name) {
         }                                                                                          \
     } while (0)
 
+/* Malformed-input tests assert words of each message, not only the error
+ * class: a table of case descriptions and the words their messages hold. */
+typedef struct amn_test_words {
+    const char *what, *words;
+} amn_test_words;
+
+/* Fail unless `msg` holds the words the table gives case `what` (a case
+ * missing from the table fails too). */
+static inline void amn_test_expect_words(const amn_test_words *table, size_t n, const char *what,
+                                         const char *msg) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(table[i].what, what) == 0) {
+            if (!strstr(msg, table[i].words))
+                fail_msg("%s: \"%s\" lacks \"%s\"", what, msg, table[i].words);
+            return;
+        }
+    fail_msg("%s: no expected words for this case (message: %s)", what, msg);
+}
+
 /* Read a whole file; *size gets its length. Caller frees. NULL on failure. */
 static inline uint8_t *amn_test_read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
