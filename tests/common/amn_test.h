@@ -116,6 +116,33 @@ static inline void amn_test_expect_words(const amn_test_words *table, size_t n, 
     fail_msg("%s: no expected words for this case (message: %s)", what, msg);
 }
 
+/* A scratch directory per suite, /tmp/amn-<tag>-XXXXXX: made in the group
+ * setup, removed with everything in it in the teardown. */
+static inline char *amn_test_scratch(void) {
+    static char dir[256];
+    return dir;
+}
+
+static inline int amn_test_scratch_make(const char *tag) {
+    snprintf(amn_test_scratch(), 256, "/tmp/amn-%s-XXXXXX", tag);
+    return mkdtemp(amn_test_scratch()) ? 0 : -1;
+}
+
+static inline int amn_test_scratch_remove(void) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", amn_test_scratch());
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* "<scratch>/<name>"; each result stays valid for the next 15 calls. */
+static inline const char *amn_test_scratch_path(const char *name) {
+    static char buf[16][512];
+    static int k;
+    k = (k + 1) % 16;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", amn_test_scratch(), name);
+    return buf[k];
+}
+
 /* Read a whole file; *size gets its length. Caller frees. NULL on failure. */
 static inline uint8_t *amn_test_read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");

@@ -9,28 +9,18 @@
 #include "gguf_format.h"
 #include "gguf_rich.h"
 
-static char tmpdir[256];
-
 static int setup(void **state) {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/amn-gguf-test-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return amn_test_scratch_make("gguf-test");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return amn_test_scratch_remove();
 }
 
-/* Paths stay valid for the next 15 calls. */
 static const char *tmp(const char *name) {
-    static char buf[16][512];
-    static int k;
-    k = (k + 1) % 16;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
+    return amn_test_scratch_path(name);
 }
 
 static void save(const char *path, const void *p, size_t n) {

@@ -11,7 +11,6 @@
 #include "amn_test.h"
 
 static amn_ctx *ctx;
-static char tmpdir[256];
 
 static int setup(void **state) {
     (void)state;
@@ -19,24 +18,17 @@ static int setup(void **state) {
     amn_ctx_options o = {
         .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
     if (amn_ctx_new(&o, &ctx, NULL) || !amn_ctx_find_format(ctx, "safetensors")) return -1;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/amn-st-test-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return amn_test_scratch_make("st-test");
 }
 
 static int teardown(void **state) {
     (void)state;
     amn_ctx_free(ctx);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return amn_test_scratch_remove();
 }
 
 static const char *tmp(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
+    return amn_test_scratch_path(name);
 }
 
 /* Open and inspect must both fail with `code` and a message holding `words`. */
@@ -286,7 +278,7 @@ static void write_shard(const char *name, const char *tensor, float v) {
 static void sharded_models(void **state) {
     (void)state;
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/shards", tmpdir);
+    snprintf(dir, sizeof dir, "%s/shards", amn_test_scratch());
     mkdir(dir, 0755);
     write_shard("shards/model-00001-of-00002.safetensors", "a.weight", 1.0f);
     write_shard("shards/model-00002-of-00002.safetensors", "b.weight", 2.0f);
@@ -424,7 +416,7 @@ static void convert_f32_to_bf16(void **state) {
     amn_model_free(m);
     free(g);
     /* No temporary files left behind. */
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(amn_test_scratch());
     struct dirent *e;
     while ((e = readdir(d))) assert_null(strstr(e->d_name, ".amn-"));
     closedir(d);
