@@ -35,11 +35,12 @@ function(amn_add_plugin name)
   set_target_properties(${t} PROPERTIES
     OUTPUT_NAME amn-${name} PREFIX ""
     LIBRARY_OUTPUT_DIRECTORY ${AMN_PLUGIN_BUILD_DIR}
-    C_VISIBILITY_PRESET hidden
-    INSTALL_RPATH "$ORIGIN/../..")
+    C_VISIBILITY_PRESET hidden)
   target_link_libraries(${t} PRIVATE amn ${P_LIBS})
   # An unresolved symbol must fail at load time, not mid-run.
   target_link_options(${t} PRIVATE -Wl,-z,defs -Wl,-z,now)
   install(TARGETS ${t} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/${AMN_PLUGIN_SUBDIR})
+  # libamn, two levels up in the build tree and installed.
+  amn_runpath(${t} ${CMAKE_INSTALL_LIBDIR}/${AMN_PLUGIN_SUBDIR} "$ORIGIN/../.." "$ORIGIN/../..")
   set_property(GLOBAL APPEND PROPERTY AMN_PLUGIN_TARGETS ${t})
 endfunction()

@@ -29,7 +29,7 @@ int awq_dequant_rows_scalar(const awq_layout *l, uint64_t row0, uint64_t nrows, 
         for (uint64_t i = 0; i < in; i++) {
             const uint64_t g = i / l->group_size;
             const int32_t q = awq_nibble(l->qweight + i * wrow, o);
-            awq_store1((float)(q - z[g]) * s[g], out, d + i * es);
+            qs_store1((float)(q - z[g]) * s[g], out, d + i * es);
         }
         d += in * es;
     }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "amn/dtype.h"
+#include "amn/kit/store.h"
 #include "amn/simd.h"
 
 typedef struct awq_layout {
@@ -53,23 +54,6 @@ static inline uint32_t awq_ld32(const uint8_t *p) {
 /* Nibble of column o in a row of words packed along the output dimension. */
 static inline int32_t awq_nibble(const uint8_t *row, uint64_t o) {
     return (int32_t)((awq_ld32(row + (o / 8) * 4) >> (4 * awq_rev[o % 8])) & 15u);
-}
-
-static inline void awq_store1(float y, amn_dtype out, uint8_t *d) {
-    uint16_t h;
-    switch (out) {
-    case AMN_DTYPE_F32:
-        memcpy(d, &y, 4);
-        break;
-    case AMN_DTYPE_F16:
-        h = amn_f32_to_f16(y);
-        memcpy(d, &h, 2);
-        break;
-    default:
-        h = amn_f32_to_bf16(y);
-        memcpy(d, &h, 2);
-        break;
-    }
 }
 
 #endif

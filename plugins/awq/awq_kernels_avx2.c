@@ -26,24 +26,6 @@
 
 #define WB 8 /* words per block: 64 output rows */
 
-static inline void transpose8(__m256i r[8]) {
-    __m256i t[8], u[8];
-    for (int k = 0; k < 8; k += 2) {
-        t[k] = _mm256_unpacklo_epi32(r[k], r[k + 1]);
-        t[k + 1] = _mm256_unpackhi_epi32(r[k], r[k + 1]);
-    }
-    for (int k = 0; k < 8; k += 4) {
-        u[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
-        u[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
-        u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
-        u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
-    }
-    for (int k = 0; k < 4; k++) {
-        r[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
-        r[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
-    }
-}
-
 #define TI 64 /* inputs per tile */
 
 typedef struct awq_ctx {
@@ -107,7 +89,7 @@ static inline __attribute__((always_inline)) void arith_block(const awq_ctx *c0,
         if (nw == WB) {
             __m256i r[8];
             for (int k = 0; k < 8; k++) r[k] = _mm256_loadu_si256((const __m256i *)(p + k * wrow));
-            transpose8(r);
+            qs_transpose8x8(r);
             for (unsigned w = 0; w < WB; w++)
                 emit_word(c->st + tbase, c->zt + tbase, out, cc.rowbytes, r[w], w, d);
         } else {
@@ -138,8 +120,8 @@ static inline __attribute__((always_inline)) void arith_block(const awq_ctx *c0,
         const uint64_t tbase = i0 / l->group_size * (WB * 8);
         for (uint64_t j = 0; j < 8 * (uint64_t)nw; j++) {
             const int32_t q = awq_nibble(l->qweight + i0 * wrow, o0 + j);
-            awq_store1((float)(q - c->zt[tbase + j]) * c->st[tbase + j], c->out,
-                       dblk + j * rowbytes + i0 * c->es);
+            qs_store1((float)(q - c->zt[tbase + j]) * c->st[tbase + j], c->out,
+                      dblk + j * rowbytes + i0 * c->es);
         }
     }
 }
@@ -369,7 +351,7 @@ static inline __attribute__((always_inline)) void tab_run(const tab_block *b, am
                 __m256i r[8];
                 for (int k = 0; k < 8; k++)
                     r[k] = load_words(p + b->off[gi * 8 + k] + 32 * h, valid);
-                transpose8(r);
+                qs_transpose8x8(r);
                 for (int w = 0; w < 8; w++) S[8 * h + w][gi] = r[w];
             }
         }
@@ -413,7 +395,7 @@ static void tab_tail(const tab_block *b, amn_dtype out) {
             const uint64_t g = i / l->group_size;
             const int32_t q = awq_nibble(l->qweight + i * wrow, o);
             const int32_t z = awq_nibble(l->qzeros + g * wrow, o);
-            awq_store1((float)(q - z) * awq_scale(l, g, o), out, b->drow[t] + i * es);
+            qs_store1((float)(q - z) * awq_scale(l, g, o), out, b->drow[t] + i * es);
         }
     }
 }

@@ -22,7 +22,7 @@ static float scale_at(const fp8_layout *l, uint64_t i) {
 static void run_scalar(const float *lut, const uint8_t *src, size_t n, float s, amn_dtype out,
                        uint8_t *dst) {
     const size_t es = amn_dtype_size(out);
-    for (size_t i = 0; i < n; i++) fp8_store1(fp8_apply(lut[src[i]], s), out, dst + i * es);
+    for (size_t i = 0; i < n; i++) qs_store1(fp8_apply(lut[src[i]], s), out, dst + i * es);
 }
 
 void fp8_dequant_rows(const fp8_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "amn/dtype.h"
+#include "amn/kit/store.h"
 #include "amn/simd.h"
 
 typedef struct fp8_layout {
@@ -44,23 +45,6 @@ static inline float fp8_decode(uint8_t b, bool e5m2) {
 
 static inline float fp8_apply(float w, float s) {
     return w != w ? w : w * s;
-}
-
-static inline void fp8_store1(float y, amn_dtype out, uint8_t *d) {
-    uint16_t h;
-    switch (out) {
-    case AMN_DTYPE_F32:
-        memcpy(d, &y, 4);
-        break;
-    case AMN_DTYPE_F16:
-        h = amn_f32_to_f16(y);
-        memcpy(d, &h, 2);
-        break;
-    default:
-        h = amn_f32_to_bf16(y);
-        memcpy(d, &h, 2);
-        break;
-    }
 }
 
 #endif

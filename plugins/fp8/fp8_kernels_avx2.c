@@ -63,5 +63,5 @@ void fp8_run_avx2(const uint8_t *src, size_t n, float scale, bool e5m2, amn_dtyp
         for (; i + 16 <= n; i += 16) e5m2_16(src + i, s, out, d + i * es, es);
     else
         for (; i + 16 <= n; i += 16) e4m3_16(src + i, s, out, d + i * es, es);
-    for (; i < n; i++) fp8_store1(fp8_apply(fp8_decode(src[i], e5m2), scale), out, d + i * es);
+    for (; i < n; i++) qs_store1(fp8_apply(fp8_decode(src[i], e5m2), scale), out, d + i * es);
 }

@@ -62,7 +62,7 @@ int gptq_dequant_rows_scalar(const gptq_layout *l, uint64_t row0, uint64_t nrows
         for (uint64_t i = 0; i < in; i++) {
             const uint64_t g = l->gidx ? (uint64_t)l->gidx[i] : i / l->group_size;
             const int32_t q = (int32_t)gptq_q(l, i, o);
-            gptq_store1(s[g] * (float)(q - z[g]), out, d + i * es);
+            qs_store1(s[g] * (float)(q - z[g]), out, d + i * es);
         }
         d += in * es;
     }

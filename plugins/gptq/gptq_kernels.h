@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "amn/dtype.h"
+#include "amn/kit/store.h"
 #include "amn/simd.h"
 
 typedef struct gptq_layout {
@@ -58,23 +59,6 @@ static inline uint32_t gptq_ld32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4); /* tensor data need not be 4-byte aligned */
     return v;
-}
-
-static inline void gptq_store1(float y, amn_dtype out, uint8_t *d) {
-    uint16_t h;
-    switch (out) {
-    case AMN_DTYPE_F32:
-        memcpy(d, &y, 4);
-        break;
-    case AMN_DTYPE_F16:
-        h = amn_f32_to_f16(y);
-        memcpy(d, &h, 2);
-        break;
-    default:
-        h = amn_f32_to_bf16(y);
-        memcpy(d, &h, 2);
-        break;
-    }
 }
 
 #endif

@@ -18,24 +18,6 @@
 
 #define AB 8 /* output rows per block: the lanes */
 
-static inline void transpose8(__m256i r[8]) {
-    __m256i t[8], u[8];
-    for (int k = 0; k < 8; k += 2) {
-        t[k] = _mm256_unpacklo_epi32(r[k], r[k + 1]);
-        t[k + 1] = _mm256_unpackhi_epi32(r[k], r[k + 1]);
-    }
-    for (int k = 0; k < 8; k += 4) {
-        u[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
-        u[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
-        u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
-        u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
-    }
-    for (int k = 0; k < 4; k++) {
-        r[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
-        r[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
-    }
-}
-
 typedef struct block_ctx {
     const gptq_layout *l;
     const float *st;   /* [groups][AB] scales of the block's rows */
@@ -108,7 +90,7 @@ static inline __attribute__((always_inline)) void block(const block_ctx *c, amn_
                 const uint64_t g = (uint64_t)c->gc[i0 / 8];
                 for (unsigned j = 0; j < 8; j++) y[j] = dequant(value(w, bits, ch, j), c, g);
             }
-            transpose8(y);
+            qs_transpose8x8(y);
             /* Whole blocks unrolled. */
             if (c->rlo == 0 && c->rhi == AB)
                 store_rows(c, out, y, c->dlo + i0 * es, 0, AB);
@@ -121,8 +103,8 @@ static inline __attribute__((always_inline)) void block(const block_ctx *c, amn_
         for (uint64_t i = units * vpu; i < l->in; i++) {
             const uint64_t g = (c->gi ? (uint64_t)c->gi[i] : i / l->group_size) * AB + r;
             const int32_t q = (int32_t)gptq_q(l, i, c->o0 + r);
-            gptq_store1(c->st[g] * (float)(q - c->zt[g]), out,
-                        c->dlo + (r - c->rlo) * c->rowbytes + i * es);
+            qs_store1(c->st[g] * (float)(q - c->zt[g]), out,
+                      c->dlo + (r - c->rlo) * c->rowbytes + i * es);
         }
 }
 

@@ -17,7 +17,12 @@ mkst() { # mkst FILE HEADER DATA_BYTES
   printf '%s' "$2" >>"$1"
   head -c "$3" /dev/zero >>"$1"
 }
-declare -A sample cmd
+declare -A sample cmd real
+# A valid file of each format, for "the others keep working".
+real[safetensors]=$src/fixtures/example/tiny-f32.safetensors
+real[npz]=$src/fixtures/npz/stored.npz
+real[pth]=$src/fixtures/pth/checkpoint.pth
+real[gguf]=$src/fixtures/gguf/tiny-v3.gguf
 sample[safetensors]=$src/fixtures/example/tiny-f32.safetensors; cmd[safetensors]=inspect
 sample[fp8]=$src/fixtures/example/tiny-fp8.safetensors;          cmd[fp8]=remember
 printf 'GGUF\x03\x00\x00\x00' >"$work/m.gguf";                   sample[gguf]=$work/m.gguf; cmd[gguf]=inspect
@@ -52,8 +57,14 @@ for gone in "${plugins[@]}"; do
     if [ $rc -eq 3 ] && grep -q "install the amn-.*$gone" "$work/out"; then passes=$((passes + 1)); else
       echo "FAIL: without $gone: exit $rc"; sed 's/^/    /' "$work/out"; fails=$((fails + 1)); fi
   fi
-  # The others keep working.
-  if [ "$gone" != safetensors ]; then
+  # The others keep working: each remaining format reads its own file, and
+  # (with safetensors built) a conversion runs.
+  for p in "${plugins[@]}"; do
+    [ "$p" != "$gone" ] && [ -n "${real[$p]:-}" ] || continue
+    if "$amn" inspect "${real[$p]}" >"$work/out" 2>&1; then passes=$((passes + 1)); else
+      echo "FAIL: without $gone, inspect of ${real[$p]} broke"; cat "$work/out"; fails=$((fails + 1)); fi
+  done
+  if [ "$gone" != safetensors ] && [ -f "$plugdir/amn-safetensors.so" ]; then
     if "$amn" convert "${sample[safetensors]}" --to safetensors -o "$work/ok.safetensors" --force >"$work/out" 2>&1; then
       passes=$((passes + 1)); else echo "FAIL: without $gone, convert broke"; cat "$work/out"; fails=$((fails + 1)); fi
   fi

@@ -18,7 +18,6 @@
 #include "quant_golden.h"
 
 static amn_ctx *qe_ctx;
-static char qe_dir[256];
 
 static int qe_setup(void **state) {
     (void)state;
@@ -30,20 +29,17 @@ static int qe_setup(void **state) {
         fprintf(stderr, "amn_ctx_new: %s\n", err.msg);
         return -1;
     }
-    snprintf(qe_dir, sizeof qe_dir, "/tmp/amn-quant-XXXXXX");
-    return mkdtemp(qe_dir) ? 0 : -1;
+    return amn_test_scratch_make("quant");
 }
 
 static int qe_teardown(void **state) {
     (void)state;
     amn_ctx_free(qe_ctx);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", qe_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return amn_test_scratch_remove();
 }
 
 static inline const char *qe_path(char *buf, size_t size, const char *fmt, ...) {
-    int n = snprintf(buf, size, "%s/", qe_dir);
+    int n = snprintf(buf, size, "%s/", amn_test_scratch());
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf + n, size - (size_t)n, fmt, ap);

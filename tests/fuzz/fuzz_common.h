@@ -9,6 +9,7 @@
 #define AMN_FUZZ_COMMON_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,52 +54,110 @@ static void fuzz_limits(amn_limits *lim) {
     lim->max_header_bytes = 16u << 20;
 }
 
+/* Invariants every call keeps on any input; a broken one aborts, as a crash
+ * would, so the fuzzers and the smoke runs report it. */
+static void fuzz_fail(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "fuzz invariant broken: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n");
+    abort();
+}
+
+/* A failure returns the code it recorded in err, with a message. err starts
+ * each call poisoned (fuzz_err_reset) so that a stale record cannot pass. */
+static void fuzz_err_reset(amn_error *err) {
+    err->code = 0x7eadbeef;
+    err->msg[0] = '\0';
+}
+
+static void fuzz_check_rc(const char *call, int rc, const amn_error *err) {
+    if (rc == AMN_OK) return;
+    if (err->code != rc)
+        fuzz_fail("%s failed with a code other than the one it recorded (%s)", call, err->msg);
+    if (!err->msg[0]) fuzz_fail("%s failed without a message%s", call, "");
+}
+
+/* Header-only inspect and the full open list the same tensors: names,
+ * dtypes and shapes, in the same order. */
+static void fuzz_check_same_tensors(const amn_model *in, const amn_model *op) {
+    if (amn_model_tensor_count(in) != amn_model_tensor_count(op))
+        fuzz_fail("inspect and open disagree on the tensor count (%s format%s)",
+                  amn_model_format(op) ? amn_model_format(op) : "?", "");
+    for (size_t i = 0; i < amn_model_tensor_count(op); i++) {
+        const amn_tensor *a = amn_model_tensor(in, i), *b = amn_model_tensor(op, i);
+        if (strcmp(a->name, b->name) != 0)
+            fuzz_fail("inspect lists tensor %s where open lists %s", a->name, b->name);
+        bool same = a->dtype == b->dtype && a->ndim == b->ndim;
+        for (uint32_t k = 0; same && k < a->ndim && k < AMN_MAX_DIMS; k++)
+            same = a->shape[k] == b->shape[k];
+        if (!same)
+            fuzz_fail("inspect and open disagree on the dtype or shape of %s%s", a->name, "");
+    }
+}
+
 static void fuzz_convert(const amn_model *m, const amn_plan *p, const char *target) {
     char out[96];
     snprintf(out, sizeof out, "/tmp/amn-fuzz-%d.%s", (int)getpid(), target);
     amn_convert_options o = {
         .mode = AMN_MODE_CONVERT, .target = target, .output = out, .overwrite = true, .threads = 1};
     amn_error err;
-    if (amn_convert(fuzz_ctx(), m, p, &o, NULL, &err) == AMN_OK) unlink(out);
+    fuzz_err_reset(&err);
+    int rc = amn_convert(fuzz_ctx(), m, p, &o, NULL, &err);
+    fuzz_check_rc("amn_convert", rc, &err);
+    if (rc == AMN_OK) unlink(out);
+}
+
+/* Planning a model that opened: checked, then freed. */
+static void fuzz_plan(amn_ctx *ctx, const amn_model *m, bool convert) {
+    amn_error err;
+    fuzz_err_reset(&err);
+    amn_plan *p = NULL;
+    int rc = amn_plan_new(ctx, m, &p, &err);
+    fuzz_check_rc("amn_plan_new", rc, &err);
+    if (rc != AMN_OK) return;
+    if (convert && amn_model_total_bytes(m) < (4u << 20)) {
+        fuzz_convert(m, p, "safetensors");
+        const char *fmt = amn_model_format(m);
+        if (fmt && strcmp(fmt, "gguf") == 0 && amn_ctx_find_format(ctx, "gguf"))
+            fuzz_convert(m, p, "gguf");
+    }
+    amn_plan_free(p);
 }
 
 /* Probe + header-only inspect over a memory source, then the mapped open
  * (through a memfd), planning, and for small models whole conversions: to
  * safetensors always, and to GGUF when the input was GGUF (metadata carries
- * over). `from` forces a format (NULL: probe). */
+ * over). `from` forces a format (NULL: probe). Every failing call must
+ * return the code it recorded, with a message, and when both inspect and
+ * open succeed they must list the same tensors. */
 static void fuzz_pipeline(const uint8_t *data, size_t size, const char *from) {
     amn_ctx *ctx = fuzz_ctx();
     amn_limits lim;
     fuzz_limits(&lim);
+    /* Both reads get the same name (a lone .npy names its tensor after it). */
+    int fd = memfd_create("amn-fuzz", MFD_CLOEXEC);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     amn_error err;
     amn_source src;
-    amn_source_memory(&src, data, size, "fuzz");
-    amn_model *m = NULL;
-    if (amn_inspect_source(ctx, &src, NULL, from, &lim, &m, &err) == AMN_OK) {
-        amn_plan *p = NULL;
-        if (amn_plan_new(ctx, m, &p, &err) == AMN_OK) amn_plan_free(p);
-        amn_model_free(m);
-    }
-    int fd = memfd_create("amn-fuzz", MFD_CLOEXEC);
-    if (fd < 0) return;
-    if (write(fd, data, size) == (ssize_t)size) {
-        char path[64];
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        if (amn_open(ctx, path, from, &lim, &m, &err) == AMN_OK) {
-            amn_plan *p = NULL;
-            if (amn_plan_new(ctx, m, &p, &err) == AMN_OK) {
-                if (amn_model_total_bytes(m) < (4u << 20)) {
-                    fuzz_convert(m, p, "safetensors");
-                    const char *fmt = amn_model_format(m);
-                    if (fmt && strcmp(fmt, "gguf") == 0 && amn_ctx_find_format(ctx, "gguf"))
-                        fuzz_convert(m, p, "gguf");
-                }
-                amn_plan_free(p);
-            }
+    amn_source_memory(&src, data, size, path);
+    amn_model *inspected = NULL, *m = NULL;
+    fuzz_err_reset(&err);
+    int rc = amn_inspect_source(ctx, &src, NULL, from, &lim, &inspected, &err);
+    fuzz_check_rc("amn_inspect_source", rc, &err);
+    if (rc == AMN_OK) fuzz_plan(ctx, inspected, false);
+    if (fd >= 0 && write(fd, data, size) == (ssize_t)size) {
+        fuzz_err_reset(&err);
+        rc = amn_open(ctx, path, from, &lim, &m, &err);
+        fuzz_check_rc("amn_open", rc, &err);
+        if (rc == AMN_OK) {
+            if (inspected) fuzz_check_same_tensors(inspected, m);
+            fuzz_plan(ctx, m, true);
             amn_model_free(m);
         }
     }
-    close(fd);
+    if (fd >= 0) close(fd);
+    amn_model_free(inspected);
 }
 
 #ifndef AMN_LIBFUZZER

@@ -9,28 +9,18 @@
 #include "gguf_format.h"
 #include "gguf_rich.h"
 
-static char tmpdir[256];
-
 static int setup(void **state) {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/amn-gguf-test-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return amn_test_scratch_make("gguf-test");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return amn_test_scratch_remove();
 }
 
-/* Paths stay valid for the next 15 calls. */
 static const char *tmp(const char *name) {
-    static char buf[16][512];
-    static int k;
-    k = (k + 1) % 16;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
+    return amn_test_scratch_path(name);
 }
 
 static void save(const char *path, const void *p, size_t n) {
@@ -771,12 +761,32 @@ static void writer_metadata_errors(void **state) {
         "{\"general.alignment\": \"32\"}",                /* not a u32 */
         "{\"a\": 1} trailing",                            /* trailing data */
     };
+    /* Words of each one's message, in the same order. */
+    static const char *const bad_json_words[] = {
+        "not valid JSON",
+        "not a JSON object",
+        "null is not a metadata value",
+        "needs \"type\" and \"value\"",
+        "unknown type name",
+        "integer out of range for its type",
+        "integer out of range for its type",
+        "a number with a fraction needs f32 or f64",
+        "integer out of range for its type",
+        "needs a valid \"item_type\"",
+        "a string needs the type string",
+        "an array value must be a list",
+        "general.alignment must be a u32 power of two",
+        "general.alignment must be a u32 power of two",
+        "not valid JSON",
+    };
+    _Static_assert(sizeof bad_json_words == sizeof bad_json, "one message per case");
     for (size_t i = 0; i < sizeof bad_json / sizeof *bad_json; i++) {
         const char *meta = write_text("bad.json", bad_json[i]);
         amn_error_clear(&err);
         int rc = write_like_core(m, out, NULL, 0, meta, &err);
         if (rc != AMN_E_INVALID) fail_msg("%s: got %d (%s)", bad_json[i], rc, err.msg);
-        assert_true(err.msg[0]);
+        if (!strstr(err.msg, bad_json_words[i]))
+            fail_msg("%s: \"%s\" lacks \"%s\"", bad_json[i], err.msg, bad_json_words[i]);
         assert_int_equal(access(out, F_OK), -1); /* nothing left behind */
     }
     amn_error_clear(&err);
@@ -792,10 +802,27 @@ static void writer_metadata_errors(void **state) {
                                          "k.arr.u8=1",
                                          "general.alignment=3",
                                          "k.u64=18446744073709551616"};
+    /* Words of each one's message, in the same order. */
+    static const char *const bad_kv_words[] = {
+        "expected KEY=VALUE",
+        "expected KEY=VALUE",
+        "'256' is not a valid u8",
+        "'-1' is not a valid u8",
+        "'' is not a valid u8",
+        "'12x' is not a valid i8",
+        "'abc' is not a valid f32",
+        "'yes' is not a valid bool",
+        "the key holds an array",
+        "general.alignment must be a u32 power of two",
+        "'18446744073709551616' is not a valid u64",
+    };
+    _Static_assert(sizeof bad_kv_words == sizeof bad_kv, "one message per case");
     for (size_t i = 0; i < sizeof bad_kv / sizeof *bad_kv; i++) {
         amn_error_clear(&err);
         int rc = write_like_core(m, out, &bad_kv[i], 1, NULL, &err);
         if (rc != AMN_E_INVALID) fail_msg("%s: got %d (%s)", bad_kv[i], rc, err.msg);
+        if (!strstr(err.msg, bad_kv_words[i]))
+            fail_msg("%s: \"%s\" lacks \"%s\"", bad_kv[i], err.msg, bad_kv_words[i]);
     }
     amn_model_free(m);
     gb_free(&b);

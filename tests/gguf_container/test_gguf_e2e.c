@@ -10,7 +10,6 @@
 #define FIXTURE(name) AMN_SOURCE_DIR "/fixtures/gguf/" name
 
 static amn_ctx *ctx;
-static char tmpdir[256];
 
 static int make_ctx(const char *const *dirs, size_t n) {
     amn_ctx_options o = {
@@ -29,24 +28,17 @@ static int setup(void **state) {
         if (make_ctx(both, 2)) return -1;
     }
     if (!amn_ctx_find_format(ctx, "gguf") || !amn_ctx_find_format(ctx, "safetensors")) return -1;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/amn-gguf-e2e-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return amn_test_scratch_make("gguf-e2e");
 }
 
 static int teardown(void **state) {
     (void)state;
     amn_ctx_free(ctx);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return amn_test_scratch_remove();
 }
 
 static const char *tmp(const char *name) {
-    static char buf[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
+    return amn_test_scratch_path(name);
 }
 
 static amn_model *open_ok(const char *path, const char *format) {
@@ -215,7 +207,7 @@ static void safetensors_to_gguf(void **state) {
 static void ollama_input(void **state) {
     (void)state;
     char store[600], path[4096];
-    snprintf(store, sizeof store, "%s/ollama", tmpdir);
+    snprintf(store, sizeof store, "%s/ollama", amn_test_scratch());
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "mkdir -p '%s/blobs' '%s/manifests/registry.ollama.ai/library/tiny' && "

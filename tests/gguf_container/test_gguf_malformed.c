@@ -49,11 +49,61 @@ static int parse_both(const uint8_t *p, size_t n, const amn_limits *l, amn_error
     return rc;
 }
 
+/* Words each case's message must hold, by the case's description: the
+ * class alone would pass a parser that refuses for the wrong reason. */
+static const amn_test_words malformed_words[] = {
+    {"5 dimensions", "5 dimensions (GGUF allows 4)"},
+    {"NUL in a name", "contains a NUL byte"},
+    {"NUL in key", "contains a NUL byte"},
+    {"alignment as a string", "general.alignment must be a u32"},
+    {"alignment as u64", "general.alignment must be a u32"},
+    {"alignment not a power of two", "is not a power of two"},
+    {"array element type", "unknown array element type"},
+    {"array over the cap", "elements exceeds the cap of 67108864"},
+    {"bad magic", "not a GGUF file (bad magic)"},
+    {"data section past the end", "past the end of the file"},
+    {"duplicate key", "duplicate key a"},
+    {"duplicate tensor name", "duplicate tensor name a"},
+    {"element count overflow", "element count overflows"},
+    {"empty key", "key 0 is empty"},
+    {"empty name", "has an empty name"},
+    {"key length", "exceeds the 16777216-byte cap"},
+    {"key past the end", "truncated: key/values"},
+    {"misaligned offset", "is not a multiple of the alignment 32"},
+    {"n_dims huge", "truncated: tensor infos"},
+    {"n_kv overflowing", "key/value count 18446744073709551615 is impossible"},
+    {"n_kv past the end", "is impossible"},
+    {"n_kv too few (key/values read as tensor infos)", "element count overflows"},
+    {"n_kv too many", "truncated: key/values"},
+    {"n_tensors huge", "tensors exceed the cap of 1048576"},
+    {"n_tensors over the cap", "tensors exceed the cap of 1048576"},
+    {"n_tensors too many", "truncated: tensor infos"},
+    {"negative dimension", "dimension 0 is negative"},
+    {"nested array count past the end", "truncated: k at offset"},
+    {"nesting", "arrays nested deeper than 64"},
+    {"offset + size overflows", "run past the end of the file"},
+    {"partial overlap", "tensors a and b overlap"},
+    {"row not a multiple of the block", "are not a multiple of the Q4_K block (256)"},
+    {"runs past the end", "32 bytes at data offset 32 run past the end of the file"},
+    {"same offset", "tensors b and a overlap"},
+    {"short f64", "truncated: k at offset"},
+    {"string array past the end", "truncated: k at offset"},
+    {"string value over the cap", "exceeds the 16777216-byte cap"},
+    {"tensor larger than the file", "element count overflows"},
+    {"type id negative", "invalid ggml type 2147483648"},
+    {"u32 array past the end", "truncated: k at offset"},
+    {"value type", "unknown value type"},
+    {"version", "version"},
+};
+
 static void expect(const gb *b, int code, const char *what) {
     amn_limits l = defaults();
     amn_error err = {0};
     int rc = parse_both(b->p, b->n, &l, &err);
     if (rc != code) fail_msg("%s: got %d (%s), wanted %d", what, rc, err.msg, code);
+    if (rc == AMN_OK) return;
+    amn_test_expect_words(malformed_words, sizeof malformed_words / sizeof *malformed_words, what,
+                          err.msg);
 }
 
 /* ---- truncation ---------------------------------------------------------------- */

@@ -300,7 +300,7 @@ static void test_gptq_cli(void **state) {
         qe_tensor t[8];
         const size_t nt = golden_tensors(&g[i], t, true);
         char cdir[512], in[600], cfg[600], out[512], args[2048], text[256];
-        snprintf(cdir, sizeof cdir, "%s/gptq-cli-%zu", qe_dir, i);
+        snprintf(cdir, sizeof cdir, "%s/gptq-cli-%zu", amn_test_scratch(), i);
         assert_int_equal(mkdir(cdir, 0700), 0);
         snprintf(in, sizeof in, "%s/model.safetensors", cdir);
         snprintf(cfg, sizeof cfg, "%s/config.json", cdir);

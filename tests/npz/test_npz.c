@@ -87,6 +87,9 @@ static void test_fixtures(void **state) {
 
 /* ---- the header parser alone --------------------------------------------- */
 
+/* The message of the last parse_hdr call. */
+static char hdr_msg[AMN_ERROR_MSG_MAX];
+
 static int parse_hdr(const char *dict, npy_header *h) {
     uint8_t buf[512];
     size_t n = strlen(dict);
@@ -97,7 +100,9 @@ static int parse_hdr(const char *dict, npy_header *h) {
     memcpy(buf + 10, dict, n);
     buf[10 + n] = '\n';
     amn_error err = {0};
-    return npy_parse_header(buf, n + 11, "x", h, &err);
+    int rc = npy_parse_header(buf, n + 11, "x", h, &err);
+    memcpy(hdr_msg, err.msg, sizeof hdr_msg);
+    return rc;
 }
 
 static void test_npy_header(void **state) {
@@ -123,37 +128,54 @@ static void test_npy_header(void **state) {
     static const struct {
         const char *dict;
         int code;
+        const char *words; /* in the message */
     } bad[] = {
-        {"{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", AMN_E_DISALLOWED},
-        {"{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED},
-        {"{'descr': '<U5', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED},
-        {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED},
+        {"{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", AMN_E_DISALLOWED,
+         "object array (descr '|O') needs pickle"},
+        {"{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
+         "NPY dtype '<c8' is not supported"},
+        {"{'descr': '<U5', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
+         "NPY dtype '<U5' is not supported"},
+        {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
+         "structured NPY dtypes are not supported"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }",
-         AMN_E_UNSUPPORTED},
-        {"{'descr': '<f4', 'fortran_order': False, }", AMN_E_PARSE},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1}", AMN_E_PARSE},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,", AMN_E_PARSE},
-        {"{'descr': '<f4', 'fortran_order': maybe, 'shape': (3,)}", AMN_E_PARSE},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (-3,)}", AMN_E_PARSE},
-        {"{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296)}",
-         AMN_E_PARSE},
+         AMN_E_UNSUPPORTED, "more than 8 dimensions"},
+        {"{'descr': '<f4', 'fortran_order': False, }", AMN_E_PARSE,
+         "lacks descr, fortran_order or shape"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1}", AMN_E_PARSE,
+         "unexpected key 'x'"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,", AMN_E_PARSE,
+         "bad dimension in NPY shape"},
+        {"{'descr': '<f4', 'fortran_order': maybe, 'shape': (3,)}", AMN_E_PARSE,
+         "bad NPY fortran_order"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (-3,)}", AMN_E_PARSE,
+         "bad dimension in NPY shape"},
+        {"{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296)}", AMN_E_PARSE,
+         "NPY shape overflows"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,)}",
-         AMN_E_PARSE},
-        {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3,)}", AMN_E_PARSE},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} junk", AMN_E_PARSE},
-        {"[1, 2]", AMN_E_PARSE},
-        {"{'descr': '<f4\\x00', 'fortran_order': False, 'shape': (3,)}", AMN_E_PARSE},
+         AMN_E_PARSE, "bad dimension in NPY shape"},
+        {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3,)}", AMN_E_PARSE,
+         "unexpected key 'descr'"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} junk", AMN_E_PARSE,
+         "junk after the NPY header dict"},
+        {"[1, 2]", AMN_E_PARSE, "NPY header is not a dict"},
+        {"{'descr': '<f4\\x00', 'fortran_order': False, 'shape': (3,)}", AMN_E_PARSE,
+         "bad NPY descr"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = parse_hdr(bad[i].dict, &h);
         if (rc != bad[i].code) fail_msg("'%s' gave %d, expected %d", bad[i].dict, rc, bad[i].code);
+        if (!strstr(hdr_msg, bad[i].words))
+            fail_msg("'%s': \"%s\" lacks \"%s\"", bad[i].dict, hdr_msg, bad[i].words);
     }
     /* Preamble lies: header length past the buffer, unknown version. */
     uint8_t p[16] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0xff, 0xff, '{', '}'};
     amn_error err = {0};
     assert_int_equal(npy_parse_header(p, 12, "x", &h, &err), AMN_E_PARSE);
+    assert_non_null(strstr(err.msg, "NPY header (65545 bytes) truncated"));
     p[6] = 4;
     assert_int_equal(npy_parse_header(p, 12, "x", &h, &err), AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "NPY format version 4.0"));
 }
 
 /* ---- malformed archives ----------------------------------------------------- */
@@ -173,10 +195,32 @@ static size_t find_last(const uint8_t *b, size_t n, const char *sig) {
     return 0;
 }
 
+/* Words each corruption's message must hold, by its description. */
+static const amn_test_words malformed_words[] = {
+    {"truncated to half", "no end of central directory"},
+    {"end record cut", "no end of central directory"},
+    {"no end record", "no end of central directory"},
+    {"directory offset past EOF",
+     "central directory (offset 5669, 1153 bytes) lies outside the archive"},
+    {"directory size past EOF", "lies outside the archive"},
+    {"entry count lies", "255 entries cannot fit a 1153-byte central directory"},
+    {"bad directory header", "bad central directory header 0"},
+    {"local header offset past EOF", "local header offset 4294967280 lies past the data area"},
+    {"member size past EOF", "runs past the data area"},
+    {"bad local header", "unrecognised file format"},
+    {"unknown compression method", "uses compression method 12"},
+    {"encrypted member", "entry 'f16.npy' is encrypted"},
+    {"CRC mismatch", "disagree (CRC-32)"},
+    {"corrupt DEFLATE stream", "corrupt DEFLATE data"},
+    {"inflated size lie", "disagree (sizes)"},
+};
+
 static void expect_code(const uint8_t *b, size_t n, int code, const char *what) {
     amn_error err = {0};
     int rc = zt_try_bytes(b, n, ".npz", &err);
     if (rc != code) fail_msg("%s: got %d (%s), expected %d", what, rc, err.msg, code);
+    amn_test_expect_words(malformed_words, sizeof malformed_words / sizeof *malformed_words, what,
+                          err.msg);
 }
 
 static void test_malformed(void **state) {

@@ -209,6 +209,9 @@ static void zt_run_expected(const char *dir, const char *tmp_tag) {
     json_object *all = json_object_from_file(path);
     if (!all) fail_msg("cannot read %s", path);
     size_t files = 0, bytes = 0, errors = 0;
+    /* The CLI round trip writes safetensors: skipped (after everything
+     * else) in a build without that plugin. */
+    const int cli = amn_test_built("safetensors");
     json_object_object_foreach(all, file, rec) {
         snprintf(path, sizeof path, "%s/%s", dir, file);
         amn_error err = {0};
@@ -231,6 +234,8 @@ static void zt_run_expected(const char *dir, const char *tmp_tag) {
         if (rc != AMN_OK) fail_msg("%s: inspect: %s", file, err.msg);
         zt_check_model(file, m, rec, true);
         amn_model_free(m);
+        files++;
+        if (!cli) continue;
         /* End to end through the CLI: remember writes a lossless safetensors. */
         char out[4096], cmd[9000];
         snprintf(out, sizeof out, "%s/zt_%s_%d.safetensors", AMN_BINARY_DIR, tmp_tag,
@@ -241,11 +246,14 @@ static void zt_run_expected(const char *dir, const char *tmp_tag) {
         if (rc != 0) fail_msg("%s: amn remember exited %d", file, rc);
         bytes += zt_check_safetensors(file, out, rec);
         unlink(out);
-        files++;
     }
     fprintf(stderr, "%s: %zu files, %zu bytes compared, %zu refused as expected\n", dir, files,
             bytes, errors);
     json_object_put(all);
+    if (!cli) {
+        fprintf(stderr, "SKIP %s: the CLI round trips need the safetensors plugin\n", dir);
+        skip();
+    }
 }
 
 /* Write buf to a temporary file, open and inspect it; never crashes. Returns

@@ -31,6 +31,10 @@ static void test_reference(void **state) {
         zt_check_model(names[i], m, rec, true);
         amn_model_free(m);
         /* The round trip upstream also checks: to safetensors, same bytes. */
+        if (!amn_test_built("safetensors")) {
+            json_object_put(rec);
+            continue;
+        }
         char out[4096], cmd[9000];
         snprintf(out, sizeof out, "%s/zt_ref_%d.safetensors", AMN_BINARY_DIR, (int)getpid());
         snprintf(cmd, sizeof cmd, "'%s/bin/amn' remember '%s' -o '%s' --force >/dev/null",
@@ -42,6 +46,10 @@ static void test_reference(void **state) {
     }
     assert_int_equal(tensors, 13);
     fprintf(stderr, "pth_reference: 13 tensors, %zu bytes compared\n", bytes);
+    if (!amn_test_built("safetensors")) {
+        fprintf(stderr, "SKIP %s: the CLI round trips need the safetensors plugin\n", __func__);
+        skip();
+    }
 }
 
 static void test_fixtures(void **state) {
@@ -89,6 +97,42 @@ static int run_pickle(const char *bytes, size_t n, amn_error *err) {
 }
 
 #define PK(s) s, sizeof(s) - 1
+
+/* Words each refused pickle's message must hold, by its description. */
+static const amn_test_words refusal_words[] = {
+    {"REDUCE on an empty stack", "stack underflow"},
+    {"STOP on an empty stack", "stack underflow"},
+    {"SETITEM underflow", "stack underflow"},
+    {"TUPLE2 across a MARK", "stack underflow"},
+    {"TUPLE without a MARK", "no MARK on the stack"},
+    {"unknown opcode", "unknown opcode 0xff"},
+    {"memo miss", "memo reference to missing key 3"},
+    {"long memo miss", "missing key 65536"},
+    {"no STOP", "no STOP opcode"},
+    {"tensor class called", "is not supported"},
+    {"unknown layout", "_get_layout of an unknown layout"},
+    {"_codecs.encode of a character above U+00FF", "character above U+00FF"},
+    {"dtype alias torch.float (not str(dtype))", "'torch.float' is not allowed"},
+    {"a byte after STOP", "bytes after the STOP opcode"},
+    {"a second pickle after STOP", "bytes after the STOP opcode"},
+    {"string past the end", "truncated data"},
+    {"truncated argument", "truncated data"},
+    {"APPEND to an int", "stack underflow"},
+    {"SETITEMS without its MARK", "no MARK on the stack"},
+    {"protocol 6", "pickle protocol above 5"},
+    {"os.system", "'os.system' is not allowed"},
+    {"builtins.eval is never resolved", "'builtins.eval' is not allowed"},
+    {"STACK_GLOBAL exec", "'builtins.exec' is not allowed"},
+    {"torch.load", "'torch.load' is not allowed"},
+    {"calling a storage class", "'torch.FloatStorage' is not callable"},
+    {"INST", "'os.system' is not allowed"},
+    {"EXT1", "copyreg extension codes are not allowed"},
+    {"calling an int", "not an allowed global"},
+    {"OrderedDict(1)", "OrderedDict with unexpected arguments"},
+    {"rebuild without a storage", "tensor rebuild without a storage"},
+    {"unknown persistent id", "persistent id is not a storage"},
+    {"out-of-band buffer", "out-of-band pickle buffers"},
+};
 
 static void test_pickle_vm(void **state) {
     (void)state;
@@ -192,7 +236,9 @@ static void test_pickle_vm(void **state) {
         int rc = run_pickle(cases[i].p, cases[i].n, &err);
         if (rc != cases[i].code)
             fail_msg("%s: got %d (%s), expected %d", cases[i].what, rc, err.msg, cases[i].code);
-        if (rc != AMN_OK && !err.msg[0]) fail_msg("%s: no message", cases[i].what);
+        if (rc == AMN_OK) continue;
+        amn_test_expect_words(refusal_words, sizeof refusal_words / sizeof *refusal_words,
+                              cases[i].what, err.msg);
     }
     /* The disallowed global is named in the message. */
     amn_error err = {0};
@@ -209,6 +255,7 @@ static void test_pickle_vm(void **state) {
     memset(bomb + 2, '(', 100000);
     bomb[100002] = '.';
     assert_int_equal(run_pickle(bomb, 100003, &err), AMN_E_LIMIT);
+    assert_non_null(strstr(err.msg, "nesting deeper than the limit"));
     /* So does a flood of values past the value-stack limit. */
     amn_limits lim;
     amn_limits_default(&lim);
@@ -216,6 +263,7 @@ static void test_pickle_vm(void **state) {
     memset(bomb + 2, 'N', 100000);
     pk_vm *vm = NULL;
     assert_int_equal(pk_run((const uint8_t *)bomb, 100003, &lim, &vm, &err), AMN_E_LIMIT);
+    assert_non_null(strstr(err.msg, "value stack too deep"));
     free(bomb);
 }
 

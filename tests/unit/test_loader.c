@@ -182,9 +182,17 @@ static void environment_search_path(void **state) {
     amn_ctx_free(ctx);
     unsetenv("AMN_PLUGIN_SYSTEM_PATH");
     unsetenv("AMN_PLUGIN_PATH");
-    /* With no variables, the directory beside libamn: the build tree's. */
+    /* With no variables, the directory beside libamn: the build tree's, with
+     * every format plugin this build made. */
     assert_int_equal(amn_ctx_new(NULL, &ctx, &err), AMN_OK);
-    assert_non_null(amn_ctx_find_format(ctx, "safetensors"));
+    static const char *const formats[] = {"safetensors", "npz", "pth", "gguf"};
+    size_t found = 0;
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+        if (amn_test_built(formats[i])) {
+            if (!amn_ctx_find_format(ctx, formats[i])) fail_msg("format %s not found", formats[i]);
+            found++;
+        }
+    assert_true(found > 0 || amn_ctx_plugin_count(ctx) > 0);
     amn_ctx_free(ctx);
 }
 

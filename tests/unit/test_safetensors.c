@@ -11,7 +11,6 @@
 #include "amn_test.h"
 
 static amn_ctx *ctx;
-static char tmpdir[256];
 
 static int setup(void **state) {
     (void)state;
@@ -19,41 +18,35 @@ static int setup(void **state) {
     amn_ctx_options o = {
         .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
     if (amn_ctx_new(&o, &ctx, NULL) || !amn_ctx_find_format(ctx, "safetensors")) return -1;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/amn-st-test-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return amn_test_scratch_make("st-test");
 }
 
 static int teardown(void **state) {
     (void)state;
     amn_ctx_free(ctx);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return amn_test_scratch_remove();
 }
 
 static const char *tmp(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
+    return amn_test_scratch_path(name);
 }
 
-/* Open and inspect must both fail with `code` and a message. */
-static void expect_error(const char *path, int code) {
+/* Open and inspect must both fail with `code` and a message holding `words`. */
+static void expect_error(const char *path, int code, const char *words) {
     amn_model *m = NULL;
     amn_error err = {0};
     int rc = amn_open(ctx, path, "safetensors", NULL, &m, &err);
     if (rc != code) fprintf(stderr, "%s: open gave %d (%s), wanted %d\n", path, rc, err.msg, code);
     assert_int_equal(rc, code);
     assert_null(m);
-    assert_true(err.msg[0]);
+    if (!strstr(err.msg, words)) fail_msg("open: \"%s\" lacks \"%s\"", err.msg, words);
     amn_error_clear(&err);
     rc = amn_inspect(ctx, path, "safetensors", NULL, &m, &err);
     if (rc != code)
         fprintf(stderr, "%s: inspect gave %d (%s), wanted %d\n", path, rc, err.msg, code);
     assert_int_equal(rc, code);
     assert_null(m);
+    if (!strstr(err.msg, words)) fail_msg("inspect: \"%s\" lacks \"%s\"", err.msg, words);
 }
 
 static void malformed_files(void **state) {
@@ -63,55 +56,65 @@ static void malformed_files(void **state) {
     FILE *f = fopen(p, "wb");
     fwrite("\x05\0\0", 1, 3, f); /* truncated: not even the length */
     fclose(f);
-    expect_error(p, AMN_E_PARSE);
+    expect_error(p, AMN_E_PARSE, "truncated");
 
     assert_int_equal(amn_test_write_raw(p, 4000, "{}", NULL, 0), 0); /* length past EOF */
-    expect_error(p, AMN_E_PARSE);
+    expect_error(p, AMN_E_PARSE, "header length 4000 runs past the end");
     assert_int_equal(amn_test_write_raw(p, 1ull << 40, "{}", NULL, 0), 0); /* over the cap */
-    expect_error(p, AMN_E_LIMIT);
+    expect_error(p, AMN_E_LIMIT, "exceeds the 104857600 cap");
 
     const struct {
         const char *header;
         size_t data_len;
         int code;
+        const char *words; /* in the message */
     } cases[] = {
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]", 8, AMN_E_PARSE},
-        {"[1,2,3]", 0, AMN_E_PARSE},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}} x", 8, AMN_E_PARSE},
-        {"{\"a\":{\"dtype\":\"Q9\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, AMN_E_PARSE},
-        {"{\"a\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1, AMN_E_UNSUPPORTED},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]", 8, AMN_E_PARSE,
+         "not valid JSON: the text ends inside a value"},
+        {"[1,2,3]", 0, AMN_E_PARSE, "header is not a JSON object"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}} x", 8, AMN_E_PARSE,
+         "not valid JSON: unexpected character"},
+        {"{\"a\":{\"dtype\":\"Q9\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, AMN_E_PARSE,
+         "unknown dtype 'Q9'"},
+        {"{\"a\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1, AMN_E_UNSUPPORTED,
+         "dtype F4 is not supported"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
          "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
-         12, AMN_E_PARSE}, /* overlap */
+         12, AMN_E_PARSE, "tensor b: data_offsets overlap"}, /* overlap */
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
          "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
-         20, AMN_E_PARSE}, /* gap */
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8,
-         AMN_E_PARSE}, /* out of range */
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
-         AMN_E_PARSE}, /* offsets do not match the shape */
+         20, AMN_E_PARSE, "tensor b: data_offsets leave a gap"}, /* gap */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8, AMN_E_PARSE,
+         "tensors cover 16 bytes but the data area holds 8"}, /* out of range */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, AMN_E_PARSE,
+         "data_offsets span 8 bytes, shape needs 12"}, /* offsets do not match the shape */
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,8]}}",
-         8, AMN_E_PARSE}, /* shape product overflows */
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, AMN_E_PARSE},
+         8, AMN_E_PARSE, "shape product overflows"}, /* shape product overflows */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, AMN_E_PARSE,
+         "tensor a: bad dimension"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 8,
-         AMN_E_LIMIT},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, AMN_E_PARSE},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, AMN_E_PARSE},
+         AMN_E_LIMIT, "9 dimensions (max 8)"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, AMN_E_PARSE,
+         "tensor a: bad data_offsets"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, AMN_E_PARSE,
+         "needs dtype, shape and data_offsets"},
         {"{\"__metadata__\":{\"k\":1},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]"
          "}}",
-         8, AMN_E_PARSE},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12,
-         AMN_E_PARSE}, /* trailing bytes no tensor covers */
+         8, AMN_E_PARSE, "__metadata__ value of k is not a string"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12, AMN_E_PARSE,
+         "tensors cover 8 bytes but the data area holds 12"}, /* trailing bytes no tensor covers */
         {"{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]"
          "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
-         0, AMN_E_PARSE}, /* nesting past the tokenizer's depth */
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[[2]],\"data_offsets\":[0,8]}}", 8,
-         AMN_E_PARSE},                          /* deeper than header, entry, shape */
-        {"{\"a\":[[],[],[]]}", 0, AMN_E_PARSE}, /* more containers than entries need */
+         0, AMN_E_PARSE,
+         "nests deeper than a safetensors header does"}, /* nesting past the tokenizer's depth */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[[2]],\"data_offsets\":[0,8]}}", 8, AMN_E_PARSE,
+         "nests deeper than a safetensors header does"}, /* deeper than header, entry, shape */
+        {"{\"a\":[[],[],[]]}", 0, AMN_E_PARSE,
+         "header holds 5 objects and arrays for 1 entries"}, /* more containers than entries need */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         assert_int_equal(amn_test_write_st(p, cases[i].header, data, cases[i].data_len), 0);
-        expect_error(p, cases[i].code);
+        expect_error(p, cases[i].code, cases[i].words);
     }
 
     /* Brackets inside strings (escaped quotes included) are not structure. */
@@ -135,7 +138,7 @@ static void malformed_files(void **state) {
     memcpy(big + at, "]}", 3);
     assert_int_equal(amn_test_write_st(p, big, data, 0), 0);
     free(big);
-    expect_error(p, AMN_E_PARSE);
+    expect_error(p, AMN_E_PARSE, "objects and arrays for 1 entries");
     amn_model *m = NULL;
     assert_int_equal(amn_open(ctx, p, "safetensors", NULL, &m, &err), AMN_E_PARSE);
     assert_non_null(strstr(err.msg, "objects and arrays")); /* refused before json-c ran */
@@ -284,7 +287,7 @@ static void write_shard(const char *name, const char *tensor, float v) {
 static void sharded_models(void **state) {
     (void)state;
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/shards", tmpdir);
+    snprintf(dir, sizeof dir, "%s/shards", amn_test_scratch());
     mkdir(dir, 0755);
     write_shard("shards/model-00001-of-00002.safetensors", "a.weight", 1.0f);
     write_shard("shards/model-00002-of-00002.safetensors", "b.weight", 2.0f);
@@ -317,14 +320,48 @@ static void sharded_models(void **state) {
     fputs("{\"weight_map\":{\"a.weight\":\"../x.safetensors\"}}", f);
     fclose(f);
     assert_int_equal(amn_open(ctx, dir, NULL, NULL, &m, &err), AMN_E_PARSE);
+    assert_non_null(strstr(err.msg, "weight_map entry a.weight names a bad shard"));
     f = fopen(tmp("shards/model.safetensors.index.json"), "w");
     fputs("{\"weight_map\":{\"c.weight\":\"model-00001-of-00002.safetensors\"}}", f);
     fclose(f);
     assert_int_equal(amn_open(ctx, dir, NULL, NULL, &m, &err), AMN_E_PARSE);
+    assert_non_null(strstr(err.msg, "weight_map names c.weight, no shard holds it"));
+    /* A malformed index: the kit's JSON reader, strict and capped. */
+    static const struct {
+        const char *text, *words;
+        int code;
+    } bad_index[] = {
+        {"{\"weight_map\":{", "not valid JSON", AMN_E_PARSE},
+        {"[]", "not a JSON object", AMN_E_PARSE},
+        {"{\"weight_map\":{},}", "not valid JSON", AMN_E_PARSE}, /* trailing comma */
+        {"{\"weight_map\":[]}", "no weight_map object", AMN_E_PARSE},
+        {"{\"weight_map\":{}} {}", "not valid JSON", AMN_E_PARSE},
+    };
+    for (size_t i = 0; i < sizeof bad_index / sizeof *bad_index; i++) {
+        f = fopen(tmp("shards/model.safetensors.index.json"), "w");
+        fputs(bad_index[i].text, f);
+        fclose(f);
+        assert_int_equal(amn_open(ctx, dir, NULL, NULL, &m, &err), bad_index[i].code);
+        if (!strstr(err.msg, bad_index[i].words))
+            fail_msg("index %s: \"%s\" lacks \"%s\"", bad_index[i].text, err.msg,
+                     bad_index[i].words);
+    }
+    /* An index over the header cap is refused before it is read. */
+    amn_limits lim;
+    amn_limits_default(&lim);
+    lim.max_header_bytes = 8;
+    f = fopen(tmp("shards/model.safetensors.index.json"), "w");
+    fputs("{\"weight_map\":{}}", f);
+    fclose(f);
+    assert_int_equal(
+        amn_open(ctx, tmp("shards/model.safetensors.index.json"), NULL, &lim, &m, &err),
+        AMN_E_LIMIT);
+    assert_non_null(strstr(err.msg, "exceed the 8-byte cap"));
     /* Two shards holding the same tensor name. */
     unlink(tmp("shards/model.safetensors.index.json"));
     write_shard("shards/model-00002-of-00002.safetensors", "a.weight", 3.0f);
     assert_int_equal(amn_open(ctx, dir, NULL, NULL, &m, &err), AMN_E_PARSE);
+    assert_non_null(strstr(err.msg, "duplicate tensor name a.weight"));
 }
 
 /* F32 -> BF16 through the whole pipeline, checked against the BF16 golden
@@ -388,7 +425,7 @@ static void convert_f32_to_bf16(void **state) {
     amn_model_free(m);
     free(g);
     /* No temporary files left behind. */
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(amn_test_scratch());
     struct dirent *e;
     while ((e = readdir(d))) assert_null(strstr(e->d_name, ".amn-"));
     closedir(d);
