@@ -140,6 +140,13 @@ def check_pth(path, ref):
         ['archive/data/%d' % i for i in range(len(tensors))] + ['archive/version']
     if names != want:
         sys.exit('pth members %s, expected %s' % (names, want))
+    import pickletools
+    allowed = {'collections OrderedDict', 'torch._utils _rebuild_tensor_v2'} | \
+        {'torch %sStorage' % k for k in ('Bool', 'Byte', 'Char', 'Short', 'Int', 'Long', 'Half',
+                                         'BFloat16', 'Float', 'Double')}
+    for op, arg, _ in pickletools.genops(zf.read('archive/data.pkl')):
+        if 'GLOBAL' in op.name and arg not in allowed:
+            sys.exit('pth pickle names global %s' % arg)
     if zf.read('archive/byteorder') != b'little' or zf.read('archive/version') != b'3\n':
         sys.exit('pth byteorder/version records')
     with open(path, 'rb') as f:
