@@ -75,7 +75,7 @@ static int cmp_key(const void *a, const void *b) {
 
 /* After the pickle: sorted once, then searched per record. */
 static void keyset_sort(keyset *ks) {
-    qsort(ks->keys, ks->n, sizeof *ks->keys, cmp_key);
+    if (ks->n) qsort(ks->keys, ks->n, sizeof *ks->keys, cmp_key);
 }
 
 static bool keyset_has(const keyset *ks, const char *k) {
