@@ -12,6 +12,8 @@
 #define NAME_MAX_LEN   (2 * LINE_MAX_LEN + 2)
 #define MAX_NESTED     4
 #define MAX_AGGREGATES 4096
+#define MAX_NAMES      65536      /* globals kept by name; later ones print as "?" */
+#define MAX_STACK      (1u << 22) /* real pickles keep a few thousand values on the stack */
 
 typedef enum sk {
     S_OTHER,
@@ -184,7 +186,7 @@ static size_t base(const scanner *s) {
 
 static bool push(scanner *s, sitem it) {
     if (s->sp == s->cap) {
-        if (s->cap >= s->lim->max_array) return false;
+        if (s->cap >= s->lim->max_array || s->cap >= MAX_STACK) return false;
         size_t cap = s->cap ? s->cap * 2 : 64;
         sitem *st = realloc(s->stack, cap * sizeof *st);
         if (!st) {
@@ -291,6 +293,10 @@ static bool global(scanner *s, const char *mod, size_t ml, const char *nm, size_
         aggregate(s, 'g', full, off);
     else
         add(s, true, "global", off, "%s (not on torch's weights-only allowlist)", full);
+    if (s->n_names >= MAX_NAMES) {
+        it.name = UINT32_MAX;
+        return push(s, it);
+    }
     if (s->n_names == s->names_cap) {
         size_t cap = s->names_cap ? s->names_cap * 2 : 32;
         if (cap > s->lim->max_array) return false;

@@ -432,28 +432,35 @@ static int check_members(pth_ctx *c, const zip_entry *pkl, const char *path) {
 
 /* A data/<key> record no persistent id names is never read by torch.load;
  * one that holds a pickle (or a ZIP) is there for another loader. */
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static int check_unreferenced(pth_ctx *c, const pk_vm *vm, const char *path) {
-    size_t plen = strlen(c->prefix);
-    for (size_t i = 0; i < c->dir->count; i++) {
+    size_t plen = strlen(c->prefix), nk = pk_storage_count(vm);
+    const char **keys = malloc((nk ? nk : 1) * sizeof *keys);
+    if (!keys) return amn_error_set(c->err, AMN_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < nk; k++) keys[k] = pk_storage_key(vm, k);
+    qsort(keys, nk, sizeof *keys, cmp_str);
+    int rc = AMN_OK;
+    for (size_t i = 0; rc == AMN_OK && i < c->dir->count; i++) {
         const zip_entry *e = &c->dir->entries[i];
         if (e->name_len < plen + 5 || memcmp(e->name + plen, "data/", 5) != 0) continue;
         const char *key = e->name + plen + 5;
-        bool used = false;
-        for (size_t k = 0; k < pk_storage_count(vm) && !used; k++)
-            used = strcmp(pk_storage_key(vm, k), key) == 0;
-        if (used) continue;
+        if (bsearch(&key, keys, nk, sizeof *keys, cmp_str)) continue;
         uint8_t head[4] = {0};
         size_t got = 0;
-        int rc = zip_inflate_prefix(c->src, e, e->data_off, head, sizeof head, &got, c->err);
-        if (rc != AMN_OK) return rc;
+        rc = zip_inflate_prefix(c->src, e, e->data_off, head, sizeof head, &got, c->err);
+        if (rc != AMN_OK) break;
         bool pickle = got >= 2 && head[0] == 0x80 && head[1] <= 5;
         bool zip = got >= 4 && zip_is_local_header(head, got);
         if (pickle || zip)
-            return amn_error_set(c->err, AMN_E_DISALLOWED,
-                                 "%s: record '%s' is referenced by no tensor and holds %s", path,
-                                 e->name, pickle ? "a pickle" : "a ZIP archive");
+            rc = amn_error_set(c->err, AMN_E_DISALLOWED,
+                               "%s: record '%s' is referenced by no tensor and holds %s", path,
+                               e->name, pickle ? "a pickle" : "a ZIP archive");
     }
-    return AMN_OK;
+    free(keys);
+    return rc;
 }
 
 /* ---- open / inspect ------------------------------------------------------- */

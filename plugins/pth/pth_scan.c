@@ -69,10 +69,17 @@ static void on_key(void *ctx, const char *k, size_t len) {
     ks->keys[ks->n++] = d;
 }
 
+static int cmp_key(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* After the pickle: sorted once, then searched per record. */
+static void keyset_sort(keyset *ks) {
+    if (ks->n) qsort(ks->keys, ks->n, sizeof *ks->keys, cmp_key);
+}
+
 static bool keyset_has(const keyset *ks, const char *k) {
-    for (size_t i = 0; i < ks->n; i++)
-        if (strcmp(ks->keys[i], k) == 0) return true;
-    return false;
+    return ks->n && bsearch(&k, ks->keys, ks->n, sizeof *ks->keys, cmp_key) != NULL;
 }
 
 static void keyset_free(keyset *ks) {
@@ -238,6 +245,7 @@ static int scan_zip(const amn_scan_args *a, const uint8_t *p, uint64_t size, amn
         if (rc == AMN_OK && zip_name_ends_fold(e->name, e->name_len, ".pkl"))
             rc = scan_member(&ms.src, &d, e, a->limits, NULL, r, err);
     }
+    keyset_sort(&keys);
     if (rc == AMN_OK) rc = scan_records(&ms.src, &d, prefix, a->limits, &keys, r, err);
     keyset_free(&keys);
     zip_dir_free(&d);
