@@ -147,6 +147,7 @@ bool amni_known_quantized_tensor(const amn_model *m, size_t i, const amni_quant_
                 out->plugin = known_methods[k].plugin;
         if (strcmp(d->method, "compressed-tensors") == 0 && strstr(d->format, "nvfp4"))
             out->plugin = "nvfp4";
+        if (strcmp(d->method, "modelopt") == 0 && strstr(d->format, "fp8")) out->plugin = "fp8";
         return true;
     }
     return false;
