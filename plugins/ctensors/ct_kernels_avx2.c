@@ -59,7 +59,7 @@ static inline __attribute__((always_inline)) void row_vec(const ct_layout *l, ui
         } else {
             const __m256i gi = _mm256_loadu_si256((const __m256i *)(gt + i));
             s = _mm256_i32gather_ps(st, gi, 4);
-            z = _mm256_i32gather_epi32(zt, gi, 4);
+            z = l->zkind ? _mm256_i32gather_epi32(zt, gi, 4) : _mm256_setzero_si256();
         }
         __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(l, row, i), z)), s);
         /* No NaN can arise here (finite scales, integer differences), and a
