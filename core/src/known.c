@@ -57,12 +57,12 @@ static const known_layout known_layouts[] = {
     {"_blocks", DT(AMN_DTYPE_U8), "_scales", DT(AMN_DTYPE_U8), "MXFP4 (gpt-oss)", "mxfp4"},
     {"_scales", DT(AMN_DTYPE_U8), "_blocks", DT(AMN_DTYPE_U8), "MXFP4 (gpt-oss)", "mxfp4"},
     {".weight_packed", DT(AMN_DTYPE_U8), NULL, 0, "compressed-tensors nvfp4-pack-quantized",
-     "ctensors"},
+     "nvfp4"},
     {".weight_packed", ANY_DTYPE, NULL, 0, "compressed-tensors pack-quantized", "ctensors"},
     {".weight_global_scale", ANY_DTYPE, ".weight_packed", ANY_DTYPE,
-     "compressed-tensors nvfp4-pack-quantized", "ctensors"},
+     "compressed-tensors nvfp4-pack-quantized", "nvfp4"},
     {".weight_scale", ANY_DTYPE, ".weight_packed", DT(AMN_DTYPE_U8),
-     "compressed-tensors nvfp4-pack-quantized", "ctensors"},
+     "compressed-tensors nvfp4-pack-quantized", "nvfp4"},
     {".weight_shape", ANY_DTYPE, ".weight_packed", ANY_DTYPE, "compressed-tensors pack-quantized",
      "ctensors"},
     {".weight_scale", ANY_DTYPE, ".weight_packed", ANY_DTYPE, "compressed-tensors pack-quantized",
@@ -145,6 +145,9 @@ bool amni_known_quantized_tensor(const amn_model *m, size_t i, const amni_quant_
         for (size_t k = 0; k < sizeof known_methods / sizeof *known_methods; k++)
             if (strcmp(d->method, known_methods[k].method) == 0)
                 out->plugin = known_methods[k].plugin;
+        if (strcmp(d->method, "compressed-tensors") == 0 && strstr(d->format, "nvfp4"))
+            out->plugin = "nvfp4";
+        if (strcmp(d->method, "modelopt") == 0 && strstr(d->format, "fp8")) out->plugin = "fp8";
         return true;
     }
     return false;

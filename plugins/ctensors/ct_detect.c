@@ -205,7 +205,8 @@ static int64_t companion(const amn_model *m, const char *name, size_t plen, cons
 static int drop_activation(const amn_model *m, amn_claimset *cs, int64_t i, amn_error *err) {
     if (i < 0 || amn_claimset_is_claimed(cs, (size_t)i)) return AMN_OK;
     const amn_tensor *a = amn_model_tensor(m, (size_t)i);
-    amn_group_spec d = {.out_name = NULL,
+    amn_group_spec d = {.struct_size = sizeof(amn_group_spec),
+                        .out_name = NULL,
                         .ndim = a->ndim,
                         .row_elems = 1,
                         .n_members = 1,
@@ -344,7 +345,8 @@ static int claim(const amn_model *m, amn_claimset *cs, const quant_config *qc, s
         ct_plan_free(p);
         return rc;
     }
-    amn_group_spec g = {.out_name = p->name,
+    amn_group_spec g = {.struct_size = sizeof(amn_group_spec),
+                        .out_name = p->name,
                         .ndim = 2,
                         .shape = {p->l.out, p->l.in},
                         .row_elems = p->l.in,

@@ -59,14 +59,27 @@ static inline __attribute__((always_inline)) void row_vec(const ct_layout *l, ui
         } else {
             const __m256i gi = _mm256_loadu_si256((const __m256i *)(gt + i));
             s = _mm256_i32gather_ps(st, gi, 4);
-            z = _mm256_i32gather_epi32(zt, gi, 4);
+            z = l->zkind ? _mm256_i32gather_epi32(zt, gi, 4) : _mm256_setzero_si256();
         }
         __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(l, row, i), z)), s);
-        if (stype == AMN_DTYPE_BF16)
-            y = round_bf16(y);
-        else if (stype == AMN_DTYPE_F16)
-            y = _mm256_cvtph_ps(_mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT));
-        qs_store8(out, d + i * es, y);
+        /* No NaN can arise here (finite scales, integer differences), and a
+         * rounding to the scale's dtype followed by the same rounding to
+         * the output dtype is that rounding once. */
+        uint8_t *p = d + i * es;
+        if (out == AMN_DTYPE_BF16) {
+            if (stype == AMN_DTYPE_F16)
+                y = _mm256_cvtph_ps(_mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT));
+            _mm_storeu_si128((__m128i *)p, qs_bf16x8_finite(y));
+        } else if (out == AMN_DTYPE_F16) {
+            if (stype == AMN_DTYPE_BF16) y = round_bf16(y);
+            _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT));
+        } else {
+            if (stype == AMN_DTYPE_BF16)
+                y = round_bf16(y);
+            else if (stype == AMN_DTYPE_F16)
+                y = _mm256_cvtph_ps(_mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT));
+            _mm256_storeu_ps((float *)p, y);
+        }
     }
     for (uint64_t i = in8; i < l->in; i++) {
         const uint64_t g = gt ? (uint64_t)gt[i] : i / l->group_size;

@@ -85,7 +85,8 @@ static int claim(const amn_model *m, amn_claimset *cs, size_t bi, size_t plen, a
         mxfp4_plan_free(p);
         return rc;
     }
-    amn_group_spec g = {.out_name = p->name,
+    amn_group_spec g = {.struct_size = sizeof(amn_group_spec),
+                        .out_name = p->name,
                         .ndim = 3,
                         .shape = {p->experts, p->groups * 32, p->rows},
                         .row_elems = p->rows,

@@ -29,6 +29,16 @@ static inline void transpose8(__m256 r[8]) {
     }
 }
 
+/* BF16 of 8 products that BF16 holds exactly: every E2M1 value has at most
+ * two significant bits and the scale is a power of two, so the binary32
+ * product (exact, or inf, or the default NaN 0xffc00000 of 0 * inf) has
+ * its low 16 bits clear, and rounding it (amn_f32_to_bf16) is taking the
+ * high half. */
+static inline __m128i bf16_exact(__m256 y) {
+    const __m256i h = _mm256_srli_epi32(_mm256_castps_si256(y), 16);
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08));
+}
+
 static inline __m256 lookup(__m256 lo, __m256 hi, __m256i code) {
     const __m256 a = _mm256_permutevar8x32_ps(lo, code);
     const __m256 b = _mm256_permutevar8x32_ps(hi, code);
@@ -61,7 +71,11 @@ static inline __attribute__((always_inline)) void tile(const mxfp4_layout *l, ui
         for (int j = 0; j < 8; j++) {
             const uint64_t k = kb + (uint64_t)(part >> 1) * 16 + 2 * (uint64_t)j + (part & 1);
             if (k < klo || k >= khi) continue;
-            qs_store8(out, dst + (k - k0) * rowbytes + r * es, v[part][j]);
+            uint8_t *d = dst + (k - k0) * rowbytes + r * es;
+            if (out == AMN_DTYPE_BF16)
+                _mm_storeu_si128((__m128i *)d, bf16_exact(v[part][j]));
+            else
+                qs_store8(out, d, v[part][j]);
         }
     }
 }

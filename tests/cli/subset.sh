@@ -34,6 +34,9 @@ mkst "$work/awq.safetensors" '{"l.qweight":{"dtype":"I32","shape":[32,1],"data_o
 sample[awq]=$work/awq.safetensors; cmd[awq]=remember
 mkst "$work/bnb.safetensors" '{"l.weight":{"dtype":"U8","shape":[32,1],"data_offsets":[0,32]},"l.weight.absmax":{"dtype":"F32","shape":[1],"data_offsets":[32,36]}}' 36
 sample[bnb]=$work/bnb.safetensors; cmd[bnb]=remember
+sample[mxfp4]=$src/fixtures/mxfp4/moe/model.safetensors;           cmd[mxfp4]=remember
+sample[ctensors]=$src/fixtures/ctensors/w4_group_bf16/model.safetensors; cmd[ctensors]=remember
+sample[nvfp4]=$src/fixtures/nvfp4/modelopt/model.safetensors;      cmd[nvfp4]=remember
 
 shopt -s nullglob
 plugins=()

@@ -80,7 +80,7 @@ expect_refused int8 ctensors "compressed-tensors int-quantized" "l.weight (I8)" 
 
 # compressed-tensors nvfp4-pack-quantized.
 mkcase ctnvfp4 "$(t l.weight_packed U8 '[2,8]' 0 16),$(t l.weight_scale F8_E4M3 '[2,1]' 16 18),$(t l.weight_global_scale F32 '[1]' 18 22)" 22
-expect_refused ctnvfp4 ctensors "compressed-tensors nvfp4-pack-quantized" "l.weight_packed (U8)" "install the amn-ctensors plugin"
+expect_refused ctnvfp4 nvfp4 "compressed-tensors nvfp4-pack-quantized" "l.weight_packed (U8)" "install the amn-nvfp4 plugin"
 
 # ModelOpt NVFP4 with its hf_quant_config.json.
 mkcase modelopt "$(t l.weight U8 '[2,8]' 0 16),$(t l.weight_scale F8_E4M3 '[2,1]' 16 18),$(t l.weight_scale_2 F32 '[]' 18 22),$(t l.input_scale F32 '[]' 22 26)" 26

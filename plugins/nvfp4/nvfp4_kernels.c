@@ -1,0 +1,43 @@
+/* NVFP4: block scales, the scalar path and the choice of path. */
+#include "nvfp4_kernels.h"
+
+static const float e2m1_pos0[16] = {0.0f, 0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                    0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+static const float e2m1_neg0[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                    -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+void nvfp4_row_scalar(const uint8_t *w, const float *bs, uint64_t in, const float *table,
+                      amn_dtype out, uint8_t *d) {
+    const size_t es = amn_dtype_size(out);
+    for (uint64_t i = 0; i < in; i++) {
+        const unsigned code = (w[i / 2] >> (4 * (unsigned)(i & 1))) & 15u;
+        nvfp4_store1(table[code] * bs[i / 16], out, d + i * es);
+    }
+}
+
+void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
+                        void *dst, amn_simd level) {
+    const uint64_t nb = l->in / 16;
+    const size_t rowbytes = (size_t)l->in * amn_dtype_size(out);
+    const float *table = l->neg_zero ? e2m1_neg0 : e2m1_pos0;
+    float bs[512];
+    uint8_t *d = dst;
+    for (uint64_t r = row0; r < row0 + nrows; r++, d += rowbytes) {
+        const float second = l->second[r / l->rows_per_second];
+        const uint8_t *sc = l->scales + r * nb;
+        const uint8_t *w = l->weight + r * (l->in / 2);
+        /* Block scales a chunk at a time (rows may be long). */
+        for (uint64_t b0 = 0; b0 < nb; b0 += 512) {
+            const uint64_t n = nb - b0 < 512 ? nb - b0 : 512;
+            for (uint64_t b = 0; b < n; b++) {
+                const float s = amn_f8e4m3_to_f32(sc[b0 + b]);
+                bs[b] = l->divide ? s / second : s * second;
+            }
+            const uint64_t i0 = b0 * 16;
+            if (level >= AMN_SIMD_AVX2)
+                nvfp4_row_avx2(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
+            else
+                nvfp4_row_scalar(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
+        }
+    }
+}

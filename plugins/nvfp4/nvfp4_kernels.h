@@ -1,0 +1,63 @@
+/* NVFP4 dequantization kernels (ModelOpt and compressed-tensors): pure
+ * functions over bytes (no model access), so tests can drive them.
+ *
+ * Both producers store weight U8 [rows][in/2], element 2j of a row in the
+ * low nibble of byte j and 2j+1 in the high one (E2M1 codes), and one
+ * F8_E4M3 scale per 16 elements [rows][in/16], with a binary32 second-level
+ * scale. The block's scale is, in binary32:
+ *  - ModelOpt (NVFP4QTensor.dequantize): f32(e4m3) * weight_scale_2;
+ *  - compressed-tensors (_dequantize with global_scale): f32(e4m3) /
+ *    weight_global_scale (the reciprocal of ModelOpt's, a divide).
+ * The value is the E2M1 code's value times that, one binary32 multiply,
+ * then one rounding to the output dtype. Code 8 is +0.0 in ModelOpt's
+ * table and -0.0 in compressed-tensors' (magnitude times -1.0), which the
+ * sign of a zero output keeps. */
+#ifndef AMN_NVFP4_KERNELS_H
+#define AMN_NVFP4_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "amn/dtype.h"
+#include "amn/simd.h"
+
+typedef struct nvfp4_layout {
+    const uint8_t *weight; /* [rows][in / 2] */
+    const uint8_t *scales; /* [rows][in / 16], E4M3 bytes */
+    uint64_t rows, in;     /* in: a multiple of 16 */
+    const float *second;   /* second-level scales, one per rows_per_second rows */
+    uint64_t rows_per_second;
+    bool divide;   /* compressed-tensors: e4m3 / second; ModelOpt: e4m3 * second */
+    bool neg_zero; /* code 8 is -0.0 (compressed-tensors) */
+} nvfp4_layout;
+
+/* Rows [row0, row0 + nrows) as `out` (F32, F16, BF16) into dst. */
+void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
+                        void *dst, amn_simd level);
+
+/* Internal: the scalar and vector row loops, block scales given. */
+void nvfp4_row_scalar(const uint8_t *w, const float *bs, uint64_t in, const float *table,
+                      amn_dtype out, uint8_t *d);
+void nvfp4_row_avx2(const uint8_t *w, const float *bs, uint64_t in, const float *table,
+                    amn_dtype out, uint8_t *d);
+
+static inline void nvfp4_store1(float y, amn_dtype out, uint8_t *d) {
+    uint16_t h;
+    switch (out) {
+    case AMN_DTYPE_F32:
+        memcpy(d, &y, 4);
+        break;
+    case AMN_DTYPE_F16:
+        h = amn_f32_to_f16(y);
+        memcpy(d, &h, 2);
+        break;
+    default:
+        h = amn_f32_to_bf16(y);
+        memcpy(d, &h, 2);
+        break;
+    }
+}
+
+#endif

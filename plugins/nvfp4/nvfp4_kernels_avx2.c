@@ -1,0 +1,47 @@
+/* NVFP4 with AVX2: one block of 16 elements (8 bytes) per step. The low
+ * and high nibbles of the 8 bytes are the even and odd elements; each set
+ * goes through the 16-entry table (two permutes and a blend), is multiplied
+ * by the block's scale, and the two are interleaved back into element
+ * order before the store, which rounds as the scalar path does. */
+#include <immintrin.h>
+
+#include "amn/kit/store_avx2.h"
+#include "nvfp4_kernels.h"
+
+static inline __m256 lookup(__m256 lo, __m256 hi, __m256i code) {
+    const __m256 a = _mm256_permutevar8x32_ps(lo, code);
+    const __m256 b = _mm256_permutevar8x32_ps(hi, code);
+    return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
+}
+
+static inline __attribute__((always_inline)) void
+row(const uint8_t *w, const float *bs, uint64_t in, const float *table, amn_dtype out, uint8_t *d) {
+    const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
+    const __m256 tlo = _mm256_loadu_ps(table), thi = _mm256_loadu_ps(table + 8);
+    for (uint64_t b = 0; b < in / 16; b++) {
+        const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + 8 * b)));
+        const __m256 s = _mm256_set1_ps(bs[b]);
+        const __m256 even =
+            _mm256_mul_ps(lookup(tlo, thi, _mm256_and_si256(bytes, _mm256_set1_epi32(15))), s);
+        const __m256 odd = _mm256_mul_ps(lookup(tlo, thi, _mm256_srli_epi32(bytes, 4)), s);
+        const __m256 a = _mm256_unpacklo_ps(even, odd); /* 0 1 2 3 | 8 9 10 11 */
+        const __m256 c = _mm256_unpackhi_ps(even, odd); /* 4 5 6 7 | 12 13 14 15 */
+        qs_store8(out, d + 16 * b * es, _mm256_permute2f128_ps(a, c, 0x20));
+        qs_store8(out, d + (16 * b + 8) * es, _mm256_permute2f128_ps(a, c, 0x31));
+    }
+}
+
+void nvfp4_row_avx2(const uint8_t *w, const float *bs, uint64_t in, const float *table,
+                    amn_dtype out, uint8_t *d) {
+    switch (out) {
+    case AMN_DTYPE_F32:
+        row(w, bs, in, table, AMN_DTYPE_F32, d);
+        break;
+    case AMN_DTYPE_F16:
+        row(w, bs, in, table, AMN_DTYPE_F16, d);
+        break;
+    default:
+        row(w, bs, in, table, AMN_DTYPE_BF16, d);
+        break;
+    }
+}

@@ -1,0 +1,299 @@
+/* Benchmark of the mxfp4, ctensors and nvfp4 kernels (one thread, each
+ * SIMD path, to BF16 and F32) and of whole-file `amn remember` of a model
+ * of each family against cp of the output. Prints Gelem/s and ratios
+ * measured in the same run. Not a test: it times things. Run from the
+ * build tree: bin/scheme_bench [--no-cli]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "amn/dtype.h"
+#include "amn/simd.h"
+#include "ct_kernels.h"
+#include "mxfp4_kernels.h"
+#include "nvfp4_kernels.h"
+
+#define REPS 3
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint32_t rnd(void) {
+    static uint32_t x = 2463534242u;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return x;
+}
+
+static uint8_t *fill(size_t n) {
+    uint8_t *p = malloc(n + 4);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)rnd();
+    return p;
+}
+
+/* Scale-like bytes: BF16 / F16 values, E8M0 exponents, positive E4M3. */
+static uint8_t *scales16(size_t n, amn_dtype t) {
+    uint16_t *s = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        const float f = (float)(rnd() % 1000 + 1) * 1e-5f;
+        s[i] = t == AMN_DTYPE_F16 ? amn_f32_to_f16(f) : amn_f32_to_bf16(f);
+    }
+    return (uint8_t *)s;
+}
+static uint8_t *bytes_in(size_t n, unsigned lo, unsigned hi) {
+    uint8_t *s = malloc(n);
+    for (size_t i = 0; i < n; i++) s[i] = (uint8_t)(lo + rnd() % (hi - lo));
+    return s;
+}
+
+typedef struct bench {
+    const char *name;
+    double elems;
+    void (*run)(const void *l, amn_simd lv, amn_dtype out, void *dst);
+    const void *layout;
+} bench;
+
+static void run_mx(const void *l, amn_simd lv, amn_dtype out, void *dst) {
+    const mxfp4_layout *m = l;
+    mxfp4_dequant_rows(m, 0, m->experts * m->groups * 32, out, dst, lv);
+}
+static void run_ct(const void *l, amn_simd lv, amn_dtype out, void *dst) {
+    const ct_layout *c = l;
+    if (ct_dequant_rows(c, 0, c->out, out, dst, lv)) exit(1);
+}
+static void run_nv(const void *l, amn_simd lv, amn_dtype out, void *dst) {
+    const nvfp4_layout *v = l;
+    nvfp4_dequant_rows(v, 0, v->rows, out, dst, lv);
+}
+
+static void report(const bench *b, void *dst) {
+    const amn_dtype outs[2] = {AMN_DTYPE_BF16, AMN_DTYPE_F32};
+    for (int oi = 0; oi < 2; oi++) {
+        double scalar = 0;
+        for (int lv = AMN_SIMD_SCALAR; lv <= (int)amn_simd_level() && lv < AMN_SIMD_AVX512; lv++) {
+            double t = 1e30;
+            for (int r = 0; r < REPS; r++) {
+                const double t0 = now();
+                b->run(b->layout, (amn_simd)lv, outs[oi], dst);
+                const double d = now() - t0;
+                if (d < t) t = d;
+            }
+            if (lv == AMN_SIMD_SCALAR) scalar = t;
+            printf("%-28s %-4s %-6s %8.2f ms %6.2f Gelem/s  x%5.2f scalar\n", b->name,
+                   amn_dtype_name(outs[oi]), amn_simd_name((amn_simd)lv), t * 1e3,
+                   b->elems / t * 1e-9, scalar / t);
+        }
+    }
+}
+
+/* A safetensors file from (name, dtype, shape, bytes) entries. */
+typedef struct entry {
+    char name[64];
+    const char *dtype;
+    int ndim;
+    unsigned long long shape[4];
+    const uint8_t *data;
+    size_t n;
+} entry;
+
+static int write_st(const char *path, const entry *e, int count) {
+    char header[16384];
+    size_t len = 0;
+    unsigned long long off = 0;
+    len += (size_t)snprintf(header + len, sizeof header - len, "{");
+    for (int k = 0; k < count; k++) {
+        len += (size_t)snprintf(header + len, sizeof header - len,
+                                "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", k ? "," : "", e[k].name,
+                                e[k].dtype);
+        for (int d = 0; d < e[k].ndim; d++)
+            len += (size_t)snprintf(header + len, sizeof header - len, "%s%llu", d ? "," : "",
+                                    e[k].shape[d]);
+        len += (size_t)snprintf(header + len, sizeof header - len,
+                                "],\"data_offsets\":[%llu,%llu]}", off, off + e[k].n);
+        off += e[k].n;
+    }
+    len += (size_t)snprintf(header + len, sizeof header - len, "}");
+    while (len % 8) header[len++] = ' ';
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    uint8_t le[8];
+    for (int k = 0; k < 8; k++) le[k] = (uint8_t)((uint64_t)len >> (8 * k));
+    fwrite(le, 1, 8, f);
+    fwrite(header, 1, len, f);
+    for (int k = 0; k < count; k++) fwrite(e[k].data, 1, e[k].n, f);
+    return fclose(f);
+}
+
+static double run_cmd(const char *cmd, const char *fresh) {
+    unlink(fresh);
+    sync();
+    const double t0 = now();
+    if (system(cmd) != 0) {
+        fprintf(stderr, "failed: %s\n", cmd);
+        return -1;
+    }
+    return now() - t0;
+}
+
+/* Best-of-REPS `amn remember --threads 2` against cp of its output,
+ * interleaved. */
+static void cli_case(const char *what, const char *dir, const entry *e, int count) {
+    char in[256], out[256], copy[256], cmd[1024], cpcmd[1024];
+    snprintf(in, sizeof in, "%s/model.safetensors", dir);
+    snprintf(out, sizeof out, "%s/out.safetensors", dir);
+    snprintf(copy, sizeof copy, "%s/copy.bin", dir);
+    if (write_st(in, e, count)) return;
+    snprintf(cmd, sizeof cmd, "'%s/bin/amn' remember '%s' -o '%s' --threads 2 >/dev/null",
+             AMN_BINARY_DIR, in, out);
+    snprintf(cpcmd, sizeof cpcmd, "cp '%s' '%s'", out, copy);
+    double tr = 1e30, tc = 1e30;
+    if (run_cmd(cmd, out) < 0) return; /* warm-up, and the file cp copies */
+    for (int r = 0; r < REPS; r++) {
+        double t = run_cmd(cmd, out);
+        if (t >= 0 && t < tr) tr = t;
+        t = run_cmd(cpcmd, copy);
+        if (t >= 0 && t < tc) tc = t;
+    }
+    struct stat st;
+    const double bytes = stat(out, &st) == 0 ? (double)st.st_size : 0;
+    printf("remember %s -> BF16 (%.0f MB), 2 threads: %.3f s; cp of the output %.3f s; "
+           "rate x%.2f of cp\n",
+           what, bytes * 1e-6, tr, tc, tc / tr);
+    unlink(in);
+    unlink(out);
+    unlink(copy);
+}
+
+int main(int argc, char **argv) {
+    /* gpt-oss-20b's gate_up_proj: 32 experts [5760, 2880]; 4 of them here. */
+    const uint64_t E = 4, R = 5760, G = 90, K = G * 32;
+    uint8_t *blocks = fill(E * R * G * 16), *e8 = bytes_in(E * R * G, 110, 135);
+    const mxfp4_layout mx = {.blocks = blocks, .scales = e8, .experts = E, .rows = R, .groups = G};
+    /* An 11008 x 4096 linear layer for the others. */
+    const uint64_t O = 11008, I = 4096;
+    uint8_t *w4 = fill(O * I / 2), *w8 = fill(O * I), *s128 = scales16(O * I / 128, AMN_DTYPE_BF16);
+    uint8_t *zp = fill((O / 8) * (I / 128) * 4), *sch = scales16(O, AMN_DTYPE_BF16);
+    int32_t *gidx = malloc(I * 4);
+    for (uint64_t i = 0; i < I; i++) gidx[i] = (int32_t)(i / 128);
+    for (uint64_t i = I - 1; i > 0; i--) {
+        const uint64_t j = rnd() % (i + 1);
+        const int32_t t = gidx[i];
+        gidx[i] = gidx[j], gidx[j] = t;
+    }
+    const ct_layout c4 = {.weight = w4,
+                          .packed = true,
+                          .bits = 4,
+                          .out = O,
+                          .in = I,
+                          .words = I / 8,
+                          .scales = s128,
+                          .stype = AMN_DTYPE_BF16,
+                          .groups = I / 128,
+                          .group_size = 128};
+    ct_layout c4z = c4;
+    c4z.zeros = zp, c4z.zkind = CT_ZERO_PACKED;
+    ct_layout c4a = c4;
+    c4a.gidx = gidx;
+    const ct_layout c8 = {.weight = w8,
+                          .packed = false,
+                          .bits = 8,
+                          .out = O,
+                          .in = I,
+                          .scales = sch,
+                          .stype = AMN_DTYPE_BF16,
+                          .groups = 1,
+                          .group_size = I};
+    uint8_t *e4 = bytes_in(O * I / 16, 0x30, 0x70);
+    const float second = 1.5e-4f;
+    const nvfp4_layout nv = {
+        .weight = w4, .scales = e4, .rows = O, .in = I, .second = &second, .rows_per_second = O};
+    nvfp4_layout nvc = nv;
+    nvc.divide = nvc.neg_zero = true;
+    const bench benches[] = {
+        {"mxfp4 4x[5760,2880]", (double)E * R * K, run_mx, &mx},
+        {"ctensors int4 g128", (double)O * I, run_ct, &c4},
+        {"ctensors int4 g128 asym", (double)O * I, run_ct, &c4z},
+        {"ctensors int4 act-order", (double)O * I, run_ct, &c4a},
+        {"ctensors int8 channel", (double)O * I, run_ct, &c8},
+        {"nvfp4 modelopt", (double)O * I, run_nv, &nv},
+        {"nvfp4 compressed-tensors", (double)O * I, run_nv, &nvc},
+    };
+    const size_t most = (size_t)(E * R * K > O * I ? E * R * K : O * I);
+    uint8_t *dst = malloc(most * 4);
+    memset(dst, 0, most * 4);
+    printf("one thread, best of %d; the machine may be loaded: compare rows of one run\n", REPS);
+    for (size_t b = 0; b < sizeof benches / sizeof *benches; b++) report(&benches[b], dst);
+    free(dst);
+
+    if (!(argc > 1 && strcmp(argv[1], "--no-cli") == 0)) {
+        char dir[] = "/tmp/amn-scheme-bench-XXXXXX";
+        if (mkdtemp(dir)) {
+            entry mxe[4];
+            for (int k = 0; k < 2; k++) {
+                const char *proj = k ? "down_proj" : "gate_up_proj";
+                mxe[2 * k] = (entry){.dtype = "U8",
+                                     .ndim = 4,
+                                     .shape = {E, R, G, 16},
+                                     .data = blocks,
+                                     .n = E * R * G * 16};
+                snprintf(mxe[2 * k].name, sizeof mxe[0].name, "l.experts.%s_blocks", proj);
+                mxe[2 * k + 1] = (entry){
+                    .dtype = "U8", .ndim = 3, .shape = {E, R, G}, .data = e8, .n = E * R * G};
+                snprintf(mxe[2 * k + 1].name, sizeof mxe[0].name, "l.experts.%s_scales", proj);
+            }
+            cli_case("MXFP4, 2 x 4 experts [5760, 2880]", dir, mxe, 4);
+            const int64_t shape[2] = {(int64_t)O, (int64_t)I};
+            entry ce[12];
+            for (int k = 0; k < 4; k++) {
+                ce[3 * k] = (entry){
+                    .dtype = "I32", .ndim = 2, .shape = {O, I / 8}, .data = w4, .n = O * I / 2};
+                snprintf(ce[3 * k].name, sizeof ce[0].name, "l%d.weight_packed", k);
+                ce[3 * k + 1] = (entry){.dtype = "BF16",
+                                        .ndim = 2,
+                                        .shape = {O, I / 128},
+                                        .data = s128,
+                                        .n = O * I / 128 * 2};
+                snprintf(ce[3 * k + 1].name, sizeof ce[0].name, "l%d.weight_scale", k);
+                ce[3 * k + 2] = (entry){.dtype = "I64",
+                                        .ndim = 1,
+                                        .shape = {2},
+                                        .data = (const uint8_t *)shape,
+                                        .n = 16};
+                snprintf(ce[3 * k + 2].name, sizeof ce[0].name, "l%d.weight_shape", k);
+            }
+            cli_case("compressed-tensors int4 g128, 4 x [11008, 4096]", dir, ce, 12);
+            const float s2 = 1.5e-4f;
+            entry ne[12];
+            for (int k = 0; k < 4; k++) {
+                ne[3 * k] = (entry){
+                    .dtype = "U8", .ndim = 2, .shape = {O, I / 2}, .data = w4, .n = O * I / 2};
+                snprintf(ne[3 * k].name, sizeof ne[0].name, "l%d.weight", k);
+                ne[3 * k + 1] = (entry){.dtype = "F8_E4M3",
+                                        .ndim = 2,
+                                        .shape = {O, I / 16},
+                                        .data = e4,
+                                        .n = O * I / 16};
+                snprintf(ne[3 * k + 1].name, sizeof ne[0].name, "l%d.weight_scale", k);
+                ne[3 * k + 2] =
+                    (entry){.dtype = "F32", .ndim = 0, .data = (const uint8_t *)&s2, .n = 4};
+                snprintf(ne[3 * k + 2].name, sizeof ne[0].name, "l%d.weight_scale_2", k);
+            }
+            cli_case("ModelOpt NVFP4, 4 x [11008, 4096]", dir, ne, 12);
+            rmdir(dir);
+        }
+    }
+    free(blocks), free(e8), free(w4), free(w8), free(s128), free(zp), free(sch), free(gidx);
+    free(e4);
+    return 0;
+}

@@ -1,0 +1,203 @@
+/* The mxfp4, ctensors and nvfp4 kernels driven directly on random data:
+ * the AVX2 path gives the scalar path's bytes for every output dtype, odd
+ * shapes, any row range (partial MXFP4 groups, ranges across experts),
+ * special scales (E8M0 0/254/255, E4M3 NaN and subnormals, non-finite and
+ * overflowing integer scales), and writes nothing outside its range
+ * (guard bytes on both sides). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amn/dtype.h"
+#include "amn/simd.h"
+#include "amn_test.h"
+#include "ct_kernels.h"
+#include "mxfp4_kernels.h"
+#include "nvfp4_kernels.h"
+
+#define GUARD 64
+
+static uint32_t rs = 12345u;
+static uint32_t rnd(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 17;
+    rs ^= rs << 5;
+    return rs;
+}
+static uint8_t *rbytes(size_t n) {
+    uint8_t *p = malloc(n + 8);
+    for (size_t i = 0; i < n + 8; i++) p[i] = (uint8_t)rnd();
+    return p;
+}
+
+typedef void (*runner)(const void *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
+                       amn_simd lv);
+
+/* Rows [row0, row0 + nrows) of `rowelems` each on both paths, compared. */
+static void both(const char *what, runner run, const void *l, uint64_t rows, uint64_t rowelems) {
+    if (amn_simd_level() < AMN_SIMD_AVX2) {
+        fprintf(stderr, "SKIP %s: no AVX2\n", what);
+        return;
+    }
+    static const amn_dtype outs[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32};
+    for (int k = 0; k < 6; k++) {
+        const uint64_t row0 = k == 0 ? 0 : rnd() % rows;
+        const uint64_t nrows = k == 0 ? rows : 1 + rnd() % (rows - row0);
+        for (int o = 0; o < 3; o++) {
+            const size_t n = (size_t)(nrows * rowelems * amn_dtype_size(outs[o]));
+            uint8_t *a = malloc(n + 2 * GUARD), *b = malloc(n + 2 * GUARD);
+            memset(a, 0xA5, n + 2 * GUARD);
+            memset(b, 0xA5, n + 2 * GUARD);
+            run(l, row0, nrows, outs[o], a + GUARD, AMN_SIMD_SCALAR);
+            run(l, row0, nrows, outs[o], b + GUARD, AMN_SIMD_AVX2);
+            for (size_t i = 0; i < GUARD; i++)
+                if (b[i] != 0xA5 || b[GUARD + n + i] != 0xA5 || a[i] != 0xA5 ||
+                    a[GUARD + n + i] != 0xA5)
+                    fail_msg("%s: write outside rows %llu+%llu", what, (unsigned long long)row0,
+                             (unsigned long long)nrows);
+            for (size_t i = 0; i < n; i++)
+                if (a[GUARD + i] != b[GUARD + i])
+                    fail_msg("%s to %s, rows %llu+%llu: byte %zu differs (scalar 0x%02x, avx2 "
+                             "0x%02x)",
+                             what, amn_dtype_name(outs[o]), (unsigned long long)row0,
+                             (unsigned long long)nrows, i, a[GUARD + i], b[GUARD + i]);
+            free(a);
+            free(b);
+        }
+    }
+}
+
+static void run_mx(const void *l, uint64_t r0, uint64_t n, amn_dtype out, void *dst, amn_simd lv) {
+    mxfp4_dequant_rows(l, r0, n, out, dst, lv);
+}
+static void run_ct(const void *l, uint64_t r0, uint64_t n, amn_dtype out, void *dst, amn_simd lv) {
+    assert_int_equal(ct_dequant_rows(l, r0, n, out, dst, lv), 0);
+}
+static void run_nv(const void *l, uint64_t r0, uint64_t n, amn_dtype out, void *dst, amn_simd lv) {
+    nvfp4_dequant_rows(l, r0, n, out, dst, lv);
+}
+
+static void test_mxfp4(void **state) {
+    (void)state;
+    static const uint64_t shapes[][3] = {{1, 8, 1}, {2, 13, 3}, {3, 24, 2}, {1, 67, 5}, {2, 5, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const uint64_t E = shapes[s][0], R = shapes[s][1], G = shapes[s][2];
+        uint8_t *blocks = rbytes(E * R * G * 16), *scales = rbytes(E * R * G);
+        scales[0] = 0, scales[1 % (E * R * G)] = 255, scales[2 % (E * R * G)] = 254;
+        const mxfp4_layout l = {
+            .blocks = blocks, .scales = scales, .experts = E, .rows = R, .groups = G};
+        char what[64];
+        snprintf(what, sizeof what, "mxfp4 [%llu,%llu,%llu]", (unsigned long long)E,
+                 (unsigned long long)R, (unsigned long long)G);
+        both(what, run_mx, &l, E * G * 32, R);
+        free(blocks), free(scales);
+    }
+}
+
+static void test_ctensors(void **state) {
+    (void)state;
+    static const amn_dtype stypes[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32};
+    static const struct {
+        bool packed;
+        unsigned bits;
+        uint64_t out, in, gs;
+        int zkind;
+        bool act;
+    } cases[] = {{true, 4, 9, 96, 32, 0, false},  {true, 4, 20, 100, 100, 1, false},
+                 {true, 4, 17, 64, 16, 2, true},  {true, 8, 11, 36, 12, 1, false},
+                 {true, 4, 5, 48, 12, 0, false},  {true, 2, 7, 64, 32, 1, false},
+                 {false, 8, 13, 40, 8, 2, false}, {false, 8, 6, 24, 24, 0, false}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int st = 0; st < 3; st++) {
+            const uint64_t O = cases[c].out, I = cases[c].in, G = I / cases[c].gs;
+            const unsigned pf = 32 / cases[c].bits;
+            const uint64_t words = (I + pf - 1) / pf;
+            uint8_t *w = rbytes(cases[c].packed ? O * words * 4 : O * I);
+            const size_t es = amn_dtype_size(stypes[st]);
+            uint8_t *s = malloc(O * G * es);
+            for (uint64_t i = 0; i < O * G; i++) {
+                const float f = (float)((int)(rnd() % 2001) - 1000) * 1e-4f;
+                const uint16_t h =
+                    stypes[st] == AMN_DTYPE_F16 ? amn_f32_to_f16(f) : amn_f32_to_bf16(f);
+                if (es == 4)
+                    memcpy(s + 4 * i, &f, 4);
+                else
+                    memcpy(s + 2 * i, &h, 2);
+            }
+            /* An overflowing scale, an infinite one and a NaN one (rows 0..2). */
+            const float special[3] = {60000.0f, amn_bits_f32(0x7f800000u),
+                                      amn_bits_f32(0x7fc00001u)};
+            for (int k = 0; k < 3 && (uint64_t)k < O; k++) {
+                const uint16_t h = stypes[st] == AMN_DTYPE_F16 ? amn_f32_to_f16(special[k])
+                                                               : amn_f32_to_bf16(special[k]);
+                if (es == 4)
+                    memcpy(s + 4 * (uint64_t)k * G, &special[k], 4);
+                else
+                    memcpy(s + 2 * (uint64_t)k * G, &h, 2);
+            }
+            uint8_t *z = rbytes(((O + pf - 1) / pf) * G * 4 + O * G);
+            int32_t *gidx = NULL;
+            if (cases[c].act) {
+                gidx = malloc(I * 4);
+                for (uint64_t i = 0; i < I; i++) gidx[i] = (int32_t)(i / cases[c].gs);
+                for (uint64_t i = I - 1; i > 0; i--) {
+                    const uint64_t j = rnd() % (i + 1);
+                    const int32_t t = gidx[i];
+                    gidx[i] = gidx[j], gidx[j] = t;
+                }
+            }
+            const ct_layout l = {.weight = w,
+                                 .packed = cases[c].packed,
+                                 .bits = cases[c].bits,
+                                 .out = O,
+                                 .in = I,
+                                 .words = words,
+                                 .scales = s,
+                                 .stype = stypes[st],
+                                 .groups = G,
+                                 .group_size = cases[c].gs,
+                                 .zeros = z,
+                                 .zkind = (ct_zkind)cases[c].zkind,
+                                 .gidx = gidx};
+            char what[96];
+            snprintf(what, sizeof what, "ctensors %s%u [%llu,%llu] g%llu z%d%s %s",
+                     cases[c].packed ? "packed " : "I8 ", cases[c].bits, (unsigned long long)O,
+                     (unsigned long long)I, (unsigned long long)cases[c].gs, cases[c].zkind,
+                     cases[c].act ? " act-order" : "", amn_dtype_name(stypes[st]));
+            both(what, run_ct, &l, O, I);
+            free(w), free(s), free(z), free(gidx);
+        }
+}
+
+static void test_nvfp4(void **state) {
+    (void)state;
+    static const uint64_t shapes[][2] = {{1, 16}, {7, 48}, {13, 8224}, {3, 32}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int ct = 0; ct < 2; ct++) {
+            const uint64_t R = shapes[s][0], I = shapes[s][1];
+            uint8_t *w = rbytes(R * I / 2), *sc = rbytes(R * I / 16);
+            sc[0] = 0x7f; /* NaN */
+            if (R * I / 16 > 3) sc[1] = 0x01, sc[2] = 0x80, sc[3] = 0x7e;
+            const float second[2] = {ct ? 2688.0f : 3.7e-4f, amn_bits_f32(0x7f800000u)};
+            const nvfp4_layout l = {.weight = w,
+                                    .scales = sc,
+                                    .rows = R,
+                                    .in = I,
+                                    .second = second,
+                                    .rows_per_second = R > 1 ? R - 1 : 1,
+                                    .divide = ct,
+                                    .neg_zero = ct};
+            char what[64];
+            snprintf(what, sizeof what, "nvfp4 %s [%llu,%llu]", ct ? "ctensors" : "modelopt",
+                     (unsigned long long)R, (unsigned long long)I);
+            both(what, run_nv, &l, R, I);
+            free(w), free(sc);
+        }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_mxfp4),
+                                       cmocka_unit_test(test_ctensors),
+                                       cmocka_unit_test(test_nvfp4)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
