@@ -266,6 +266,12 @@ static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
         return gq_iq4_xs_avx2;
     case GGUF_TYPE_Q6_K:
         return gq_q6_k_avx2;
+    case GGUF_TYPE_Q2_K:
+        return gq_q2_k_avx2;
+    case GGUF_TYPE_Q4_K:
+        return gq_q4_k_avx2;
+    case GGUF_TYPE_Q5_K:
+        return gq_q5_k_avx2;
     default:
         break;
     }

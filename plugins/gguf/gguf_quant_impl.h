@@ -85,6 +85,12 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
 void gq_iq4_nl_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float *restrict w,
+                          uint8_t *restrict L, float *restrict the_min, float *restrict scale_out,
+                          float rmin, float rdelta, int nstep, bool use_mad);
+void gq_q2_k_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_q4_k_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
 #else
 #define AMN_GGUF_QUANT_AVX2 0
 #endif
