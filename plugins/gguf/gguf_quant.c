@@ -13,6 +13,7 @@
 
 #include "amn/error.h"
 #include "gguf_dequant.h"
+#include "gguf_kernels.h"
 #include "gguf_quant.h"
 #include "gguf_quant_impl.h"
 #include "gguf_tables.h"
@@ -287,9 +288,13 @@ bool gguf_type_can_quantize(uint32_t type) {
 
 /* F16 (ggml_fp32_to_fp16_row: round to nearest even) and BF16
  * (ggml_fp32_to_bf16_row_ref: nearest even, NaN quieted), little-endian. */
-static void store_plain(uint32_t type, const float *x, size_t n, uint8_t *dst) {
+static void store_plain(uint32_t type, const float *x, size_t n, uint8_t *dst, amn_simd level) {
     if (type == GGUF_TYPE_F32) {
         memcpy(dst, x, n * sizeof(float));
+        return;
+    }
+    if (type == GGUF_TYPE_F16 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2) {
+        gguf_avx2_f32_to_f16(x, dst, n); /* F16C: amn_f32_to_f16's bytes */
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -305,7 +310,7 @@ int gguf_quantize_simd(uint32_t type, const float *x, uint64_t n_elems, void *ds
     if (n_elems % tr->block_elems != 0) return AMN_E_INVALID;
     if (n_elems > SIZE_MAX / sizeof(float)) return AMN_E_INVALID;
     if (tr->kind == GGUF_KIND_PLAIN) {
-        store_plain(type, x, (size_t)n_elems, dst);
+        store_plain(type, x, (size_t)n_elems, dst, level);
         return AMN_OK;
     }
     if (type == GGUF_TYPE_IQ3_S && !gguf_quant_iq3_ready()) return AMN_E_NOMEM;
