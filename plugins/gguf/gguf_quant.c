@@ -273,6 +273,7 @@ static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
         return gq_q4_k_avx2;
     case GGUF_TYPE_Q5_K:
         return gq_q5_k_avx2;
+
     default:
         break;
     }
