@@ -160,18 +160,32 @@ static int mxfp4_best(float x, float e) {
     return best;
 }
 
-static void q_mxfp4(const float *restrict x, uint8_t *restrict y) {
+/* The block's E8M0 exponent byte; *d the scale it stands for. */
+static uint8_t mxfp4_exponent(const float *x, float *d) {
     float amax = 0.0f;
     for (int j = 0; j < 32; j++)
         if (amax < fabsf(x[j])) amax = fabsf(x[j]);
     /* log2f itself, not an exponent extraction: ggml floors log2f's rounded
      * result, which is the next integer for values just below a power of 2. */
     const uint8_t e = amax > 0.0f ? (uint8_t)gq_cvtt(floorf(log2f(amax)) - 2 + 127) : 0;
-    const float d = amn_bits_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
-    y[0] = e;
+    *d = amn_bits_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+    return e;
+}
+
+static void q_mxfp4(const float *restrict x, uint8_t *restrict y) {
+    float d;
+    y[0] = mxfp4_exponent(x, &d);
     for (int j = 0; j < 16; j++)
         y[1 + j] = (uint8_t)(mxfp4_best(x[j], d) | mxfp4_best(x[j + 16], d) << 4);
 }
+
+#if AMN_GGUF_QUANT_AVX2
+static void q_mxfp4_avx2(const float *restrict x, uint8_t *restrict y) {
+    float d;
+    y[0] = mxfp4_exponent(x, &d);
+    gq_mxfp4_codes_avx2(x, d, y + 1);
+}
+#endif
 
 /* ---- ternary: TQ1_0 (base-3 digits, 5 per byte) and TQ2_0 (2 bits) ------ */
 
@@ -261,6 +275,8 @@ static gguf_qblock_fn block_quantizer(uint32_t type) {
 static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
 #if AMN_GGUF_QUANT_AVX2
     switch (type) {
+    case GGUF_TYPE_MXFP4:
+        return q_mxfp4_avx2;
     case GGUF_TYPE_IQ4_NL:
         return gq_iq4_nl_avx2;
     case GGUF_TYPE_IQ4_XS:

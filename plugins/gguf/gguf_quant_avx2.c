@@ -332,3 +332,29 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
         for (int i = 0; i < n; i++) L[g * n + i] = is_flat ? 0 : (uint8_t)lt[i][g];
     }
 }
+
+/* ---- MXFP4: best_index_mxfp4 for 8 values at a time ------------------------ */
+
+/* For each value the first code of least |KM[i] * d - x|, the codes tried in
+ * order with a strict compare, as ggml does; 32 values into 16 bytes. */
+void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs) {
+    __m256 kd[16];
+    const __m256 vd = _mm256_set1_ps(d);
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int i = 0; i < 16; i++)
+        kd[i] = _mm256_mul_ps(_mm256_set1_ps((float)gguf_kvalues_mxfp4[i]), vd);
+    int32_t idx[32];
+    for (int j = 0; j < 32; j += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + j);
+        __m256 best_err = _mm256_and_ps(_mm256_sub_ps(kd[0], xv), absmask);
+        __m256i best = _mm256_setzero_si256();
+        for (int i = 1; i < 16; i++) {
+            const __m256 err = _mm256_and_ps(_mm256_sub_ps(kd[i], xv), absmask);
+            const __m256 lt = _mm256_cmp_ps(err, best_err, _CMP_LT_OQ);
+            best_err = _mm256_blendv_ps(best_err, err, lt);
+            best = _mm256_blendv_epi8(best, _mm256_set1_epi32(i), _mm256_castps_si256(lt));
+        }
+        _mm256_storeu_si256((__m256i *)(idx + j), best);
+    }
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(idx[j] | idx[j + 16] << 4);
+}

@@ -109,6 +109,7 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
                           uint8_t *restrict L, float *restrict the_min, float *restrict scale_out,
                           float rmin, float rdelta, int nstep, bool use_mad);
 void gq_q2_k_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs);
 
 void gq_q4_k_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
