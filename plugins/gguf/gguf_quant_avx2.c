@@ -172,11 +172,9 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
     float scale = suml2 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     /* The 18 tries is = -9..-1, 1..9 in lanes: a = -9..-2, b = -1, 1..7, c = 8, 9. */
-    int is_of[24];
     float isc[24];
     for (int k = 0, is = -9; is <= 9; ++is) {
         if (is == 0) continue;
-        is_of[k] = is;
         isc[k++] = -(nmax + 0.1f * is) / max;
     }
     for (int k = 18; k < 24; k++) isc[k] = 0.f;
@@ -206,7 +204,6 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
     _mm256_storeu_ps(s2 + 16, l2c);
     for (int k = 0; k < 18; k++) {
         if (s2[k] > 0 && sx[k] * sx[k] > best * s2[k]) {
-            (void)is_of[k];
             for (int i = 0; i < n; ++i) {
                 const int l = gq_nearest_int(isc[k] * x[i]);
                 L[i] = (int8_t)(nmax + GQ_MAX(-nmax, GQ_MIN(nmax - 1, l)));
