@@ -2,6 +2,7 @@
  * src/llama-quant.cpp of EAddario/llama.cpp 3af988fab as "lq:LINE". */
 #include <ctype.h>
 #include <regex.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -684,7 +685,7 @@ int gguf_qpolicy_choose(const gguf_qpolicy_model *model, const gguf_qpolicy_tens
     int rc = compile_patterns(&qs);
     if (rc) return rc;
 
-    keyed *keys = malloc((n ? n : 1) * sizeof *keys);
+    keyed *keys = n <= SIZE_MAX / sizeof *keys ? malloc((n ? n : 1) * sizeof *keys) : NULL;
     if (!keys) {
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
         goto out;

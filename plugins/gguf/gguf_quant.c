@@ -13,6 +13,7 @@
 
 #include "amn/error.h"
 #include "gguf_dequant.h"
+#include "gguf_kernels.h"
 #include "gguf_quant.h"
 #include "gguf_quant_impl.h"
 #include "gguf_tables.h"
@@ -159,18 +160,32 @@ static int mxfp4_best(float x, float e) {
     return best;
 }
 
-static void q_mxfp4(const float *restrict x, uint8_t *restrict y) {
+/* The block's E8M0 exponent byte; *d the scale it stands for. */
+static uint8_t mxfp4_exponent(const float *x, float *d) {
     float amax = 0.0f;
     for (int j = 0; j < 32; j++)
         if (amax < fabsf(x[j])) amax = fabsf(x[j]);
     /* log2f itself, not an exponent extraction: ggml floors log2f's rounded
      * result, which is the next integer for values just below a power of 2. */
     const uint8_t e = amax > 0.0f ? (uint8_t)gq_cvtt(floorf(log2f(amax)) - 2 + 127) : 0;
-    const float d = amn_bits_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
-    y[0] = e;
+    *d = amn_bits_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+    return e;
+}
+
+static void q_mxfp4(const float *restrict x, uint8_t *restrict y) {
+    float d;
+    y[0] = mxfp4_exponent(x, &d);
     for (int j = 0; j < 16; j++)
         y[1 + j] = (uint8_t)(mxfp4_best(x[j], d) | mxfp4_best(x[j + 16], d) << 4);
 }
+
+#if AMN_GGUF_QUANT_AVX2
+static void q_mxfp4_avx2(const float *restrict x, uint8_t *restrict y) {
+    float d;
+    y[0] = mxfp4_exponent(x, &d);
+    gq_mxfp4_codes_avx2(x, d, y + 1);
+}
+#endif
 
 /* ---- ternary: TQ1_0 (base-3 digits, 5 per byte) and TQ2_0 (2 bits) ------ */
 
@@ -260,12 +275,21 @@ static gguf_qblock_fn block_quantizer(uint32_t type) {
 static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
 #if AMN_GGUF_QUANT_AVX2
     switch (type) {
+    case GGUF_TYPE_MXFP4:
+        return q_mxfp4_avx2;
     case GGUF_TYPE_IQ4_NL:
         return gq_iq4_nl_avx2;
     case GGUF_TYPE_IQ4_XS:
         return gq_iq4_xs_avx2;
     case GGUF_TYPE_Q6_K:
         return gq_q6_k_avx2;
+    case GGUF_TYPE_Q2_K:
+        return gq_q2_k_avx2;
+    case GGUF_TYPE_Q4_K:
+        return gq_q4_k_avx2;
+    case GGUF_TYPE_Q5_K:
+        return gq_q5_k_avx2;
+
     default:
         break;
     }
@@ -281,9 +305,13 @@ bool gguf_type_can_quantize(uint32_t type) {
 
 /* F16 (ggml_fp32_to_fp16_row: round to nearest even) and BF16
  * (ggml_fp32_to_bf16_row_ref: nearest even, NaN quieted), little-endian. */
-static void store_plain(uint32_t type, const float *x, size_t n, uint8_t *dst) {
+static void store_plain(uint32_t type, const float *x, size_t n, uint8_t *dst, amn_simd level) {
     if (type == GGUF_TYPE_F32) {
         memcpy(dst, x, n * sizeof(float));
+        return;
+    }
+    if (type == GGUF_TYPE_F16 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2) {
+        gguf_avx2_f32_to_f16(x, dst, n); /* F16C: amn_f32_to_f16's bytes */
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -299,7 +327,7 @@ int gguf_quantize_simd(uint32_t type, const float *x, uint64_t n_elems, void *ds
     if (n_elems % tr->block_elems != 0) return AMN_E_INVALID;
     if (n_elems > SIZE_MAX / sizeof(float)) return AMN_E_INVALID;
     if (tr->kind == GGUF_KIND_PLAIN) {
-        store_plain(type, x, (size_t)n_elems, dst);
+        store_plain(type, x, (size_t)n_elems, dst, level);
         return AMN_OK;
     }
     if (type == GGUF_TYPE_IQ3_S && !gguf_quant_iq3_ready()) return AMN_E_NOMEM;

@@ -172,11 +172,9 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
     float scale = suml2 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     /* The 18 tries is = -9..-1, 1..9 in lanes: a = -9..-2, b = -1, 1..7, c = 8, 9. */
-    int is_of[24];
     float isc[24];
     for (int k = 0, is = -9; is <= 9; ++is) {
         if (is == 0) continue;
-        is_of[k] = is;
         isc[k++] = -(nmax + 0.1f * is) / max;
     }
     for (int k = 18; k < 24; k++) isc[k] = 0.f;
@@ -206,7 +204,6 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
     _mm256_storeu_ps(s2 + 16, l2c);
     for (int k = 0; k < 18; k++) {
         if (s2[k] > 0 && sx[k] * sx[k] > best * s2[k]) {
-            (void)is_of[k];
             for (int i = 0; i < n; ++i) {
                 const int l = gq_nearest_int(isc[k] * x[i]);
                 L[i] = (int8_t)(nmax + GQ_MAX(-nmax, GQ_MIN(nmax - 1, l)));
@@ -216,4 +213,145 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
         }
     }
     return scale;
+}
+
+/* ---- Q2_K / Q4_K / Q5_K: make_qkx2_quants, eight groups at once ---------- */
+
+/* A try that wins changes `min`, which the following tries read, so the
+ * tries of one group cannot run side by side. The groups of a super-block
+ * can: lane g runs group g's whole search (its min and max, its tries in
+ * order, its winner updates) on values transposed to xt[i][g]. Every lane
+ * does exactly the scalar operations, with a blend where the scalar code
+ * branches. */
+ALWAYS_INLINE __m256 codes_f(__m256 iscale, __m256 xm, __m256i top) {
+    const __m256i b =
+        _mm256_castps_si256(_mm256_add_ps(_mm256_mul_ps(iscale, xm), _mm256_set1_ps(12582912.f)));
+    const __m256i l = _mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x007fffff)),
+                                       _mm256_set1_epi32(0x00400000));
+    return _mm256_cvtepi32_ps(_mm256_max_epi32(_mm256_setzero_si256(), _mm256_min_epi32(top, l)));
+}
+
+ALWAYS_INLINE __m256 err_term(__m256 d, bool use_mad) {
+    return use_mad ? _mm256_and_ps(d, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)))
+                   : _mm256_mul_ps(d, d);
+}
+
+/* Groups g = 0..7 of n (<= 32) values: x + g * n, weights w + g * n; codes
+ * to L + g * n, scales and mins (-min) to scale[g], the_min[g]. */
+void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float *restrict w,
+                          uint8_t *restrict L, float *restrict the_min, float *restrict scale_out,
+                          float rmin, float rdelta, int nstep, bool use_mad) {
+    float xt[32][8], wt[32][8], lt[32][8];
+    for (int g = 0; g < 8; g++)
+        for (int i = 0; i < n; i++) {
+            xt[i][g] = x[g * n + i];
+            wt[i][g] = w[g * n + i];
+        }
+    const __m256i top = _mm256_set1_epi32(nmax);
+    const __m256 zero = _mm256_setzero_ps(), vnmax = _mm256_set1_ps((float)nmax);
+    __m256 min = _mm256_loadu_ps(xt[0]), max = min, sum_w = _mm256_loadu_ps(wt[0]);
+    __m256 sum_x = _mm256_mul_ps(sum_w, min);
+    for (int i = 1; i < n; ++i) {
+        const __m256 xi = _mm256_loadu_ps(xt[i]), wi = _mm256_loadu_ps(wt[i]);
+        min = _mm256_blendv_ps(min, xi, _mm256_cmp_ps(xi, min, _CMP_LT_OQ));
+        max = _mm256_blendv_ps(max, xi, _mm256_cmp_ps(xi, max, _CMP_GT_OQ));
+        sum_w = _mm256_add_ps(sum_w, wi);
+        sum_x = _mm256_add_ps(sum_x, _mm256_mul_ps(wi, xi));
+    }
+    min = _mm256_blendv_ps(min, zero, _mm256_cmp_ps(min, zero, _CMP_GT_OQ));
+    const __m256 flat = _mm256_cmp_ps(max, min, _CMP_EQ_OQ);
+    const __m256 range = _mm256_sub_ps(max, min);
+    __m256 iscale = _mm256_div_ps(vnmax, range);
+    __m256 scale = _mm256_div_ps(_mm256_set1_ps(1.f), iscale);
+    __m256 best_error = zero;
+    for (int i = 0; i < n; ++i) {
+        const __m256 xi = _mm256_loadu_ps(xt[i]);
+        const __m256 lf = codes_f(iscale, _mm256_sub_ps(xi, min), top);
+        _mm256_storeu_ps(lt[i], lf);
+        const __m256 diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(scale, lf), min), xi);
+        best_error = _mm256_add_ps(best_error,
+                                   _mm256_mul_ps(_mm256_loadu_ps(wt[i]), err_term(diff, use_mad)));
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        /* (rmin + rdelta * is + nmax) / (max - min), min per lane */
+        const float c = rmin + rdelta * is + nmax;
+        iscale = _mm256_div_ps(_mm256_set1_ps(c), _mm256_sub_ps(max, min));
+        __m256 sl = zero, sl2 = zero, sxl = zero;
+        for (int i = 0; i < n; ++i) {
+            const __m256 xi = _mm256_loadu_ps(xt[i]), wi = _mm256_loadu_ps(wt[i]);
+            const __m256 lf = codes_f(iscale, _mm256_sub_ps(xi, min), top);
+            const __m256 wl = _mm256_mul_ps(wi, lf);
+            sl = _mm256_add_ps(sl, wl);
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(wl, lf));
+            sxl = _mm256_add_ps(sxl, _mm256_mul_ps(wl, xi));
+        }
+        const __m256 D = _mm256_sub_ps(_mm256_mul_ps(sum_w, sl2), _mm256_mul_ps(sl, sl));
+        __m256 ts =
+            _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(sum_w, sxl), _mm256_mul_ps(sum_x, sl)), D);
+        __m256 tm =
+            _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(sl2, sum_x), _mm256_mul_ps(sl, sxl)), D);
+        const __m256 pos = _mm256_cmp_ps(tm, zero, _CMP_GT_OQ);
+        tm = _mm256_andnot_ps(pos, tm);
+        ts = _mm256_blendv_ps(ts, _mm256_div_ps(sxl, sl2), pos);
+        __m256 err = zero;
+        for (int i = 0; i < n; ++i) {
+            const __m256 xi = _mm256_loadu_ps(xt[i]);
+            const __m256 lf = codes_f(iscale, _mm256_sub_ps(xi, min), top);
+            const __m256 diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(ts, lf), tm), xi);
+            err =
+                _mm256_add_ps(err, _mm256_mul_ps(_mm256_loadu_ps(wt[i]), err_term(diff, use_mad)));
+        }
+        const __m256 win =
+            _mm256_andnot_ps(flat, _mm256_and_ps(_mm256_cmp_ps(D, zero, _CMP_GT_OQ),
+                                                 _mm256_cmp_ps(err, best_error, _CMP_LT_OQ)));
+        if (_mm256_testz_ps(win, win)) continue;
+        /* The winners' codes, from the iscale and min of this try. */
+        for (int i = 0; i < n; ++i) {
+            const __m256 xi = _mm256_loadu_ps(xt[i]);
+            const __m256 lf = codes_f(iscale, _mm256_sub_ps(xi, min), top);
+            _mm256_storeu_ps(lt[i], _mm256_blendv_ps(_mm256_loadu_ps(lt[i]), lf, win));
+        }
+        best_error = _mm256_blendv_ps(best_error, err, win);
+        scale = _mm256_blendv_ps(scale, ts, win);
+        min = _mm256_blendv_ps(min, tm, win);
+    }
+    /* Flat groups: codes 0, scale 0, the_min = -min. */
+    scale = _mm256_andnot_ps(flat, scale);
+    float vs[8], vm[8], fl[8];
+    _mm256_storeu_ps(vs, scale);
+    _mm256_storeu_ps(vm, min);
+    _mm256_storeu_ps(fl, flat);
+    for (int g = 0; g < 8; g++) {
+        scale_out[g] = vs[g];
+        the_min[g] = -vm[g];
+        uint32_t is_flat;
+        memcpy(&is_flat, &fl[g], 4);
+        for (int i = 0; i < n; i++) L[g * n + i] = is_flat ? 0 : (uint8_t)lt[i][g];
+    }
+}
+
+/* ---- MXFP4: best_index_mxfp4 for 8 values at a time ------------------------ */
+
+/* For each value the first code of least |KM[i] * d - x|, the codes tried in
+ * order with a strict compare, as ggml does; 32 values into 16 bytes. */
+void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs) {
+    __m256 kd[16];
+    const __m256 vd = _mm256_set1_ps(d);
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int i = 0; i < 16; i++)
+        kd[i] = _mm256_mul_ps(_mm256_set1_ps((float)gguf_kvalues_mxfp4[i]), vd);
+    int32_t idx[32];
+    for (int j = 0; j < 32; j += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + j);
+        __m256 best_err = _mm256_and_ps(_mm256_sub_ps(kd[0], xv), absmask);
+        __m256i best = _mm256_setzero_si256();
+        for (int i = 1; i < 16; i++) {
+            const __m256 err = _mm256_and_ps(_mm256_sub_ps(kd[i], xv), absmask);
+            const __m256 lt = _mm256_cmp_ps(err, best_err, _CMP_LT_OQ);
+            best_err = _mm256_blendv_ps(best_err, err, lt);
+            best = _mm256_blendv_epi8(best, _mm256_set1_epi32(i), _mm256_castps_si256(lt));
+        }
+        _mm256_storeu_si256((__m256i *)(idx + j), best);
+    }
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(idx[j] | idx[j + 16] << 4);
 }

@@ -34,14 +34,34 @@ static inline int32_t gq_cvtt(float f) {
     return (int32_t)f;
 }
 
-/* roundf then the cast: ties away from zero. */
+/* gq_cvtt(roundf(f)) (ties away from zero) without the libm call: below
+ * 2^23 the fraction f - trunc(f) is exact; from 2^23 on (and for NaN) f is
+ * its own roundf. */
 static inline int32_t gq_round(float f) {
-    return gq_cvtt(roundf(f));
+    if (!(fabsf(f) < 8388608.0f)) return gq_cvtt(f);
+    const int32_t t = (int32_t)f;
+    const float r = f - (float)t;
+    return t + (r >= 0.5f) - (r <= -0.5f); /* no branch: r is random */
 }
 
-/* GGML_FP32_TO_FP16 (round to nearest even), stored little-endian. */
+/* GGML_FP32_TO_FP16 as ggml-base computes it without F16C (the reference
+ * build of the fixtures): round to nearest even by letting the FPU round
+ * |f| scaled so its F16 ulp lands on the binary32 ulp, every NaN to 0x7E00
+ * with its sign. Equal to amn_f32_to_f16 for every non-NaN value (the
+ * tests compare them). */
+static inline uint16_t gq_f32_to_f16(float f) {
+    const uint32_t w = amn_f32_bits(f), shl1 = w + w, sign = w & 0x80000000u;
+    float base = (fabsf(f) * 0x1.0p+112f) * 0x1.0p-110f;
+    uint32_t bias = shl1 & 0xFF000000u;
+    if (bias < 0x71000000u) bias = 0x71000000u;
+    base = amn_bits_f32((bias >> 1) + 0x07800000u) + base;
+    const uint32_t bits = amn_f32_bits(base);
+    const uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+    return (uint16_t)((sign >> 16) | (shl1 > 0xFF000000u ? 0x7E00u : nonsign));
+}
+
 static inline void gq_put_f16(uint8_t *p, float f) {
-    const uint16_t h = amn_f32_to_f16(f);
+    const uint16_t h = gq_f32_to_f16(f);
     p[0] = (uint8_t)h;
     p[1] = (uint8_t)(h >> 8);
 }
@@ -85,6 +105,14 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
 void gq_iq4_nl_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float *restrict w,
+                          uint8_t *restrict L, float *restrict the_min, float *restrict scale_out,
+                          float rmin, float rdelta, int nstep, bool use_mad);
+void gq_q2_k_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs);
+
+void gq_q4_k_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
 #else
 #define AMN_GGUF_QUANT_AVX2 0
 #endif

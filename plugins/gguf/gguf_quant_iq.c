@@ -179,13 +179,9 @@ static int grid_coord(uint32_t g, int k) {
     return (int)((g >> 8 * k) & 0xff);
 }
 
-static int cmp_dist(const void *a, const void *b) {
-    const int *l = a, *r = b;
-    return l[0] < r[0] ? -1 : l[0] > r[0] ? 1 : l[1] < r[1] ? -1 : l[1] > r[1] ? 1 : 0;
-}
-
-/* Sorted (squared distance, index) pairs from point i to every grid point. */
-static void sorted_distances(int i, int *dist2) {
+/* Squared distances from point i of {0..7}^4 (coordinates 2l + 1) to every
+ * grid point. */
+static void distances(int i, int *dist2) {
     int pos[4];
     for (int k = 0; k < 4; ++k) pos[k] = 2 * ((i >> 3 * k) & 7) + 1;
     for (int j = 0; j < IQ3_GRID; ++j) {
@@ -194,24 +190,35 @@ static void sorted_distances(int i, int *dist2) {
             const int dk = grid_coord(gguf_iq3s_grid[j], k) - pos[k];
             d2 += dk * dk;
         }
-        dist2[2 * j] = d2;
-        dist2[2 * j + 1] = j;
+        dist2[j] = d2;
     }
-    qsort(dist2, IQ3_GRID, 2 * sizeof(int), cmp_dist);
 }
 
-/* How many leading entries fall in the three smallest distances (ggml's nwant
- * for the 512-entry grid). */
-static int neighbour_count(const int *dist2) {
-    int n = 0, d2 = dist2[0], nhave = 1;
+/* ggml sorts the (distance, index) pairs with qsort and keeps the leading
+ * entries of the three smallest distances (nwant 3 for the 512-entry grid):
+ * that is every grid point at one of those three distances, by distance,
+ * then by index, which a scan per distance gives without sorting. Writes
+ * the list to out (NULL: count only); returns its length. */
+static int neighbour_list(const int *dist2, uint16_t *out) {
+    int level[3] = {INT32_MAX, INT32_MAX, INT32_MAX};
     for (int j = 0; j < IQ3_GRID; ++j) {
-        if (dist2[2 * j] > d2) {
-            if (nhave == 3) break;
-            d2 = dist2[2 * j];
-            ++nhave;
+        const int d = dist2[j];
+        if (d == level[0] || d == level[1] || d == level[2]) continue;
+        if (d < level[0]) {
+            level[2] = level[1], level[1] = level[0], level[0] = d;
+        } else if (d < level[1]) {
+            level[2] = level[1], level[1] = d;
+        } else if (d < level[2]) {
+            level[2] = d;
         }
-        ++n;
     }
+    int n = 0;
+    for (int l = 0; l < 3 && level[l] != INT32_MAX; ++l)
+        for (int j = 0; j < IQ3_GRID; ++j)
+            if (dist2[j] == level[l]) {
+                if (out) out[n] = (uint16_t)j;
+                n++;
+            }
     return n;
 }
 
@@ -222,34 +229,27 @@ static void iq3_build(void) {
         for (int k = 0; k < 4; ++k) index |= ((grid_coord(gguf_iq3s_grid[g], k) - 1) / 2) << 3 * k;
         iq3.map[index] = g;
     }
-    /* Every off-grid point has at most IQ3_GRID neighbours: one pass. */
-    int *dist2 = malloc(2 * IQ3_GRID * sizeof(int));
-    size_t cap = 0, used = 0;
-    for (int i = 0; i < IQ3_KMAP; ++i) cap += iq3.map[i] < 0;
-    cap *= 1 + 64; /* grown below when short */
-    uint16_t *nb = malloc(cap * sizeof(uint16_t));
-    if (!dist2 || !nb) goto fail;
+    /* Two passes, as ggml's: the lengths, then the lists. */
+    int dist2[IQ3_GRID];
+    size_t total = 0;
     for (int i = 0; i < IQ3_KMAP; ++i) {
         if (iq3.map[i] >= 0) continue;
-        sorted_distances(i, dist2);
-        const int n = neighbour_count(dist2);
-        if (used + 1 + (size_t)n > cap) {
-            cap = 2 * cap + 1 + (size_t)n;
-            uint16_t *grown = realloc(nb, cap * sizeof(uint16_t));
-            if (!grown) goto fail;
-            nb = grown;
-        }
-        iq3.map[i] = -(int)(used + 1);
-        nb[used++] = (uint16_t)n;
-        for (int j = 0; j < n; ++j) nb[used++] = (uint16_t)dist2[2 * j + 1];
+        distances(i, dist2);
+        total += 1 + (size_t)neighbour_list(dist2, NULL);
     }
-    free(dist2);
+    uint16_t *nb = malloc(total * sizeof(uint16_t));
+    if (!nb) return;
+    size_t used = 0;
+    for (int i = 0; i < IQ3_KMAP; ++i) {
+        if (iq3.map[i] >= 0) continue;
+        distances(i, dist2);
+        iq3.map[i] = -(int)(used + 1);
+        const int n = neighbour_list(dist2, nb + used + 1);
+        nb[used] = (uint16_t)n;
+        used += 1 + (size_t)n;
+    }
     iq3.neighbours = nb;
     iq3_ok = true;
-    return;
-fail:
-    free(dist2);
-    free(nb);
 }
 
 bool gguf_quant_iq3_ready(void) {
@@ -277,6 +277,10 @@ static int iq3_best_neighbour(const uint16_t *neighbours, const float *xval, con
             grid_index = neighbours[j];
         }
     }
+    /* Every distance NaN or infinite (values near FLT_MAX, Inf, NaN): ggml
+     * aborts (GGML_ASSERT); amn takes the first listed point, so hostile
+     * input gets defined bytes, never a read before the grid. */
+    if (grid_index < 0) grid_index = neighbours[1];
     const uint32_t g = gguf_iq3s_grid[grid_index];
     for (int i = 0; i < 4; ++i) L[i] = (int8_t)((grid_coord(g, i) - 1) / 2);
     return grid_index;
@@ -304,8 +308,11 @@ static void iq3_codes(const float *xval, float id, int8_t *L) {
 
 /* One 32-value block: scale, codes L, sign bytes; *zero when every |x| is
  * zero (then nothing else is meaningful). */
-static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
-                       bool *zero) {
+typedef int (*iq3_neighbour_fn)(const uint16_t *neighbours, const float *xval, const float *weight,
+                                float scale, int8_t *L);
+
+static inline float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
+                              bool *zero, iq3_neighbour_fn nbr) {
     const int kMaxQ = 8;
     float weight[32], waux[32], xval[32];
     int8_t Laux[32];
@@ -340,8 +347,7 @@ static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *re
             const int gi = iq3_point(Laux + 4 * k);
             on_grid_aux[k] = gi >= 0;
             if (gi < 0)
-                iq3_best_neighbour(iq3_neighbours(gi), xval + 4 * k, waux + 4 * k, this_scale,
-                                   Laux + 4 * k);
+                nbr(iq3_neighbours(gi), xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
         }
         float sumqx = 0, sumq2 = 0;
         for (int i = 0; i < 32; ++i) {
@@ -364,9 +370,7 @@ static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *re
             int8_t Lk[4];
             iq3_codes(xval + 4 * k, id, Lk);
             int gi = iq3_point(Lk);
-            if (gi < 0)
-                gi = iq3_best_neighbour(iq3_neighbours(gi), xval + 4 * k, waux + 4 * k, scale,
-                                        L + 4 * k);
+            if (gi < 0) gi = nbr(iq3_neighbours(gi), xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
             const uint32_t g = gguf_iq3s_grid[gi];
             for (int i = 0; i < 4; ++i) L[4 * k + i] = (int8_t)((grid_coord(g, i) - 1) / 2);
         }
@@ -390,7 +394,7 @@ static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *re
  * are all zero writes no qs / signs and, as in ggml, the next block's go
  * where its would have gone (ggml advances those pointers only past
  * non-zero blocks); qh is indexed by block and stays right. */
-void gq_iq3_s(const float *restrict x, uint8_t *restrict y) {
+static inline void iq3_s_body(const float *restrict x, uint8_t *restrict y, iq3_neighbour_fn nbr) {
     memset(y, 0, 110);
     uint8_t *qs = y + 2, *qh = y + 66, *signs = y + 74, *scales_out = y + 106;
     float scales[8];
@@ -399,7 +403,7 @@ void gq_iq3_s(const float *restrict x, uint8_t *restrict y) {
         int8_t L[32];
         uint8_t bsigns[4];
         bool zero;
-        const float scale = iq3_block(x + 32 * ib, L, bsigns, &zero);
+        const float scale = iq3_block(x + 32 * ib, L, bsigns, &zero, nbr);
         if (zero) {
             scales[ib] = 0;
             continue;
@@ -428,4 +432,8 @@ void gq_iq3_s(const float *restrict x, uint8_t *restrict y) {
         l2 = GQ_MAX(0, GQ_MIN(15, l2));
         scales_out[ib / 2] = (uint8_t)(l1 | l2 << 4);
     }
+}
+
+void gq_iq3_s(const float *restrict x, uint8_t *restrict y) {
+    iq3_s_body(x, y, iq3_best_neighbour);
 }

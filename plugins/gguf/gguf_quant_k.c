@@ -196,16 +196,31 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
                 (uint8_t)(L[j + l] | L[j + l + 32] << 2 | L[j + l + 64] << 4 | L[j + l + 96] << 6);
 }
 
-void gq_q2_k(const float *restrict x, uint8_t *restrict y) {
+/* Eight groups of n values searched at once (x, w, L: group g at g * n):
+ * the scalar version runs qkx2_search on each, the AVX2 one in lanes. */
+typedef void (*qkx2_search_fn)(int n, int nmax, const float *restrict x, const float *restrict w,
+                               uint8_t *restrict L, float *restrict the_min, float *restrict scale,
+                               float rmin, float rdelta, int nstep, bool use_mad);
+
+static void qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,
+                         uint8_t *restrict L, float *restrict the_min, float *restrict scale,
+                         float rmin, float rdelta, int nstep, bool use_mad) {
+    for (int g = 0; g < 8; g++)
+        scale[g] = qkx2_search(n, nmax, x + g * n, w + g * n, L + g * n, &the_min[g], rmin, rdelta,
+                               nstep, use_mad);
+}
+
+static inline void q2_k_body(const float *restrict x, uint8_t *restrict y, qkx2_search_fn qkx2) {
     uint8_t *scales = y, *qs = y + 16, *d_at = y + 80, *dmin_at = y + 82;
     uint8_t L[256];
-    float weights[16], mins[16], sc[16];
+    float weights[256], mins[16], sc[16];
     const float q4scale = 15.f;
     float max_scale = 0, max_min = 0;
+    for (int l = 0; l < 256; ++l) weights[l] = fabsf(x[l]);
+    for (int j = 0; j < 16; j += 8)
+        qkx2(16, 3, x + 16 * j, weights + 16 * j, L + 16 * j, &mins[j], &sc[j], -0.5f, 0.1f, 15,
+             true);
     for (int j = 0; j < 16; ++j) {
-        for (int l = 0; l < 16; ++l) weights[l] = fabsf(x[16 * j + l]);
-        sc[j] =
-            qkx2_search(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
         if (sc[j] > max_scale) max_scale = sc[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -328,17 +343,18 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
 }
 
 /* Shared body of Q4_K (nmax 15) and Q5_K (nmax 31): L gets the codes. */
-static void qk45_codes(const float *restrict x, uint8_t *restrict y, int nmax, float rmin,
-                       int nstep, uint8_t *restrict L) {
-    float weights[32], mins[8], sc[8];
+static inline void qk45_codes(const float *restrict x, uint8_t *restrict y, int nmax, float rmin,
+                              int nstep, uint8_t *restrict L, qkx2_search_fn qkx2) {
+    float weights[256], mins[8], sc[8];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; ++j) {
         float sum_x2 = 0;
         for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
         const float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32 * j + l]);
-        sc[j] = qkx2_search(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], rmin, 0.1f, nstep,
-                            false);
+        for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + fabsf(x[32 * j + l]);
+    }
+    qkx2(32, nmax, x, weights, L, mins, sc, rmin, 0.1f, nstep, false);
+    for (int j = 0; j < 8; ++j) {
         if (sc[j] > max_scale) max_scale = sc[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -358,17 +374,17 @@ static void qk45_codes(const float *restrict x, uint8_t *restrict y, int nmax, f
     }
 }
 
-void gq_q4_k(const float *restrict x, uint8_t *restrict y) {
+static inline void q4_k_body(const float *restrict x, uint8_t *restrict y, qkx2_search_fn qkx2) {
     uint8_t L[256];
-    qk45_codes(x, y, 15, -1.f, 20, L);
+    qk45_codes(x, y, 15, -1.f, 20, L, qkx2);
     uint8_t *q = y + 16;
     for (int j = 0; j < 256; j += 64, q += 32)
         for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
 }
 
-void gq_q5_k(const float *restrict x, uint8_t *restrict y) {
+static inline void q5_k_body(const float *restrict x, uint8_t *restrict y, qkx2_search_fn qkx2) {
     uint8_t L[256];
-    qk45_codes(x, y, 31, -0.5f, 15, L);
+    qk45_codes(x, y, 31, -0.5f, 15, L, qkx2);
     uint8_t *qh = y + 16, *ql = y + 48;
     memset(qh, 0, 32);
     uint8_t m1 = 1, m2 = 2;
@@ -434,10 +450,28 @@ static inline void q6_k_body(const float *restrict x, uint8_t *restrict y, qx_se
         }
 }
 
+void gq_q2_k(const float *restrict x, uint8_t *restrict y) {
+    q2_k_body(x, y, qkx2_search8);
+}
+void gq_q4_k(const float *restrict x, uint8_t *restrict y) {
+    q4_k_body(x, y, qkx2_search8);
+}
+void gq_q5_k(const float *restrict x, uint8_t *restrict y) {
+    q5_k_body(x, y, qkx2_search8);
+}
 void gq_q6_k(const float *restrict x, uint8_t *restrict y) {
     q6_k_body(x, y, qx_search);
 }
 #if AMN_GGUF_QUANT_AVX2
+void gq_q2_k_avx2(const float *restrict x, uint8_t *restrict y) {
+    q2_k_body(x, y, gq_qkx2_search8_avx2);
+}
+void gq_q4_k_avx2(const float *restrict x, uint8_t *restrict y) {
+    q4_k_body(x, y, gq_qkx2_search8_avx2);
+}
+void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y) {
+    q5_k_body(x, y, gq_qkx2_search8_avx2);
+}
 void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y) {
     q6_k_body(x, y, gq_qx_search_avx2);
 }

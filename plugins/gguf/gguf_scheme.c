@@ -139,7 +139,8 @@ static int gguf_dequantize_rows(const amn_model *m, const void *plan, uint64_t r
 const amn_scheme gguf_block_scheme = {
     .struct_size = sizeof(amn_scheme),
     .name = "gguf",
-    .description = "GGUF / ggml block quantization (Q4_0 ... Q6_K, IQ1-IQ4, TQ1/TQ2, MXFP4)",
+    .description =
+        "GGUF / ggml block quantization (Q4_0 ... Q6_K, IQ1-IQ4, TQ1/TQ2, MXFP4, Q1_0/Q2_0)",
     .detect = gguf_detect,
     .dequantize = gguf_dequantize_rows,
 };

@@ -17,6 +17,7 @@
 #include "amn/simd.h"
 #include "gguf_dequant.h"
 #include "gguf_quant.h"
+#include "gguf_quant_impl.h"
 #include "gguf_types.h"
 
 /* Every type of the reference set, and whether a _384 file exists. */
@@ -182,6 +183,28 @@ static void test_paths_agree(void **state) {
     free(x);
 }
 
+/* The scales' F32 -> F16 (ggml's software rounding) equals the core's
+ * amn_f32_to_f16 on every non-NaN value tried: all exponents, every
+ * mantissa pattern near the rounding points, ties, subnormals, overflow. */
+static void test_scale_rounding(void **state) {
+    (void)state;
+    size_t checked = 0;
+    for (uint32_t e = 0; e < 256; e++)
+        for (uint32_t m = 0; m < (1u << 23);
+             m += (m & 0x1fff) == 0x1000 ? 0xfff : 1 + (m & 0x1ff)) {
+            for (uint32_t s = 0; s < 2; s++) {
+                const uint32_t u = s << 31 | e << 23 | m;
+                const float f = amn_bits_f32(u);
+                if (f != f) continue;
+                const uint16_t a = gq_f32_to_f16(f), b = amn_f32_to_f16(f);
+                if (a != b) fail_msg("f32 0x%08x: 0x%04x against amn_f32_to_f16 0x%04x", u, a, b);
+                checked++;
+            }
+        }
+    assert_int_equal(gq_f32_to_f16(NAN), 0x7E00);
+    assert_true(checked > 1000000);
+}
+
 /* Plain rows: F32 copied, F16 / BF16 rounded to nearest even. */
 static void test_plain_rows(void **state) {
     (void)state;
@@ -225,8 +248,8 @@ static void test_bad_arguments(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_files), cmocka_unit_test(test_split_invariance),
-        cmocka_unit_test(test_paths_agree),     cmocka_unit_test(test_plain_rows),
-        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_paths_agree),     cmocka_unit_test(test_scale_rounding),
+        cmocka_unit_test(test_plain_rows),      cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,7 +199,8 @@ static void test_requantize_rows(void **state) {
     for (int i = 0; i < NE0 * NROWS; i++) x[i] = (float)((i * 37) % 101 - 50) / 64.0f;
     uint8_t q8[NE0 * NROWS / 32 * 34];
     assert_int_equal(gguf_quantize(GGUF_TYPE_Q8_0, x, NE0 * NROWS, q8), AMN_OK);
-    amn_tensor t = {.name = "blk.0.ffn_up.weight",
+    amn_tensor t = {.struct_size = sizeof(amn_tensor),
+                    .name = "blk.0.ffn_up.weight",
                     .dtype = AMN_DTYPE_BLOCK,
                     .ndim = 2,
                     .shape = {NROWS, NE0},
@@ -250,10 +251,103 @@ static void test_requantize_rows(void **state) {
     assert_non_null(strstr(err.msg, "not whole Q4_0 blocks"));
 }
 
+/* Metadata the policy needs, missing or of the wrong kind: a parse error
+ * naming the key, never a guess. */
+static void add_str(amn_model *m, const char *key, const char *v) {
+    amn_str str = {v, strlen(v)};
+    amn_kv kv = {.key = key, .type = AMN_KV_STRING, .data = &str};
+    assert_int_equal(amn_model_add_kv(m, &kv, NULL), AMN_OK);
+}
+
+static void add_u32(amn_model *m, const char *key, amn_kv_type type, const void *v) {
+    amn_kv kv = {.key = key, .type = type, .data = v};
+    assert_int_equal(amn_model_add_kv(m, &kv, NULL), AMN_OK);
+}
+
+static int read_err(amn_model *m, const char *words) {
+    gguf_qpolicy_model pm;
+    gguf_qpolicy_tensor *ts = NULL;
+    amn_error err = {0};
+    const int rc = gguf_qpolicy_read_model(m, &pm, &ts, &err);
+    if (rc == AMN_OK) {
+        free(ts);
+        return rc;
+    }
+    assert_null(ts);
+    if (!strstr(err.msg, words)) fail_msg("message '%s' lacks '%s'", err.msg, words);
+    return rc;
+}
+
+static void test_malformed_metadata(void **state) {
+    (void)state;
+    const uint32_t four = 4;
+    const int32_t minus = -1;
+    amn_model *m = amn_model_new("gguf");
+    assert_int_equal(read_err(m, "general.architecture: missing"), AMN_E_PARSE);
+    amn_kv num = {.key = "general.architecture", .type = AMN_KV_U32, .data = &four};
+    assert_int_equal(amn_model_add_kv(m, &num, NULL), AMN_OK);
+    assert_int_equal(read_err(m, "general.architecture: missing or not a string"), AMN_E_PARSE);
+    amn_model_free(m);
+
+    m = amn_model_new("gguf");
+    add_str(m, "general.architecture", "llama");
+    assert_int_equal(read_err(m, "llama.block_count: missing"), AMN_E_PARSE);
+    add_str(m, "llama.block_count", "four");
+    assert_int_equal(read_err(m, "llama.block_count: not a non-negative 32-bit integer"),
+                     AMN_E_PARSE);
+    amn_model_free(m);
+
+    m = amn_model_new("gguf");
+    add_str(m, "general.architecture", "llama");
+    add_u32(m, "llama.block_count", AMN_KV_U32, &four);
+    add_u32(m, "llama.attention.head_count", AMN_KV_I32, &minus);
+    assert_int_equal(read_err(m, "llama.attention.head_count: not a non-negative"), AMN_E_PARSE);
+    amn_model_free(m);
+
+    /* A per-layer array is read at layer 0; head_count_kv defaults to
+     * head_count; a tensor of an integer dtype cannot be quantized. */
+    m = amn_model_new("gguf");
+    add_str(m, "general.architecture", "llama");
+    add_u32(m, "llama.block_count", AMN_KV_U32, &four);
+    const uint32_t heads[2] = {8, 16};
+    amn_kv arr = {.key = "llama.attention.head_count",
+                  .type = AMN_KV_ARRAY,
+                  .elem_type = AMN_KV_U32,
+                  .count = 2,
+                  .data = heads};
+    assert_int_equal(amn_model_add_kv(m, &arr, NULL), AMN_OK);
+    int32_t ids[4] = {0};
+    amn_tensor t = {.struct_size = sizeof(amn_tensor),
+                    .name = "blk.0.ids.weight",
+                    .dtype = AMN_DTYPE_I32,
+                    .ndim = 2,
+                    .shape = {2, 2},
+                    .nbytes = 16,
+                    .data = ids,
+                    .extent = 16};
+    assert_int_equal(amn_model_add_tensor(m, &t, NULL), AMN_OK);
+    assert_int_equal(read_err(m, "blk.0.ids.weight: I32 with 2 dimensions cannot be quantized"),
+                     AMN_E_UNSUPPORTED);
+    amn_model_free(m);
+    m = amn_model_new("gguf");
+    add_str(m, "general.architecture", "llama");
+    add_u32(m, "llama.block_count", AMN_KV_U32, &four);
+    assert_int_equal(amn_model_add_kv(m, &arr, NULL), AMN_OK);
+    gguf_qpolicy_model pm;
+    gguf_qpolicy_tensor *ts = NULL;
+    assert_int_equal(gguf_qpolicy_read_model(m, &pm, &ts, NULL), AMN_OK);
+    assert_int_equal(pm.n_head, 8);
+    assert_int_equal(pm.n_head_kv, 8);
+    assert_int_equal(pm.n_expert, 0);
+    free(ts);
+    amn_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_model),
         cmocka_unit_test(test_requantize_rows),
+        cmocka_unit_test(test_malformed_metadata),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
