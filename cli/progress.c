@@ -87,7 +87,9 @@ static void draw(cli_progress *p, const amn_progress *info, double t) {
         cli_size((uint64_t)bps, rate, sizeof rate);
     else
         snprintf(rate, sizeof rate, "- B");
-    fmt_eta(timed ? (double)(info->bytes_total - info->bytes_done) / bps : -1, eta, sizeof eta);
+    const uint64_t left =
+        info->bytes_total > info->bytes_done ? info->bytes_total - info->bytes_done : 0;
+    fmt_eta(timed ? (double)left / bps : -1, eta, sizeof eta);
     int n = snprintf(line, sizeof line, "%3u%% %s / %s  %s/s  ETA %s", pct > 100 ? 100 : pct, done,
                      total, rate, eta);
     if (n < 0) return;

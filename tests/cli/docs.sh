@@ -51,6 +51,12 @@ mkdir -p "$work/dir" && touch "$work/dir/model.gguf"
 complete_words amn inspect "$work/dir/mo" | grep -x "$work/dir/model.gguf" >/dev/null && pass || fail "bash: files"
 if command -v zsh >/dev/null; then
   zsh -n "$src/completions/_amn" && pass || fail "zsh: syntax"
+  zc() { zsh -f "$src/tests/cli/zsh_complete.zsh" "$src/completions" "$bin" "$@" && pass || fail "zsh: $1"; }
+  zc "amn rem" "remember"
+  zc "amn convert x --to " $("$bin/amn" plugins | awk '$1 == "format" && /write\]/ { print $2 }')
+  zc "amn parse x --max-" "--max-alloc" "--max-ratio" "--max-depth"
+  zc "amn remember x --to " "bf16" "f16" "f32"
+  zc "amn inspect $work/dir/mo" "model.gguf"
 else
   echo "SKIP: zsh is not installed"
 fi
