@@ -32,6 +32,9 @@ typedef struct cli_args {
     const char *kv[64];
     size_t n_kv;
     const char *metadata_file;
+    const char *keep[64]; /* forget: --keep GLOB */
+    size_t n_keep;
+    const char *block_size; /* forget: --block-size N */
 } cli_args;
 
 int cli_exit_code(int amn_code);
@@ -54,5 +57,8 @@ int cli_resolve_input(const amn_ctx *ctx, const char *input, char *path, size_t 
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
 int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert);
 int cmd_plugins(const amn_ctx *ctx, const cli_args *a);
+int cmd_forget(const amn_ctx *ctx, const cli_args *a);
+/* True when a loaded scheme encodes `to` (convert routes it to forget). */
+bool cli_is_encode_target(const amn_ctx *ctx, const char *to);
 
 #endif

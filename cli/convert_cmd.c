@@ -30,6 +30,7 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
             return EXIT_USAGE;
         }
         target = strcmp(a->to, "bf16") == 0 ? "safetensors" : a->to;
+        if (cli_is_encode_target(ctx, a->to)) return cmd_forget(ctx, a);
     }
     amn_dtype out = dtype_arg ? amn_dtype_from_cli(dtype_arg) : AMN_DTYPE_BF16;
     if (out == AMN_DTYPE_INVALID) {
@@ -60,8 +61,8 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
      * output dtype is asked for; everything else casts floats on convert. */
     const amn_format *in_fmt = amn_ctx_find_format(ctx, amn_model_format(m));
     const bool lossless_input = in_fmt && (amn_format_flags(in_fmt) & AMN_FORMAT_LOSSLESS);
-    amn_mode mode = convert && !(lossless_input && !a->out_dtype) ? AMN_MODE_CONVERT
-                                                                  : AMN_MODE_REMEMBER;
+    amn_mode mode =
+        convert && !(lossless_input && !a->out_dtype) ? AMN_MODE_CONVERT : AMN_MODE_REMEMBER;
     amn_plan_summary s;
     amn_plan_summarize(p, out, &s);
     const char *output = a->output;

@@ -17,6 +17,9 @@ static const char usage_main[] =
     "          [--threads N] [--gguf-kv KEY=VALUE]... [--gguf-metadata FILE.json]\n"
     "                                      any readable input to any writable target\n"
     "  plugins                             loaded plugins, formats, schemes, matrix\n"
+    "  forget FILE --to TARGET [--block-size N] [--keep GLOB]... [-o OUT] [--force]\n"
+    "         [--threads N] [--json]      quantize (bnb-nf4|bnb-nf4-dq|bnb-fp4|bnb-fp4-dq|\n"
+    "                                      bnb-int8) (alias: quantize)\n"
     "\n"
     "every command that reads a file also takes --from FORMAT to skip probing.\n"
     "amn COMMAND --help shows one command; amn --version the version.\n";
@@ -48,6 +51,16 @@ static const struct {
      "usage: amn plugins\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"
      "formats and schemes each provides, and the conversion matrix.\n"},
+    {"forget", "quantize",
+     "usage: amn forget FILE --to bnb-nf4|bnb-nf4-dq|bnb-fp4|bnb-fp4-dq|bnb-int8\n"
+     "                  [--block-size N] [--keep GLOB]... [-o OUT] [--force] [--threads N] "
+     "[--json]\n"
+     "Quantize FILE's linear-layer weights (2-D *.weight; embeddings and lm_head stay)\n"
+     "as bitsandbytes and transformers save them; everything else is copied. --keep\n"
+     "keeps more; --block-size (4-bit: a power of two from 32 to 4096, default 64).\n"
+     "Quantized inputs are dequantized first. When FILE's folder has config.json, one\n"
+     "with quantization_config is written beside the output. `amn convert FILE --to\n"
+     "bnb-nf4` is the same.\n"},
 };
 
 int cli_exit_code(int code) {
@@ -140,6 +153,14 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
             if (a->n_kv == sizeof a->kv / sizeof *a->kv)
                 return usage_error(a->command, "too many %s", "--gguf-kv");
             a->kv[a->n_kv++] = next;
+        } else if (strcmp(s, "--keep") == 0) {
+            NEED_VALUE();
+            if (a->n_keep == sizeof a->keep / sizeof *a->keep)
+                return usage_error(a->command, "too many %s", "--keep");
+            a->keep[a->n_keep++] = next;
+        } else if (strcmp(s, "--block-size") == 0) {
+            NEED_VALUE();
+            a->block_size = next;
         } else if (strcmp(s, "--threads") == 0) {
             NEED_VALUE();
             char *end;
@@ -212,6 +233,9 @@ int main(int argc, char **argv) {
         break;
     case 3:
         rc = cmd_remember(ctx, &a, true);
+        break;
+    case 5:
+        rc = cmd_forget(ctx, &a);
         break;
     default:
         rc = cmd_plugins(ctx, &a);

@@ -25,10 +25,11 @@ struct amn_registrar {
 };
 
 /* The v1 layout ends with init; a descriptor smaller than that is unusable. */
-#define DESC_V1_SIZE   (offsetof(amn_plugin_desc, init) + sizeof(void *))
-#define FORMAT_V1_SIZE (offsetof(amn_format, writer) + sizeof(void *))
-#define SCHEME_V1_SIZE (offsetof(amn_scheme, dequantize) + sizeof(void *))
-#define WRITER_V1_SIZE (offsetof(amn_writer, abort) + sizeof(void *))
+#define DESC_V1_SIZE    (offsetof(amn_plugin_desc, init) + sizeof(void *))
+#define FORMAT_V1_SIZE  (offsetof(amn_format, writer) + sizeof(void *))
+#define SCHEME_V1_SIZE  (offsetof(amn_scheme, dequantize) + sizeof(void *))
+#define ENCODER_V1_SIZE (offsetof(amn_encoder, end) + sizeof(void *))
+#define WRITER_V1_SIZE  (offsetof(amn_writer, abort) + sizeof(void *))
 
 static bool push(void *arrp, size_t *n, size_t *cap, const void *item) {
     const void ***arr = arrp;
@@ -92,6 +93,10 @@ int amn_register_scheme(amn_registrar *r, const amn_scheme *s) {
     if (s->struct_size < SCHEME_V1_SIZE) return reject(r, "scheme vtable too small", NULL);
     if (!valid_name(s->name)) return reject(r, "invalid scheme name", s->name);
     if (!s->detect || !s->dequantize) return reject(r, "scheme without detect/dequantize", s->name);
+    const amn_encoder *e = amn_scheme_encoder(s);
+    if (e && (e->struct_size < ENCODER_V1_SIZE || !e->targets || !e->begin || !e->tensor ||
+              !e->fill || !e->tensor_free || !e->end))
+        return reject(r, "scheme with an incomplete encoder", s->name);
     if (scheme_taken(r, s->name)) return reject(r, "scheme already registered", s->name);
     if (!push(&r->schemes, &r->n_schemes, &r->cap_schemes, s)) return AMN_E_NOMEM;
     return AMN_OK;

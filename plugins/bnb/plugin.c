@@ -5,6 +5,7 @@
 #include "amn/plugin.h"
 #include "amn/simd.h"
 #include "amn/kit/quant_common.h"
+#include "bnb_encode.h"
 #include "bnb_kernels.h"
 #include "bnb_plan.h"
 
@@ -55,6 +56,7 @@ static const amn_scheme bnb_scheme = {
     .description = "bitsandbytes NF4 / FP4 (double quant) and LLM.int8",
     .detect = bnb_detect,
     .dequantize = dequantize,
+    .encoder = &bnb_encoder,
 };
 
 static int init(amn_registrar *r) {

@@ -19,6 +19,7 @@
 #include "amn/dtype.h"
 #include "amn/error.h"
 #include "amn/model.h"
+#include "amn/scheme.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -80,6 +81,13 @@ typedef struct amn_convert_options {
     const char *const *kv_overrides; /* passed to the writer */
     size_t n_kv_overrides;
     const char *metadata_file;
+    /* Encode ("forget"): when set, tensors the target's encoder chooses are
+     * written encoded (amn/scheme.h, amn_encoder); the rest as `mode` says. */
+    const amn_encode_options *encode;
+    const char *const *keep; /* fnmatch globs of tensors never encoded */
+    size_t n_keep;
+    char **quant_config; /* if not NULL: the encoder's quantization_config JSON
+                            (malloc'd, the caller frees), or NULL */
 } amn_convert_options;
 
 typedef struct amn_convert_stats {
@@ -88,7 +96,14 @@ typedef struct amn_convert_stats {
     size_t cast;
     size_t dropped;
     uint64_t bytes_written;
+    size_t encoded;          /* source tensors written encoded */
+    size_t encode_passed;    /* source tensors the encoder passed through */
+    double abs_err_sum;      /* sum of |x - decode(encode(x))| over encoded values */
+    uint64_t abs_err_values; /* how many values that sum covers */
 } amn_convert_stats;
+
+/* The scheme whose encoder lists `target` ("bnb-nf4"), or NULL. */
+AMN_API const amn_scheme *amn_ctx_find_encoder(const amn_ctx *ctx, const char *target);
 
 /* Run a conversion of m (opened with amn_open) to opts->output. The output
  * appears only on success (temporary file + rename). */
