@@ -490,12 +490,22 @@ static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bu
                          size_t buf_size, amn_sink *sink, amn_convert_stats *st, amn_error *err) {
     enc_source *s = &run->src[e->enc];
     if (!s->stats_done) {
+        /* A stored source is read several times (statistics, each output):
+         * fault its pages in once, in large steps, as write_plain does,
+         * rather than page by page inside the workers' reads. */
+        const amn_tensor *t = s->vc.g ? NULL : s->vc.t;
+        if (t && amn_tensor_is_plain(t) && amni_model_map_for(s->vc.m, t->data, t->nbytes))
+            for (uint64_t off = 0; off < t->nbytes; off += PASS_CHUNK)
+                amni_prefault((const uint8_t *)t->data + off, t->nbytes - off < PASS_CHUNK
+                                                                  ? (size_t)(t->nbytes - off)
+                                                                  : PASS_CHUNK);
         if (run->e->stats) {
             int rc = run->e->stats(s->state, &s->values, err);
             if (rc) return rc;
         }
         s->stats_done = true;
         st->encoded++;
+        if (s->vc.g) st->dequantized++; /* a quantized input, decoded first */
         st->abs_err_values += s->values.numel;
     }
     const encode_ctx c = {run->e, s, e->enc_out};

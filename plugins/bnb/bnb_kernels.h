@@ -114,6 +114,13 @@ uint8_t bnb_fp4_code(float x);
 void bnb4_encode(bnb_kind k, const float *x, size_t n, float absmax, unsigned odd, uint8_t *dst);
 /* dQuantize<0> over the dynamic map: the index of the code for x. */
 uint8_t bnb_dynamic_code(const float map[256], float x);
+/* The vector encoders (bnb_encode_avx2.c): identical bytes to the scalar
+ * ones. bnb4_encode_avx2 packs n values (a multiple of 16) of one block from
+ * an even element; with abs_err it adds sum |x - cb[q] * absmax| (summed in
+ * binary32 per call: an estimate for the report, never output bytes). */
+float bnb_absmax_avx2(const float *x, size_t n);
+void bnb4_encode_avx2(bnb_kind k, const float *x, size_t n, float absmax, uint8_t *dst,
+                      const float cb[16], double *abs_err);
 /* One INT8 row: x are values already rounded to F16; scb the row's max |x|. */
 void bnb8_encode_row(const float *x, size_t n, float scb, int8_t *dst);
 

@@ -12,11 +12,11 @@
 #define FIX   AMN_SOURCE_DIR "/fixtures/bnb"
 #define MODEL FIX "/model/model.safetensors"
 
-static int encode(const char *target, uint64_t bs, unsigned threads, const char *out,
-                  amn_convert_stats *st, amn_error *err) {
+static int encode_from(const char *in, const char *target, uint64_t bs, unsigned threads,
+                       const char *out, amn_convert_stats *st, amn_error *err) {
     amn_model *m = NULL;
     amn_plan *p = NULL;
-    int rc = amn_open(qe_ctx, MODEL, NULL, NULL, &m, err);
+    int rc = amn_open(qe_ctx, in, NULL, NULL, &m, err);
     if (!rc) rc = amn_plan_new(qe_ctx, m, &p, err);
     const amn_encode_options eo = {.struct_size = sizeof eo, .target = target, .block_size = bs};
     const char *keep[1] = {"*.nothing"};
@@ -32,6 +32,11 @@ static int encode(const char *target, uint64_t bs, unsigned threads, const char 
     amn_plan_free(p);
     amn_model_free(m);
     return rc;
+}
+
+static int encode(const char *target, uint64_t bs, unsigned threads, const char *out,
+                  amn_convert_stats *st, amn_error *err) {
+    return encode_from(MODEL, target, bs, threads, out, st, err);
 }
 
 /* Every tensor of `exp` is in `got` with the same dtype, shape and bytes;
@@ -219,11 +224,40 @@ static void test_bnb_forget_cli(void **state) {
     amn_model_free(m);
 }
 
+/* A quantized input is dequantized first: a bnb NF4 model re-encoded as
+ * INT8 and as FP4 double quant; the outputs decode. */
+static void test_bnb_encode_quantized_input(void **state) {
+    (void)state;
+    char out[512];
+    qe_path(out, sizeof out, "requant.safetensors");
+    const char *targets[2] = {"bnb-int8", "bnb-fp4-dq"};
+    for (int k = 0; k < 2; k++) {
+        amn_convert_stats st;
+        amn_error err = {0};
+        if (encode_from(FIX "/expect-bnb-nf4.safetensors", targets[k], 0, 2, out, &st, &err))
+            fail_msg("%s: %s", targets[k], err.msg);
+        assert_int_equal(st.dequantized, 3); /* every weight decoded, then encoded again */
+        assert_int_equal(st.encoded, 3);
+        assert_int_equal(st.encode_passed, 0);
+        amn_model *m = NULL;
+        amn_plan *p = NULL;
+        assert_int_equal(amn_open(qe_ctx, out, NULL, NULL, &m, &err), AMN_OK);
+        assert_int_equal(amn_plan_new(qe_ctx, m, &p, &err), AMN_OK);
+        assert_int_equal(amn_plan_group_count(p), 3);
+        amn_group_info gi;
+        assert_int_equal(amn_plan_group(p, 0, &gi), AMN_OK);
+        assert_non_null(strstr(gi.label, k ? "FP4, block 64, double quant" : "LLM.int8"));
+        amn_plan_free(p);
+        amn_model_free(m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bnb_encode_expectations),
         cmocka_unit_test(test_bnb_encode_bad_block),
         cmocka_unit_test(test_bnb_forget_cli),
+        cmocka_unit_test(test_bnb_encode_quantized_input),
     };
     return cmocka_run_group_tests(tests, qe_setup, qe_teardown);
 }

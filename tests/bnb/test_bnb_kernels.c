@@ -261,12 +261,91 @@ static void test_bnb_paths_random(void **state) {
     }
 }
 
+/* The vector encoder against the scalar one: random blocks, every pivot of
+ * both trees exactly and one ulp either side, signed zeros, NaN, infinities,
+ * all-zero blocks. */
+static void test_bnb_encode_paths(void **state) {
+    (void)state;
+    if (amn_simd_level() < AMN_SIMD_AVX2) skip();
+    static const float piv[] = {-0.8480964004993439f,
+                                -0.6106329262256622f,
+                                -0.4599952697753906f,
+                                -0.33967943489551544f,
+                                -0.23460740596055984f,
+                                -0.13791173323988914f,
+                                -0.045525018125772476f,
+                                0.03979014977812767f,
+                                0.1202552504837513f,
+                                0.2035212516784668f,
+                                0.2920137718319893f,
+                                0.3893125355243683f,
+                                0.5016634166240692f,
+                                0.6427869200706482f,
+                                0.8614784181118011f,
+                                0.00260417f,
+                                0.0859375f,
+                                0.20833333f,
+                                0.29166667f,
+                                0.4166667f,
+                                0.583333f,
+                                0.8333333f};
+    uint32_t x = 1357911u;
+    float cbn[16], cbf[16];
+    bnb4_codebook(bnb_nf4_map, cbn);
+    bnb4_codebook(bnb_fp4_map, cbf);
+    for (int blk = 0; blk < 400; blk++) {
+        float v[256];
+        const size_t n = blk % 3 == 0 ? 256 : blk % 3 == 1 ? 64 : 32;
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t r = qg_lcg(&x);
+            float f = ((float)(r >> 8) * 0x1p-23f - 1.0f) * (blk % 7 == 0 ? 1e-30f : 1.0f);
+            switch (blk % 5 == 0 ? r % 16 : 99) {
+            case 0:
+                f = -0.0f;
+                break;
+            case 1:
+                f = piv[r % 22] * (r & 16 ? -1.0f : 1.0f);
+                break;
+            case 2:
+                f = nextafterf(piv[r % 22], 2.0f);
+                break;
+            case 3:
+                f = nextafterf(piv[r % 22], -2.0f);
+                break;
+            case 4:
+                f = NAN;
+                break;
+            case 5:
+                f = blk % 2 ? INFINITY : -INFINITY;
+                break;
+            default:
+                break;
+            }
+            v[i] = blk % 11 == 0 ? (i % 2 ? 0.0f : -0.0f) : f;
+        }
+        if (blk % 5 == 1) v[0] = 1.0f; /* pivots then sit exactly at scale 1 */
+        if (blk % 5 == 1)
+            for (size_t i = 1; i < n; i++) v[i] = piv[(i + (size_t)blk) % 22];
+        const float am = bnb_absmax(v, n);
+        assert_memory_equal(&am, &(float){bnb_absmax_avx2(v, n)}, 4);
+        for (int k = 0; k < 2; k++) {
+            const bnb_kind kind = k ? BNB_FP4 : BNB_NF4;
+            uint8_t a[128], b[128];
+            memset(a, 0, sizeof a);
+            memset(b, 0x77, sizeof b);
+            bnb4_encode(kind, v, n, am, 0, a);
+            double e = 0;
+            bnb4_encode_avx2(kind, v, n, am, b, k ? cbf : cbn, &e);
+            assert_memory_equal(a, b, n / 2);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bnb_goldens),
-        cmocka_unit_test(test_bnb_tables),
-        cmocka_unit_test(test_bnb_codes),
-        cmocka_unit_test(test_bnb_paths_random),
+        cmocka_unit_test(test_bnb_goldens),      cmocka_unit_test(test_bnb_tables),
+        cmocka_unit_test(test_bnb_codes),        cmocka_unit_test(test_bnb_paths_random),
+        cmocka_unit_test(test_bnb_encode_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
