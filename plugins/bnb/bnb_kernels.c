@@ -30,7 +30,11 @@ void bnb4_dequant(const bnb4_layout *l, uint64_t e0, uint64_t count, amn_dtype o
             i++;
         }
         const uint64_t pairs = (bend - i) / 2;
-        if (level >= AMN_SIMD_AVX2 && pairs) {
+        if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16 && pairs) {
+            bnb4_run_avx512(l->codebook, l->weight + i / 2, (size_t)pairs, s, out,
+                            d + (i - e0) * es);
+            i += 2 * pairs;
+        } else if (level >= AMN_SIMD_AVX2 && pairs) {
             bnb4_run_avx2(l->codebook, l->weight + i / 2, (size_t)pairs, s, out, d + (i - e0) * es);
             i += 2 * pairs;
         }
@@ -51,6 +55,10 @@ void bnb8_dequant_rows(const bnb8_layout *l, uint64_t row0, uint64_t nrows, amn_
         float s;
         memcpy(&s, l->scb + r * 4, 4);
         const int8_t *w = l->weight + r * l->cols;
+        if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16) {
+            bnb8_row_avx512(w, (size_t)l->cols, s, out, d);
+            continue;
+        }
         if (level >= AMN_SIMD_AVX2) {
             bnb8_row_avx2(w, (size_t)l->cols, s, out, d);
             continue;

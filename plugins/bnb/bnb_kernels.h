@@ -75,6 +75,10 @@ void bnb8_dequant_rows(const bnb8_layout *l, uint64_t row0, uint64_t nrows, amn_
 void bnb4_run_avx2(const float cb[16], const uint8_t *w, size_t nbytes, float scale, amn_dtype out,
                    uint8_t *dst);
 void bnb8_row_avx2(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t *dst);
+/* AVX-512 (bnb_kernels_avx512.c): F32 and BF16 outputs only. */
+void bnb4_run_avx512(const float cb[16], const uint8_t *w, size_t nbytes, float scale,
+                     amn_dtype out, uint8_t *dst);
+void bnb8_row_avx512(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t *dst);
 
 static inline void bnb_store1(float y, amn_dtype out, uint8_t *d) {
     uint16_t h;

@@ -11,6 +11,18 @@
 
 static const amn_dtype outs[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F32, AMN_DTYPE_F16};
 
+/* The paths to check: scalar, AVX2, and AVX-512 where the CPU has it or
+ * when this test is built against SIMDe's emulation. */
+static size_t levels(amn_simd *lv) {
+    size_t n = qg_levels(lv);
+#ifdef AMN_BNB_AVX512_EMULATE
+    lv[n++] = AMN_SIMD_AVX512;
+#else
+    if (amn_simd_level() >= AMN_SIMD_AVX512) lv[n++] = AMN_SIMD_AVX512;
+#endif
+    return n;
+}
+
 static void check_4bit(const char *path, const uint8_t *buf, size_t size, size_t *values) {
     const uint32_t fmt = qg_u32(buf, 8), n = qg_u32(buf, 12), bs = qg_u32(buf, 16);
     const uint32_t wl = qg_u32(buf, 20), al = qg_u32(buf, 24), ql = qg_u32(buf, 28),
@@ -46,8 +58,8 @@ static void check_4bit(const char *path, const uint8_t *buf, size_t size, size_t
         l.nested_map = nmap;
         l.nested_offset = offset;
     }
-    amn_simd lv[2];
-    const size_t nlv = qg_levels(lv);
+    amn_simd lv[3];
+    const size_t nlv = levels(lv);
     for (size_t li = 0; li < nlv; li++)
         for (size_t oi = 0; oi < 3; oi++) {
             const size_t es = amn_dtype_size(outs[oi]);
@@ -101,8 +113,8 @@ static void check_int8(const char *path, const uint8_t *buf, size_t size, size_t
     assert_int_equal(sl, rows * 4);
     const uint8_t *w = buf + 36, *s = w + wl, *gbf = s + sl, *gf = gbf + bl;
     const bnb8_layout l = {.weight = (const int8_t *)w, .scb = s, .rows = rows, .cols = cols};
-    amn_simd lv[2];
-    const size_t nlv = qg_levels(lv);
+    amn_simd lv[3];
+    const size_t nlv = levels(lv);
     for (size_t li = 0; li < nlv; li++)
         for (size_t oi = 0; oi < 3; oi++) {
             const size_t es = amn_dtype_size(outs[oi]);
@@ -251,13 +263,21 @@ static void test_bnb_paths_random(void **state) {
         for (uint64_t e0 = 0; e0 < 70; e0 += 7) {
             const uint64_t c = n - e0 - (e0 % 5);
             bnb4_dequant(&l, e0, c, outs[oi], s, AMN_SIMD_SCALAR);
-            bnb4_dequant(&l, e0, c, outs[oi], v, AMN_SIMD_AVX2);
-            assert_memory_equal(s, v, c * es);
+            amn_simd lv[3];
+            const size_t nlv = levels(lv);
+            for (size_t li = 1; li < nlv; li++) {
+                bnb4_dequant(&l, e0, c, outs[oi], v, lv[li]);
+                assert_memory_equal(s, v, c * es);
+            }
         }
         uint8_t s2[37 * 53 * 4], v2[37 * 53 * 4];
         bnb8_dequant_rows(&l8, 0, 37, outs[oi], s2, AMN_SIMD_SCALAR);
-        bnb8_dequant_rows(&l8, 0, 37, outs[oi], v2, AMN_SIMD_AVX2);
-        assert_memory_equal(s2, v2, 37 * 53 * es);
+        amn_simd lv[3];
+        const size_t nlv = levels(lv);
+        for (size_t li = 1; li < nlv; li++) {
+            bnb8_dequant_rows(&l8, 0, 37, outs[oi], v2, lv[li]);
+            assert_memory_equal(s2, v2, 37 * 53 * es);
+        }
     }
 }
 
