@@ -370,6 +370,28 @@ static bool kept(const amn_convert_options *o, const char *name) {
     return false;
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* An encoder's output may be named like a tensor the input already has
+ * ("x.SCB" beside "x.weight"): refuse rather than write two of a name. */
+static int check_unique(const out_entry *e, size_t n, amn_error *err) {
+    const char **names = malloc((n ? n : 1) * sizeof *names);
+    if (!names) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) names[k] = e[k].out.name;
+    qsort(names, n, sizeof *names, cmp_name);
+    int rc = AMN_OK;
+    for (size_t k = 1; !rc && k < n; k++)
+        if (strcmp(names[k - 1], names[k]) == 0)
+            rc = amn_error_set(err, AMN_E_INVALID,
+                               "encoding would write two tensors named %s (the input already "
+                               "has one)",
+                               names[k]);
+    free(names);
+    return rc;
+}
+
 /* Replace each entry the encoder encodes by its outputs. */
 static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model *m,
                           const amn_convert_options *o, out_entry **entries, size_t *n_out,
@@ -464,6 +486,7 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
             memcpy(e->out.shape, eo2->shape, sizeof e->out.shape);
         }
     }
+    if (!rc) rc = check_unique(outv, k2, err);
     if (rc) {
         free(outv);
         return rc;

@@ -252,12 +252,35 @@ static void test_bnb_encode_quantized_input(void **state) {
     }
 }
 
+/* An input that already has a tensor named like an output (here layer.SCB
+ * beside an F32 layer.weight) is refused before any output: the bnb
+ * detector sees a broken INT8 layer (the core's duplicate-name check is
+ * behind it for encoders whose names no detector claims). */
+static void test_bnb_encode_name_clash(void **state) {
+    (void)state;
+    static float w[64 * 64], scb[64];
+    const qe_tensor t[2] = {
+        {"layer.weight", AMN_DTYPE_F32, 2, {64, 64}, w, sizeof w},
+        {"layer.SCB", AMN_DTYPE_F32, 1, {64}, scb, sizeof scb},
+    };
+    char in[512], out[512];
+    qe_path(in, sizeof in, "clash.safetensors");
+    qe_path(out, sizeof out, "clash-out.safetensors");
+    qe_write_st(in, t, 2, NULL);
+    amn_convert_stats st;
+    amn_error err = {0};
+    assert_int_equal(encode_from(in, "bnb-int8", 0, 1, out, &st, &err), AMN_E_PARSE);
+    assert_non_null(strstr(err.msg, "layer.weight: an LLM.int8 weight must be 2-D I8"));
+    assert_int_not_equal(access(out, F_OK), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bnb_encode_expectations),
         cmocka_unit_test(test_bnb_encode_bad_block),
         cmocka_unit_test(test_bnb_forget_cli),
         cmocka_unit_test(test_bnb_encode_quantized_input),
+        cmocka_unit_test(test_bnb_encode_name_clash),
     };
     return cmocka_run_group_tests(tests, qe_setup, qe_teardown);
 }
