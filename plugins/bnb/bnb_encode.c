@@ -236,10 +236,13 @@ static int block_absmax(const enc_tensor *t, const amn_values *v, uint64_t b0, u
         const uint64_t k = b0 + nb - b < per ? b0 + nb - b : per;
         int rc = v->read(v->ctx, b * t->block, k * t->block, buf, err);
         if (rc) return rc;
-        const bool vec = amn_simd_level() >= AMN_SIMD_AVX2;
-        for (uint64_t j = 0; j < k; j++)
-            a[b - b0 + j] = vec ? bnb_absmax_avx2(buf + j * t->block, (size_t)t->block)
-                                : bnb_absmax(buf + j * t->block, (size_t)t->block);
+        const amn_simd lv = amn_simd_level();
+        for (uint64_t j = 0; j < k; j++) {
+            const float *x = buf + j * t->block;
+            a[b - b0 + j] = lv >= AMN_SIMD_AVX512 ? bnb_absmax_avx512(x, (size_t)t->block)
+                            : lv >= AMN_SIMD_AVX2 ? bnb_absmax_avx2(x, (size_t)t->block)
+                                                  : bnb_absmax(x, (size_t)t->block);
+        }
     }
     return AMN_OK;
 }
@@ -298,7 +301,7 @@ static int fill_4bit_weight(const enc_tensor *t, uint64_t b0, uint64_t nb, const
     float cb[16];
     bnb4_codebook(t->kind == BNB_FP4 ? bnb_fp4_map : bnb_nf4_map, cb);
     double e = 0;
-    const bool vec = amn_simd_level() >= AMN_SIMD_AVX2; /* blocks are multiples of 16 */
+    const amn_simd lv = amn_simd_level(); /* blocks are multiples of 16 */
     for (uint64_t b = b0; b < b0 + nb; b += per) {
         const uint64_t k = b0 + nb - b < per ? b0 + nb - b : per;
         int rc = v->read(v->ctx, b * t->block, k * t->block, buf, err);
@@ -306,7 +309,12 @@ static int fill_4bit_weight(const enc_tensor *t, uint64_t b0, uint64_t nb, const
         for (uint64_t j = 0; j < k; j++) {
             const float *x = buf + j * t->block;
             uint8_t *d = dst + (b - b0 + j) * (t->block / 2);
-            if (vec) {
+            if (lv >= AMN_SIMD_AVX512) {
+                const float am = bnb_absmax_avx512(x, (size_t)t->block);
+                bnb4_encode_avx512(t->kind, x, (size_t)t->block, am, d, cb, abs_err ? &e : NULL);
+                continue;
+            }
+            if (lv >= AMN_SIMD_AVX2) {
                 const float am = bnb_absmax_avx2(x, (size_t)t->block);
                 bnb4_encode_avx2(t->kind, x, (size_t)t->block, am, d, cb, abs_err ? &e : NULL);
                 continue;

@@ -125,6 +125,10 @@ uint8_t bnb_dynamic_code(const float map[256], float x);
 float bnb_absmax_avx2(const float *x, size_t n);
 void bnb4_encode_avx2(bnb_kind k, const float *x, size_t n, float absmax, uint8_t *dst,
                       const float cb[16], double *abs_err);
+/* The same with AVX-512 (bnb_encode_avx512.c); n a multiple of 16. */
+float bnb_absmax_avx512(const float *x, size_t n);
+void bnb4_encode_avx512(bnb_kind k, const float *x, size_t n, float absmax, uint8_t *dst,
+                        const float cb[16], double *abs_err);
 /* One INT8 row: x are values already rounded to F16; scb the row's max |x|. */
 void bnb8_encode_row(const float *x, size_t n, float scb, int8_t *dst);
 

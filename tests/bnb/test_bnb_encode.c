@@ -95,8 +95,9 @@ static const struct {
 static void test_bnb_encode_expectations(void **state) {
     (void)state;
     if (!qe_have_writer()) skip();
-    amn_simd lv[2];
-    const size_t nlv = qg_levels(lv);
+    amn_simd lv[3];
+    size_t nlv = qg_levels(lv);
+    if (amn_simd_level() >= AMN_SIMD_AVX512) lv[nlv++] = AMN_SIMD_AVX512;
     char out[512], exp[512], what[256];
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         for (size_t li = 0; li < nlv; li++)
