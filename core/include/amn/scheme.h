@@ -162,7 +162,7 @@ typedef struct amn_scheme {
     int (*dequantize)(const amn_model *m, const void *plan, uint64_t row0, uint64_t nrows,
                       amn_dtype out, void *dst, amn_error *err);
     /* Optional (NULL: the scheme only decodes): the encode direction
-     * ("forget"), see amn_encoder below. */
+     * ("forget"), see amn_encoder above. */
     const struct amn_encoder *encoder;
 } amn_scheme;
 
