@@ -38,6 +38,9 @@ typedef struct cli_args {
     size_t opt_used;
     amn_limits limits; /* --max-*, when limits_set */
     bool limits_set;
+    const char *keep[64]; /* forget: --keep GLOB */
+    size_t n_keep;
+    const char *block_size; /* forget: --block-size N */
 } cli_args;
 
 int cli_exit_code(int amn_code);
@@ -108,5 +111,8 @@ int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
 int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert);
 int cmd_plugins(const amn_ctx *ctx, const cli_args *a);
 int cmd_scan(const amn_ctx *ctx, int argc, char **argv);
+int cmd_forget(const amn_ctx *ctx, const cli_args *a);
+/* True when a loaded scheme encodes `to` (convert routes it to forget). */
+bool cli_is_encode_target(const amn_ctx *ctx, const char *to);
 
 #endif

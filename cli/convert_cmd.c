@@ -70,6 +70,7 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     if (convert) {
         if (!a->to) return cli_usage_fail(a->command, "--to TARGET is required");
         target = strcmp(a->to, "bf16") == 0 ? "safetensors" : a->to;
+        if (cli_is_encode_target(ctx, a->to)) return cmd_forget(ctx, a);
     }
     /* --out-dtype keep: every tensor in its own dtype; quantized weights,
      * which have none, become BF16 as `remember` makes them. */

@@ -19,6 +19,9 @@ static const char usage_main[] =
     "                                      any readable input to any writable target\n"
     "  plugins [--json]                    loaded plugins, formats, schemes, matrix\n"
     "  scan FILE... [--json]               audit without loading: globals, code paths, anomalies\n"
+    "  forget FILE --to TARGET [--block-size N] [--keep GLOB]... [-o OUT] [--force]\n"
+    "         [--threads N] [--json]      quantize (bnb-nf4|bnb-nf4-dq|bnb-fp4|bnb-fp4-dq|\n"
+    "                                      bnb-int8) (alias: quantize)\n"
     "\n"
     "every command takes --json (one JSON document on stdout; errors as a JSON\n"
     "object on stderr). Commands that read a file take --from FORMAT to skip\n"
@@ -27,6 +30,9 @@ static const char usage_main[] =
     "progress lines (for logs); --no-sync skips the fsyncs of the output.\n"
     "\n" CLI_LIMITS_HELP "\n"
     "amn COMMAND --help shows one command; amn --version the version; man amn.\n";
+
+/* Indices into commands[], in its order. */
+enum { CMD_PARSE, CMD_INSPECT, CMD_REMEMBER, CMD_CONVERT, CMD_PLUGINS, CMD_FORGET, CMD_SCAN };
 
 static const struct {
     const char *name, *alias, *help;
@@ -62,6 +68,16 @@ static const struct {
      "usage: amn plugins [--json]\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"
      "formats and schemes each provides, and the conversion matrix.\n"},
+    {"forget", "quantize",
+     "usage: amn forget FILE --to bnb-nf4|bnb-nf4-dq|bnb-fp4|bnb-fp4-dq|bnb-int8\n"
+     "                  [--block-size N] [--keep GLOB]... [-o OUT] [--force] [--threads N] "
+     "[--json]\n"
+     "Quantize FILE's linear-layer weights (2-D *.weight; embeddings and lm_head stay)\n"
+     "as bitsandbytes and transformers save them; everything else is copied. --keep\n"
+     "keeps more; --block-size (4-bit: a power of two from 32 to 4096, default 64).\n"
+     "Quantized inputs are dequantized first. When FILE's folder has config.json, one\n"
+     "with quantization_config is written beside the output. `amn convert FILE --to\n"
+     "bnb-nf4` is the same.\n"},
     {"scan", NULL,
      "usage: amn scan FILE... [--json] [--from FORMAT]\n"
      "Audit each FILE without loading it (nothing is executed): every pickle global,\n"
@@ -190,6 +206,14 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
             NEED_VALUE();
             int rc = add_option(a, s, next);
             if (rc) return rc;
+        } else if (strcmp(s, "--keep") == 0) {
+            NEED_VALUE();
+            if (a->n_keep == sizeof a->keep / sizeof *a->keep)
+                return usage_error(a->command, "too many %s", "--keep");
+            a->keep[a->n_keep++] = next;
+        } else if (strcmp(s, "--block-size") == 0) {
+            NEED_VALUE();
+            a->block_size = next;
         } else if (strcmp(s, "--threads") == 0) {
             NEED_VALUE();
             char *end;
@@ -246,10 +270,10 @@ int main(int argc, char **argv) {
     for (int k = i + 1; k < argc; k++)
         if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
             fputs(commands[c].help, stdout);
-            if (c != 4) fputs("\n" CLI_LIMITS_HELP, stdout);
+            if (c != CMD_PLUGINS && c != CMD_SCAN) fputs("\n" CLI_LIMITS_HELP, stdout);
             return EXIT_OK;
         }
-    if (c == 5) { /* scan: several files, its own arguments */
+    if (c == CMD_SCAN) { /* several files, its own arguments */
         amn_ctx_options so = {.plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
         amn_ctx *sctx;
         amn_error serr = {0};
@@ -261,24 +285,27 @@ int main(int argc, char **argv) {
     cli_args a = {.command = commands[c].name};
     int rc = parse_args(argc, argv, i + 1, &a);
     if (rc) return rc;
-    if (c != 4 && !a.input) return usage_error(a.command, "%s", "missing FILE");
+    if (c != CMD_PLUGINS && !a.input) return usage_error(a.command, "%s", "missing FILE");
     cli_signals_install();
     amn_ctx_options opts = {.plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
     amn_ctx *ctx;
     amn_error err = {0};
     if (amn_ctx_new(&opts, &ctx, &err)) return cli_fail(&err);
     switch (c) {
-    case 0:
+    case CMD_PARSE:
         rc = cmd_parse(ctx, &a, false);
         break;
-    case 1:
+    case CMD_INSPECT:
         rc = cmd_parse(ctx, &a, true);
         break;
-    case 2:
+    case CMD_REMEMBER:
         rc = cmd_remember(ctx, &a, false);
         break;
-    case 3:
+    case CMD_CONVERT:
         rc = cmd_remember(ctx, &a, true);
+        break;
+    case CMD_FORGET:
+        rc = cmd_forget(ctx, &a);
         break;
     default:
         rc = cmd_plugins(ctx, &a);

@@ -45,6 +45,11 @@ static int print_json(const amn_ctx *ctx) {
             json_object *s = json_object_new_object();
             json_object_object_add(s, "name", cli_json_str(pi.schemes[k]->name));
             json_object_object_add(s, "description", cli_json_str(pi.schemes[k]->description));
+            json_object *ts = json_object_new_array();
+            const amn_encoder *e = amn_scheme_encoder(pi.schemes[k]);
+            for (size_t t = 0; e && e->targets[t]; t++)
+                json_object_array_add(ts, cli_json_str(e->targets[t]));
+            json_object_object_add(s, "encodes", ts);
             json_object_array_add(ss, s);
         }
         for (size_t k = 0; loaded && k < pi.n_resolvers; k++) {
@@ -101,9 +106,15 @@ int cmd_plugins(const amn_ctx *ctx, const cli_args *a) {
         for (size_t k = 0; k < pi.n_resolvers; k++)
             printf("               input  %-12s %s\n", pi.resolvers[k]->scheme,
                    pi.resolvers[k]->description ? pi.resolvers[k]->description : "");
-        for (size_t k = 0; k < pi.n_schemes; k++)
+        for (size_t k = 0; k < pi.n_schemes; k++) {
             printf("               scheme %-12s %s\n", pi.schemes[k]->name,
                    pi.schemes[k]->description ? pi.schemes[k]->description : "");
+            const amn_encoder *e = amn_scheme_encoder(pi.schemes[k]);
+            if (!e) continue;
+            printf("               encode %-12s", pi.schemes[k]->name);
+            for (size_t t = 0; e->targets[t]; t++) printf(" %s", e->targets[t]);
+            printf("   (amn forget --to TARGET)\n");
+        }
     }
     size_t ni = amn_matrix_inputs(ctx), nt = amn_matrix_targets(ctx);
     printf("\nConversion matrix (input x target; every quantized scheme listed above is "

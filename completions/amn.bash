@@ -8,10 +8,15 @@ _amn_writable_formats() {
     "${1:-amn}" plugins 2>/dev/null | awk '$1 == "format" && /write\]/ { print $2 }'
 }
 
+_amn_encode_targets() {
+    # "               encode NAME  TARGET... (amn forget --to TARGET)" lines of `amn plugins`
+    "${1:-amn}" plugins 2>/dev/null | awk '$1 == "encode" { for (i = 3; i <= NF && $i !~ /^\(/; i++) print $i }'
+}
+
 _amn() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     local prog=${COMP_WORDS[0]} cmd="" i
-    local commands="parse inspect info remember dequantize convert plugins scan"
+    local commands="parse inspect info remember dequantize convert plugins forget quantize scan"
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
         --plugin-dir) ((i++)) ;;
@@ -29,13 +34,16 @@ _amn() {
     convert) opts="--to --out-dtype -o --output --force --threads --opt --gguf-kv --gguf-metadata --from --json --quiet --progress --no-sync --help $limits" ;;
     plugins) opts="--json --help" ;;
     scan) opts="--json --from --help" ;;
+    forget | quantize) opts="--to --block-size --keep -o --output --force --threads --from --json --quiet --progress --no-sync --help $limits" ;;
     esac
     case $prev in
     --plugin-dir)
         COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --to)
         if [ "$cmd" = convert ]; then
-            COMPREPLY=($(compgen -W "$(_amn_writable_formats "$prog") bf16" -- "$cur"))
+            COMPREPLY=($(compgen -W "$(_amn_writable_formats "$prog") $(_amn_encode_targets "$prog") bf16" -- "$cur"))
+        elif [ "$cmd" = forget ] || [ "$cmd" = quantize ]; then
+            COMPREPLY=($(compgen -W "$(_amn_encode_targets "$prog")" -- "$cur"))
         else
             COMPREPLY=($(compgen -W "bf16 f16 f32" -- "$cur"))
         fi
@@ -45,7 +53,7 @@ _amn() {
         COMPREPLY=($("$prog" plugins 2>/dev/null | awk '$1 == "format" && /read/ { print $2 }' | grep -- "^$cur")); return ;;
     -o | --output | --gguf-metadata)
         COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
-    --threads | --opt | --gguf-kv | --max-*) COMPREPLY=(); return ;;
+    --threads | --opt | --gguf-kv | --block-size | --keep | --max-*) COMPREPLY=(); return ;;
     esac
     if [ -z "$cmd" ] && [[ $cur != -* ]]; then
         COMPREPLY=($(compgen -W "$commands" -- "$cur")); return

@@ -86,6 +86,11 @@ static void merge(quant_config *qc, json_object *o, const char *file) {
                 qc->num_bits = x;
         }
     }
+    if (qc->load_in_4bit < 0 && get_int(o, "load_in_4bit", &x)) qc->load_in_4bit = x != 0;
+    if (qc->load_in_8bit < 0 && get_int(o, "load_in_8bit", &x)) qc->load_in_8bit = x != 0;
+    if (qc->bnb_double_quant < 0 && get_int(o, "bnb_4bit_use_double_quant", &x))
+        qc->bnb_double_quant = x != 0;
+    get_str(o, "bnb_4bit_quant_type", qc->bnb_quant_type, sizeof qc->bnb_quant_type);
     json_object *bs;
     if (!qc->block[0] && json_object_object_get_ex(o, "weight_block_size", &bs) &&
         json_object_is_type(bs, json_type_array) && json_object_array_length(bs) == 2) {
@@ -134,6 +139,7 @@ void quant_config_load(const amn_model *m, quant_config *qc) {
     memset(qc, 0, sizeof *qc);
     qc->desc_act = -1;
     qc->sym = -1;
+    qc->load_in_4bit = qc->load_in_8bit = qc->bnb_double_quant = -1;
     const char *p = amn_model_path(m);
     if (p && *p) {
         char *dir;

@@ -1,6 +1,7 @@
 /* The conversion pipeline: plan -> writer header -> each tensor streamed in
  * chunks (dequantized by its scheme on worker threads, cast, or copied
  * straight from the mapping) -> writer trailer -> atomic rename. */
+#include <fnmatch.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <signal.h>
@@ -22,6 +23,9 @@ typedef struct out_entry {
     int64_t group;      /* or group index, -1 for passthrough */
     amn_dtype dtype;    /* as written */
     amn_out_tensor out; /* what the writer sees */
+    int64_t enc;        /* encoded: index into the encoded sources, else -1 */
+    size_t enc_out;     /* which of that source's outputs */
+    uint64_t unit_bytes;
 } out_entry;
 
 /* ---- streaming: workers fill chunk k+1 while the main thread writes k ----
@@ -31,7 +35,7 @@ typedef struct out_entry {
  * a disjoint slice, so the bytes never depend on the thread count. Two chunk
  * buffers let production and the write system calls overlap. */
 
-typedef int (*produce_fn)(const void *ctx, uint64_t unit0, uint64_t n, uint8_t *dst,
+typedef int (*produce_fn)(const void *ctx, uint64_t unit0, uint64_t n, uint8_t *dst, double *acc,
                           amn_error *err);
 
 typedef struct work {
@@ -39,6 +43,7 @@ typedef struct work {
     const void *ctx;
     uint64_t unit0, n;
     uint8_t *dst;
+    double acc; /* what the producer reports (encode error), summed in order */
     int rc;
     amn_error err;
 } work;
@@ -57,7 +62,8 @@ typedef struct pool {
 } pool;
 
 static void run_item(work *w) {
-    w->rc = w->fn(w->ctx, w->unit0, w->n, w->dst, &w->err);
+    w->acc = 0;
+    w->rc = w->fn(w->ctx, w->unit0, w->n, w->dst, &w->acc, &w->err);
 }
 
 static void *pool_main(void *arg) {
@@ -157,7 +163,7 @@ static void batch_start(pool *p, batch *b, produce_fn fn, const void *ctx, uint6
     pthread_mutex_unlock(&p->mu);
 }
 
-static int batch_join(pool *p, batch *b, amn_error *err) {
+static int batch_join(pool *p, batch *b, double *acc, amn_error *err) {
     pthread_mutex_lock(&p->mu);
     if (p->items == b->w)
         while (p->pending) pthread_cond_wait(&p->cv_done, &p->mu);
@@ -165,11 +171,13 @@ static int batch_join(pool *p, batch *b, amn_error *err) {
     p->n_items = p->next = 0;
     pthread_mutex_unlock(&p->mu);
     int rc = AMN_OK;
-    for (unsigned k = 0; k < b->n; k++)
+    for (unsigned k = 0; k < b->n; k++) {
+        if (acc) *acc += b->w[k].acc;
         if (b->w[k].rc && !rc) {
             rc = b->w[k].rc;
             if (err) *err = b->w[k].err;
         }
+    }
     b->n = 0;
     return rc;
 }
@@ -177,7 +185,8 @@ static int batch_join(pool *p, batch *b, amn_error *err) {
 /* Produce `units` units of `unit_bytes` each through fn and write them in
  * order. bufs are two buffers of buf_size bytes. */
 static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint64_t unit_bytes,
-                  uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr, amn_error *err) {
+                  uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr, double *acc,
+                  amn_error *err) {
     if (units == 0) return AMN_OK;
     uint64_t per = buf_size / unit_bytes;
     if (per == 0) per = 1; /* buffers hold at least one unit (sized by the caller) */
@@ -191,7 +200,7 @@ static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint
     next = n0;
     uint64_t cur_n = n0;
     for (;;) {
-        rc = batch_join(pl, &b[k], err);
+        rc = batch_join(pl, &b[k], acc, err);
         if (rc) return rc;
         uint64_t nn = 0;
         if (next < units) {
@@ -200,7 +209,7 @@ static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint
         }
         rc = amn_sink_write(sink, bufs[k], cur_n * unit_bytes, err);
         if (rc) {
-            if (nn) batch_join(pl, &b[!k], NULL);
+            if (nn) batch_join(pl, &b[!k], NULL, NULL);
             return rc;
         }
         report(pr, sink);
@@ -217,8 +226,9 @@ typedef struct group_ctx {
     amn_dtype out;
 } group_ctx;
 
-static int produce_group(const void *vctx, uint64_t row0, uint64_t n, uint8_t *dst,
+static int produce_group(const void *vctx, uint64_t row0, uint64_t n, uint8_t *dst, double *acc,
                          amn_error *err) {
+    (void)acc;
     const group_ctx *c = vctx;
     return c->g->scheme->dequantize(c->m, c->g->spec.plan, row0, n, c->out, dst, err);
 }
@@ -231,7 +241,9 @@ typedef struct cast_ctx {
 
 /* Elements [e0, e0+n) of a tensor as `to`: gathered when it is a view,
  * converted when the dtype changes. */
-static int produce_cast(const void *vctx, uint64_t e0, uint64_t n, uint8_t *dst, amn_error *err) {
+static int produce_cast(const void *vctx, uint64_t e0, uint64_t n, uint8_t *dst, double *acc,
+                        amn_error *err) {
+    (void)acc;
     const cast_ctx *c = vctx;
     const amn_tensor *t = c->t;
     if (c->to == t->dtype) return amn_tensor_read(t, e0 * c->ss, dst, n * c->ss, err);
@@ -267,7 +279,7 @@ static int write_group(pool *pl, const amn_model *m, const group *g, amn_dtype o
     for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d]; /* checked at claim */
     const group_ctx c = {m, g, out};
     return stream(pl, produce_group, &c, numel / g->spec.row_elems,
-                  g->spec.row_elems * amn_dtype_size(out), bufs, buf_size, sink, pr, err);
+                  g->spec.row_elems * amn_dtype_size(out), bufs, buf_size, sink, pr, NULL, err);
 }
 
 /* Plain same-dtype tensors are written straight from the mapping, a
@@ -296,7 +308,265 @@ static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dt
     const size_t ss = t->dtype == AMN_DTYPE_BLOCK ? 1 : amn_dtype_size(t->dtype);
     const cast_ctx c = {t, to, ss};
     return stream(pl, produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to),
-                  bufs, buf_size, sink, pr, err);
+                  bufs, buf_size, sink, pr, NULL, err);
+}
+
+/* ---- encoding: logical tensors read as F32 for an encoder ---- */
+
+typedef struct values_ctx {
+    const amn_model *m;
+    const group *g;      /* a dequantized weight, or NULL */
+    const amn_tensor *t; /* a stored tensor */
+} values_ctx;
+
+static int read_values(const void *vctx, uint64_t e0, uint64_t n, float *dst, amn_error *err) {
+    const values_ctx *c = vctx;
+    if (n == 0) return AMN_OK;
+    if (c->g) {
+        /* Whole rows through the scheme, then the asked-for span. */
+        const uint64_t re = c->g->spec.row_elems, r0 = e0 / re, r1 = (e0 + n + re - 1) / re;
+        if ((r1 - r0) * re > SIZE_MAX / 4) return amn_error_set(err, AMN_E_LIMIT, "rows too large");
+        float *rows = malloc((size_t)((r1 - r0) * re) * 4);
+        if (!rows) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        int rc =
+            c->g->scheme->dequantize(c->m, c->g->spec.plan, r0, r1 - r0, AMN_DTYPE_F32, rows, err);
+        if (!rc) memcpy(dst, rows + (e0 - r0 * re), (size_t)n * 4);
+        free(rows);
+        return rc;
+    }
+    const amn_tensor *t = c->t;
+    const size_t ss = amn_dtype_size(t->dtype);
+    if (!amn_dtype_is_float(t->dtype) || t->dtype == AMN_DTYPE_BLOCK)
+        return amn_error_set(err, AMN_E_INVALID, "tensor %s: %s values cannot be encoded", t->name,
+                             amn_dtype_name(t->dtype));
+    if (t->dtype == AMN_DTYPE_F32) return amn_tensor_read(t, e0 * 4, dst, n * 4, err);
+    const void *from = (const uint8_t *)t->data + e0 * ss;
+    void *scratch = NULL;
+    if (!amn_tensor_is_plain(t)) {
+        if (!(scratch = malloc((size_t)n * ss)))
+            return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        int rc = amn_tensor_read(t, e0 * ss, scratch, n * ss, err);
+        if (rc) {
+            free(scratch);
+            return rc;
+        }
+        from = scratch;
+    }
+    int rc = amn_convert_elems(t->dtype, from, AMN_DTYPE_F32, dst, (size_t)n)
+                 ? amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot read %s as F32",
+                                 t->name, amn_dtype_name(t->dtype))
+                 : AMN_OK;
+    free(scratch);
+    return rc;
+}
+
+typedef struct enc_source {
+    void *state; /* the encoder's tensor state */
+    values_ctx vc;
+    amn_values values;
+    bool stats_done;
+} enc_source;
+
+typedef struct enc_run {
+    const amn_encoder *e;
+    void *ms;
+    enc_source *src;
+    amn_encode_source *srcs; /* what begin() saw: valid until end() */
+    size_t n_src;
+} enc_run;
+
+static void enc_run_free(enc_run *r) {
+    if (!r->e) return;
+    for (size_t i = 0; i < r->n_src; i++)
+        if (r->src[i].state) r->e->tensor_free(r->src[i].state);
+    free(r->src);
+    if (r->ms) r->e->end(r->ms);
+    free(r->srcs);
+    memset(r, 0, sizeof *r);
+}
+
+const amn_scheme *amn_ctx_find_encoder(const amn_ctx *ctx, const char *target) {
+    for (size_t i = 0; target && i < amn_ctx_scheme_count(ctx); i++) {
+        const amn_scheme *s = amn_ctx_scheme(ctx, i);
+        const amn_encoder *e = amn_scheme_encoder(s);
+        for (size_t k = 0; e && e->targets[k]; k++)
+            if (strcmp(e->targets[k], target) == 0) return s;
+    }
+    return NULL;
+}
+
+static bool kept(const amn_convert_options *o, const char *name) {
+    for (size_t k = 0; k < o->n_keep; k++)
+        if (fnmatch(o->keep[k], name, 0) == 0) return true;
+    return false;
+}
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* An encoder's output may be named like a tensor the input already has
+ * ("x.SCB" beside "x.weight"): refuse rather than write two of a name. */
+static int check_unique(const out_entry *e, size_t n, amn_error *err) {
+    const char **names = malloc((n ? n : 1) * sizeof *names);
+    if (!names) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) names[k] = e[k].out.name;
+    qsort(names, n, sizeof *names, cmp_name);
+    int rc = AMN_OK;
+    for (size_t k = 1; !rc && k < n; k++)
+        if (strcmp(names[k - 1], names[k]) == 0)
+            rc = amn_error_set(err, AMN_E_INVALID,
+                               "encoding would write two tensors named %s (the input already "
+                               "has one)",
+                               names[k]);
+    free(names);
+    return rc;
+}
+
+/* Replace each entry the encoder encodes by its outputs. */
+static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model *m,
+                          const amn_convert_options *o, out_entry **entries, size_t *n_out,
+                          enc_run *run, amn_error *err) {
+    const amn_scheme *sc = amn_ctx_find_encoder(ctx, o->encode->target);
+    if (!sc)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: no loaded plugin encodes %s; install the plugin "
+                             "that provides it",
+                             o->encode->target);
+    const size_t n = *n_out;
+    out_entry *in = *entries;
+    amn_encode_source *srcs = calloc(n ? n : 1, sizeof *srcs);
+    run->e = amn_scheme_encoder(sc);
+    run->src = calloc(n ? n : 1, sizeof *run->src);
+    run->srcs = srcs;
+    run->n_src = n;
+    if (!srcs || !run->src) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        srcs[k] = (amn_encode_source){.struct_size = sizeof(amn_encode_source),
+                                      .name = in[k].out.name,
+                                      .dtype = in[k].dtype,
+                                      .ndim = in[k].out.ndim,
+                                      .dequantized = in[k].group >= 0,
+                                      .keep = kept(o, in[k].out.name)};
+        memcpy(srcs[k].shape, in[k].out.shape, sizeof srcs[k].shape);
+        enc_source *es = &run->src[k];
+        es->vc = (values_ctx){.m = m,
+                              .g = in[k].group >= 0 ? &p->cs.groups[in[k].group] : NULL,
+                              .t = amn_model_tensor(m, in[k].tensor)};
+        uint64_t numel = 1;
+        for (uint32_t d = 0; d < srcs[k].ndim; d++) numel *= srcs[k].shape[d];
+        es->values = (amn_values){
+            .struct_size = sizeof(amn_values), .numel = numel, .ctx = &es->vc, .read = read_values};
+    }
+    amn_encode_options eo = *o->encode;
+    eo.struct_size = sizeof eo;
+    int rc = run->e->begin(&eo, srcs, n, &run->ms, err);
+    if (rc) {
+        run->ms = NULL;
+        return rc;
+    }
+    size_t cap = n + 8, k2 = 0;
+    out_entry *outv = calloc(cap, sizeof *outv);
+    if (!outv) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t k = 0; !rc && k < n; k++) {
+        amn_encode_out eouts[AMN_ENCODE_MAX_OUTS];
+        memset(eouts, 0, sizeof eouts);
+        for (size_t j = 0; j < AMN_ENCODE_MAX_OUTS; j++) eouts[j].struct_size = sizeof *eouts;
+        size_t no = 0;
+        rc = run->e->tensor(run->ms, k, eouts, &no, &run->src[k].state, err);
+        if (rc) break;
+        if (no > AMN_ENCODE_MAX_OUTS) {
+            rc = amn_error_set(err, AMN_E_INVALID, "encoder: too many outputs for %s",
+                               in[k].out.name);
+            break;
+        }
+        if (k2 + (no ? no : 1) > cap) {
+            cap = (k2 + (no ? no : 1)) * 2;
+            out_entry *nv = realloc(outv, cap * sizeof *outv);
+            if (!nv) {
+                rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+                break;
+            }
+            outv = nv;
+        }
+        if (!no) {
+            outv[k2++] = in[k];
+            continue;
+        }
+        for (size_t j = 0; j < no; j++) {
+            const amn_encode_out *eo2 = &eouts[j];
+            if (!eo2->name || !eo2->unit_bytes || eo2->nbytes % eo2->unit_bytes ||
+                eo2->ndim > AMN_MAX_DIMS) {
+                rc = amn_error_set(err, AMN_E_INVALID, "encoder: bad output %zu of %s", j,
+                                   in[k].out.name);
+                break;
+            }
+            out_entry *e = &outv[k2++];
+            *e = (out_entry){.tensor = in[k].tensor,
+                             .group = -1,
+                             .dtype = eo2->dtype,
+                             .enc = (int64_t)k,
+                             .enc_out = j,
+                             .unit_bytes = eo2->unit_bytes};
+            e->out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
+                                      .name = eo2->name,
+                                      .dtype = eo2->dtype,
+                                      .ndim = eo2->ndim,
+                                      .nbytes = eo2->nbytes,
+                                      .encoding = eo2->encoding,
+                                      .encoding_name = eo2->encoding_name};
+            memcpy(e->out.shape, eo2->shape, sizeof e->out.shape);
+        }
+    }
+    if (!rc) rc = check_unique(outv, k2, err);
+    if (rc) {
+        free(outv);
+        return rc;
+    }
+    free(in);
+    *entries = outv;
+    *n_out = k2;
+    return AMN_OK;
+}
+
+typedef struct encode_ctx {
+    const amn_encoder *e;
+    const enc_source *src;
+    size_t out;
+} encode_ctx;
+
+static int produce_encode(const void *vctx, uint64_t unit0, uint64_t n, uint8_t *dst, double *acc,
+                          amn_error *err) {
+    const encode_ctx *c = vctx;
+    return c->e->fill(c->src->state, c->out, unit0, n, &c->src->values, dst, acc, err);
+}
+
+static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bufs[2],
+                         size_t buf_size, amn_sink *sink, progress *pr, amn_convert_stats *st,
+                         amn_error *err) {
+    enc_source *s = &run->src[e->enc];
+    if (!s->stats_done) {
+        /* A stored source is read several times (statistics, each output):
+         * fault its pages in once, in large steps, as write_plain does,
+         * rather than page by page inside the workers' reads. */
+        const amn_tensor *t = s->vc.g ? NULL : s->vc.t;
+        if (t && amn_tensor_is_plain(t) && amni_model_map_for(s->vc.m, t->data, t->nbytes))
+            for (uint64_t off = 0; off < t->nbytes; off += PASS_CHUNK)
+                amni_prefault((const uint8_t *)t->data + off, t->nbytes - off < PASS_CHUNK
+                                                                  ? (size_t)(t->nbytes - off)
+                                                                  : PASS_CHUNK);
+        if (run->e->stats) {
+            int rc = run->e->stats(s->state, &s->values, err);
+            if (rc) return rc;
+        }
+        s->stats_done = true;
+        st->encoded++;
+        if (s->vc.g) st->dequantized++; /* a quantized input, decoded first */
+        st->abs_err_values += s->values.numel;
+    }
+    const encode_ctx c = {run->e, s, e->enc_out};
+    return stream(pl, produce_encode, &c, e->out.nbytes / e->unit_bytes, e->unit_bytes, bufs,
+                  buf_size, sink, pr, &st->abs_err_sum, err);
 }
 
 static int build_outputs(const amn_plan *p, const amn_model *m, const amn_convert_options *o,
@@ -313,7 +583,7 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
             if (o->mode == AMN_MODE_CONVERT && amn_dtype_is_float(d) && d != AMN_DTYPE_F8_E4M3 &&
                 d != AMN_DTYPE_F8_E5M2)
                 d = out;
-            e[k] = (out_entry){.tensor = i, .group = -1, .dtype = d};
+            e[k] = (out_entry){.tensor = i, .group = -1, .dtype = d, .enc = -1};
             e[k].out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
                                         .name = t->name,
                                         .dtype = d,
@@ -338,7 +608,7 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
         if (!g->spec.out_name || anchor != i) continue;
         uint64_t numel = 1;
         for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d];
-        e[k] = (out_entry){.tensor = i, .group = gi, .dtype = out};
+        e[k] = (out_entry){.tensor = i, .group = gi, .dtype = out, .enc = -1};
         e[k].out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
                                     .name = g->spec.out_name,
                                     .dtype = out,
@@ -427,7 +697,11 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     out_entry *entries = NULL;
     size_t n_out = 0;
     if (!rc) rc = build_outputs(p, m, o, out, &entries, &n_out, err);
+    enc_run run = {0};
+    if (!rc && o->encode) rc = encode_outputs(ctx, p, m, o, &entries, &n_out, &run, err);
     if (rc) {
+        enc_run_free(&run);
+        free(entries);
         free(opt_keys);
         return rc;
     }
@@ -439,6 +713,7 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
                               entries[k].dtype == AMN_DTYPE_BLOCK && entries[k].out.encoding_name
                                   ? entries[k].out.encoding_name
                                   : amn_dtype_name(entries[k].dtype));
+            enc_run_free(&run);
             free(entries);
             free(opt_keys);
             return rc;
@@ -461,9 +736,20 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         const uint64_t rb = s->row_elems * amn_dtype_size(out);
         if (rb > buf_size) buf_size = (size_t)rb;
     }
+    for (size_t k = 0; k < n_out; k++)
+        if (entries[k].enc >= 0 && entries[k].unit_bytes > buf_size) {
+            if (entries[k].unit_bytes > ((size_t)1 << 30)) {
+                enc_run_free(&run);
+                free(entries);
+                return amn_error_set(err, AMN_E_LIMIT, "%s: encode unit too large",
+                                     entries[k].out.name);
+            }
+            buf_size = (size_t)entries[k].unit_bytes;
+        }
     uint8_t *buf = malloc(2 * buf_size);
     uint8_t *bufs[2] = {buf, buf ? buf + buf_size : NULL};
     if (!outs || !order || !buf) {
+        enc_run_free(&run);
         free(entries), free(outs), free(order), free(buf), free(opt_keys);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
@@ -508,7 +794,9 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         pr.info.tensor_name = e->out.name;
         report(&pr, sink);
         const uint64_t before = amn_sink_tell(sink);
-        if (e->group >= 0) {
+        if (e->enc >= 0) {
+            rc = write_encoded(&pl, &run, e, bufs, buf_size, sink, &pr, &st, err);
+        } else if (e->group >= 0) {
             rc = write_group(&pl, m, &p->cs.groups[e->group], out, bufs, buf_size, sink, &pr, err);
             st.dequantized++;
         } else {
@@ -540,6 +828,15 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     }
     for (size_t i = 0; i < p->cs.n_tensors; i++)
         if (p->cs.role[i] == AMN_ROLE_ACT_SCALE) st.dropped++;
+    if (run.e) {
+        st.encode_passed = 0;
+        for (size_t i = 0; i < run.n_src; i++) st.encode_passed += !run.src[i].stats_done;
+        if (!rc && o->quant_config) {
+            *o->quant_config = NULL;
+            if (run.e->config) rc = run.e->config(run.ms, o->quant_config, err);
+        }
+    }
+    enc_run_free(&run);
     free(entries), free(outs), free(order), free(buf), free(opt_keys);
     if (!rc && stats) *stats = st;
     return rc;

@@ -31,6 +31,7 @@ struct amn_registrar {
 #define FORMAT_MIN_SIZE AMNI_SIZE_TO(amn_format, writer)
 #define SCHEME_MIN_SIZE AMNI_SIZE_TO(amn_scheme, dequantize)
 #define WRITER_MIN_SIZE AMNI_SIZE_TO(amn_writer, abort)
+#define ENCODER_MIN_SIZE AMNI_SIZE_TO(amn_encoder, end)
 
 static bool push(void *arrp, size_t *n, size_t *cap, const void *item) {
     const void ***arr = arrp;
@@ -97,6 +98,10 @@ int amn_register_scheme(amn_registrar *r, const amn_scheme *s) {
     if (s->struct_size < SCHEME_MIN_SIZE) return reject(r, "scheme vtable too small", NULL);
     if (!valid_name(s->name)) return reject(r, "invalid scheme name", s->name);
     if (!s->detect || !s->dequantize) return reject(r, "scheme without detect/dequantize", s->name);
+    const amn_encoder *e = amn_scheme_encoder(s);
+    if (e && (e->struct_size < ENCODER_MIN_SIZE || !e->targets || !e->begin || !e->tensor ||
+              !e->fill || !e->tensor_free || !e->end))
+        return reject(r, "scheme with an incomplete encoder", s->name);
     if (scheme_taken(r, s->name)) return reject(r, "scheme already registered", s->name);
     if (!push(&r->schemes, &r->n_schemes, &r->cap_schemes, s)) return AMN_E_NOMEM;
     return AMN_OK;

@@ -19,6 +19,7 @@
 #include "amn/dtype.h"
 #include "amn/error.h"
 #include "amn/model.h"
+#include "amn/scheme.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -113,6 +114,13 @@ typedef struct amn_convert_options {
     amn_progress_fn progress; /* NULL: none */
     void *progress_user;
     bool no_sync; /* skip the fsyncs of the output and its directory (scratch files) */
+    /* Encode ("forget"): when set, tensors the target's encoder chooses are
+     * written encoded (amn/scheme.h, amn_encoder); the rest as `mode` says. */
+    const amn_encode_options *encode;
+    const char *const *keep; /* fnmatch globs of tensors never encoded */
+    size_t n_keep;
+    char **quant_config; /* if not NULL: the encoder's quantization_config JSON
+                            (malloc'd, the caller frees), or NULL */
 } amn_convert_options;
 
 typedef struct amn_convert_stats {
@@ -121,7 +129,14 @@ typedef struct amn_convert_stats {
     size_t cast;
     size_t dropped;
     uint64_t bytes_written;
+    size_t encoded;          /* source tensors written encoded */
+    size_t encode_passed;    /* source tensors the encoder passed through */
+    double abs_err_sum;      /* sum of |x - decode(encode(x))| over encoded values */
+    uint64_t abs_err_values; /* how many values that sum covers */
 } amn_convert_stats;
+
+/* The scheme whose encoder lists `target` ("bnb-nf4"), or NULL. */
+AMN_API const amn_scheme *amn_ctx_find_encoder(const amn_ctx *ctx, const char *target);
 
 /* Run a conversion of m (opened with amn_open) to opts->output. The output
  * appears whole, and only on success (see amn_sink in amn/io.h: an anonymous

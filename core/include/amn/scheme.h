@@ -22,6 +22,7 @@ extern "C" {
 #endif
 
 typedef struct amn_claimset amn_claimset;
+struct amn_encoder;
 
 typedef enum amn_role {
     AMN_ROLE_WEIGHT = 1,  /* the packed / low-precision values */
@@ -62,6 +63,94 @@ AMN_API bool amn_claimset_is_claimed(const amn_claimset *cs, size_t tensor_index
  * AMN_E_INVALID). */
 AMN_API int amn_claimset_add(amn_claimset *cs, const amn_group_spec *g, amn_error *err);
 
+/* ---- Encoding ("forget", "convert --to <target>") ----
+ *
+ * A scheme that encodes lists its targets ("bnb-nf4", "q4_k_m", ...). The
+ * core drives one model's encoding in steps that keep memory at about one
+ * chunk per worker and make the bytes independent of the thread count:
+ *
+ * 1. begin() sees the options and every logical tensor of the model (what
+ *    `remember` would write: names, dtypes, shapes) at once, so a target
+ *    whose per-tensor choice depends on the whole model (a GGUF mixture
+ *    picks types from the layer names) can decide. Options it cannot honour
+ *    (a block size) fail here, before any output exists.
+ * 2. tensor() says, per logical tensor, whether it is encoded (n_outs > 0)
+ *    and declares each output tensor that replaces it: name, dtype, shape,
+ *    byte size and the unit fill() works in. Everything the writer needs is
+ *    known before a byte is written. n_outs = 0 passes the tensor through.
+ * 3. Writing. Before the first output of an encoded tensor is filled, the
+ *    core calls stats() once, on the main thread (optional: a pass over the
+ *    values for whole-tensor statistics such as the mean of the block
+ *    absmax; it reads the source in chunks and keeps O(1) results in the
+ *    tensor state). Then fill() produces units [unit0, unit0 + n) of output
+ *    `out` into dst, called from worker threads on disjoint ranges; it reads
+ *    the values it needs through `v` and must not depend on the split.
+ *
+ * Every struct here crosses the plugin boundary and begins with its size. */
+
+/* A tensor's values as F32, whatever the source (plain, cast, dequantized). */
+typedef struct amn_values {
+    uint32_t struct_size;
+    uint64_t numel;
+    const void *ctx;
+    /* Elements [e0, e0 + n) of the row-major tensor into dst. Reentrant. */
+    int (*read)(const void *ctx, uint64_t e0, uint64_t n, float *dst, amn_error *err);
+} amn_values;
+
+/* A logical tensor of the model, as begin() sees it. */
+typedef struct amn_encode_source {
+    uint32_t struct_size;
+    const char *name;
+    amn_dtype dtype; /* as stored, or the dequantized dtype of a quantized weight */
+    uint32_t ndim;
+    uint64_t shape[AMN_MAX_DIMS];
+    bool dequantized; /* a quantized weight of the input, decoded first */
+    bool keep;        /* the user asked to keep it (--keep GLOB matched) */
+} amn_encode_source;
+
+typedef struct amn_encode_options {
+    uint32_t struct_size;
+    const char *target;  /* one of the encoder's targets */
+    uint64_t block_size; /* 0 = the target's default */
+} amn_encode_options;
+
+/* One output tensor an encoded tensor turns into. */
+typedef struct amn_encode_out {
+    uint32_t struct_size;
+    const char *name; /* owned by the tensor state, valid until tensor_free */
+    amn_dtype dtype;
+    uint32_t ndim;
+    uint64_t shape[AMN_MAX_DIMS];
+    uint64_t nbytes;
+    uint64_t unit_bytes; /* fill() granularity, >= 1, divides nbytes */
+    uint32_t encoding;   /* for AMN_DTYPE_BLOCK outputs */
+    const char *encoding_name;
+} amn_encode_out;
+
+#define AMN_ENCODE_MAX_OUTS 8
+
+typedef struct amn_encoder {
+    uint32_t struct_size;
+    const char *const *targets; /* NULL-terminated: "bnb-nf4", "bnb-int8", ... */
+    /* src[0..n) (and the names in it) stay valid until end(). */
+    int (*begin)(const amn_encode_options *o, const amn_encode_source *src, size_t n,
+                 void **model_state, amn_error *err);
+    /* Up to AMN_ENCODE_MAX_OUTS outputs of source i (their struct_size set
+     * by the core); *n_outs = 0 passes it through. */
+    int (*tensor)(void *model_state, size_t i, amn_encode_out *outs, size_t *n_outs,
+                  void **tensor_state, amn_error *err);
+    int (*stats)(void *tensor_state, const amn_values *v, amn_error *err); /* optional */
+    /* abs_err, when not NULL, gets the sum of |x - decode(encode(x))| over
+     * the source values this call encoded (for "Lethe took"). */
+    int (*fill)(const void *tensor_state, size_t out, uint64_t unit0, uint64_t n,
+                const amn_values *v, void *dst, double *abs_err, amn_error *err);
+    void (*tensor_free)(void *tensor_state);
+    /* Optional: the JSON object a model's config.json keeps as
+     * "quantization_config" (malloc'd text), or NULL in *json. */
+    int (*config)(void *model_state, char **json, amn_error *err);
+    void (*end)(void *model_state);
+} amn_encoder;
+
 typedef struct amn_scheme {
     uint32_t struct_size;
     const char *name;        /* "fp8", "gptq", "awq", "gguf" */
@@ -78,14 +167,15 @@ typedef struct amn_scheme {
      * disjoint row ranges. Results must not depend on the range split. */
     int (*dequantize)(const amn_model *m, const void *plan, uint64_t row0, uint64_t nrows,
                       amn_dtype out, void *dst, amn_error *err);
-    /* Optional (NULL: the scheme only decodes). Encode a plain float tensor
-     * `src` (F32, F16 or BF16) into the tensors this scheme stores, named
-     * from src->name (the weight itself, then its companions); their data is
-     * allocated in `owner` with amn_model_alloc. At most max_outs tensors go
-     * to outs; *n_outs says how many. No scheme shipped with amn encodes yet. */
-    int (*quantize)(const amn_tensor *src, amn_model *owner, amn_tensor *outs, size_t max_outs,
-                    size_t *n_outs, amn_error *err);
+    /* Optional (NULL: the scheme only decodes): the encode direction
+     * ("forget"), see amn_encoder above. */
+    const struct amn_encoder *encoder;
 } amn_scheme;
+
+/* The scheme's encoder, or NULL (none, or a vtable from before the field). */
+static inline const amn_encoder *amn_scheme_encoder(const amn_scheme *s) {
+    return s->struct_size >= offsetof(amn_scheme, encoder) + sizeof s->encoder ? s->encoder : NULL;
+}
 
 #ifdef __cplusplus
 }

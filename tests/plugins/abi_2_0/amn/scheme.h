@@ -78,13 +78,10 @@ typedef struct amn_scheme {
      * disjoint row ranges. Results must not depend on the range split. */
     int (*dequantize)(const amn_model *m, const void *plan, uint64_t row0, uint64_t nrows,
                       amn_dtype out, void *dst, amn_error *err);
-    /* Optional (NULL: the scheme only decodes). Encode a plain float tensor
-     * `src` (F32, F16 or BF16) into the tensors this scheme stores, named
-     * from src->name (the weight itself, then its companions); their data is
-     * allocated in `owner` with amn_model_alloc. At most max_outs tensors go
-     * to outs; *n_outs says how many. No scheme shipped with amn encodes yet. */
-    int (*quantize)(const amn_tensor *src, amn_model *owner, amn_tensor *outs, size_t max_outs,
-                    size_t *n_outs, amn_error *err);
+    /* Optional (NULL: the scheme only decodes): its encoder. 2.0 was settled
+     * with the streaming encoder in this slot (the earlier, unused whole-
+     * tensor `quantize` slot never shipped in a release). */
+    const struct amn_encoder *encoder;
 } amn_scheme;
 
 #ifdef __cplusplus

@@ -29,6 +29,10 @@ typedef struct quant_config {
     char format[32];            /* compressed-tensors: "pack-quantized", ...; lower-case */
     int num_bits;               /* compressed-tensors config_groups weights num_bits; 0 if absent */
     int block[2];               /* FP8 weight_block_size; 0 if absent */
+    int load_in_4bit;           /* bitsandbytes: -1 if absent, else 0 / 1 */
+    int load_in_8bit;           /* -1 if absent */
+    int bnb_double_quant;       /* bnb_4bit_use_double_quant; -1 if absent */
+    char bnb_quant_type[8];     /* bnb_4bit_quant_type: "nf4", "fp4"; "" if absent */
     char file[48];              /* the file that gave `method` (or the first one read) */
 } quant_config;
 

@@ -1,0 +1,194 @@
+/* `amn forget` (alias quantize), and `amn convert --to <encode target>`:
+ * open, plan, stream every tensor the target's encoder chooses encoded and
+ * the rest as remember would write them; report what was quantized and the
+ * error it introduced; write config.json's quantization_config beside the
+ * output when the input sits in a model folder. */
+#include <errno.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+
+#define CONFIG_MAX (4u << 20)
+
+bool cli_is_encode_target(const amn_ctx *ctx, const char *to) {
+    return to && amn_ctx_find_encoder(ctx, to) != NULL;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The directory holding path (path itself when it is a directory). */
+static void dir_of(const char *path, char *buf, size_t size) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(buf, size, "%s", path);
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(buf, size, ".");
+    else if (slash == path)
+        snprintf(buf, size, "/");
+    else
+        snprintf(buf, size, "%.*s", (int)(slash - path), path);
+}
+
+/* config.json of the input's folder with quantization_config replaced,
+ * written beside the output. Returns a note for the report, or NULL. */
+static const char *write_config(const char *input, const char *output, const char *qc, bool force,
+                                char *note, size_t note_size) {
+    char in_dir[PATH_MAX], out_dir[PATH_MAX], src[PATH_MAX + 16], dst[PATH_MAX + 16];
+    dir_of(input, in_dir, sizeof in_dir);
+    dir_of(output, out_dir, sizeof out_dir);
+    snprintf(src, sizeof src, "%s/config.json", in_dir);
+    snprintf(dst, sizeof dst, "%s/config.json", out_dir);
+    struct stat st;
+    if (!qc || stat(src, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+    char r1[PATH_MAX], r2[PATH_MAX];
+    if (realpath(in_dir, r1) && realpath(out_dir, r2) && strcmp(r1, r2) == 0) {
+        snprintf(note, note_size,
+                 "config.json not written: the output is beside the input's own config.json "
+                 "(use -o in another folder)");
+        return note;
+    }
+    if (st.st_size > CONFIG_MAX) {
+        snprintf(note, note_size, "config.json not written: %s is too large", src);
+        return note;
+    }
+    if (!force && stat(dst, &st) == 0) {
+        snprintf(note, note_size, "config.json not written: %s exists (use --force)", dst);
+        return note;
+    }
+    json_object *root = json_object_from_file(src);
+    json_object *q = json_tokener_parse(qc);
+    if (!root || !json_object_is_type(root, json_type_object) || !q) {
+        json_object_put(root);
+        json_object_put(q);
+        snprintf(note, note_size, "config.json not written: %s is not a JSON object", src);
+        return note;
+    }
+    json_object_object_add(root, "quantization_config", q);
+    if (json_object_to_file_ext(dst, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED))
+        snprintf(note, note_size, "config.json not written: %s: %s", dst, strerror(errno));
+    else
+        snprintf(note, note_size, "wrote %s with its quantization_config", dst);
+    json_object_put(root);
+    return note;
+}
+
+int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
+    amn_error err = {0};
+    if (!a->to) {
+        fprintf(stderr,
+                "amn %s: --to TARGET is required (bnb-nf4, bnb-nf4-dq, bnb-fp4, "
+                "bnb-fp4-dq, bnb-int8)\n",
+                a->command);
+        return EXIT_USAGE;
+    }
+    if (!cli_is_encode_target(ctx, a->to)) {
+        amn_error_set(&err, AMN_E_UNSUPPORTED, "unsupported: no loaded plugin encodes '%s'%s",
+                      a->to, strncmp(a->to, "bnb-", 4) == 0 ? "; install the amn-bnb plugin" : "");
+        return cli_fail(&err);
+    }
+    uint64_t block = 0;
+    if (a->block_size) {
+        char *end;
+        errno = 0;
+        const unsigned long long v = strtoull(a->block_size, &end, 10);
+        if (!*a->block_size || *end || errno || a->block_size[0] == '-' || v == 0) {
+            fprintf(stderr, "amn %s: bad --block-size %s\n", a->command, a->block_size);
+            return EXIT_USAGE;
+        }
+        block = v;
+    }
+    char path[4096], outbuf[4096];
+    bool resolved;
+    int rc = cli_resolve_input(ctx, a->input, path, sizeof path, &resolved);
+    if (rc) return rc;
+    const double t0 = now();
+    amn_model *m = NULL;
+    amn_plan *p = NULL;
+    rc = amn_open(ctx, path, a->from, NULL, &m, &err);
+    if (!rc) rc = amn_plan_new(ctx, m, &p, &err);
+    if (rc) {
+        amn_model_free(m);
+        return cli_fail(&err);
+    }
+    const char *output = a->output;
+    if (!output) {
+        if (!cli_default_output(a->input, resolved, a->to, "safetensors", outbuf, sizeof outbuf)) {
+            fprintf(stderr, "amn: output path too long; pass -o\n");
+            amn_plan_free(p);
+            amn_model_free(m);
+            return EXIT_USAGE;
+        }
+        output = outbuf;
+    }
+    if (!a->json) {
+        printf("Forgetting %s -> %s (%s", a->input, output, a->to);
+        if (block) printf(", block %llu", (unsigned long long)block);
+        printf(")\n");
+        fflush(stdout);
+    }
+    const amn_encode_options eo = {.struct_size = sizeof eo, .target = a->to, .block_size = block};
+    char *qc = NULL;
+    amn_convert_options o = {.mode = AMN_MODE_REMEMBER,
+                             .target = "safetensors",
+                             .out_dtype = AMN_DTYPE_BF16,
+                             .output = output,
+                             .overwrite = a->force,
+                             .threads = a->threads,
+                             .encode = &eo,
+                             .keep = a->keep,
+                             .n_keep = a->n_keep,
+                             .quant_config = &qc};
+    amn_convert_stats st;
+    rc = amn_convert(ctx, m, p, &o, &st, &err);
+    amn_plan_free(p);
+    amn_model_free(m);
+    if (rc) return cli_fail(&err);
+    char note_buf[PATH_MAX + 128];
+    const char *note = write_config(path, output, qc, a->force, note_buf, sizeof note_buf);
+    free(qc);
+    const double dt = now() - t0;
+    const double mae = st.abs_err_values ? st.abs_err_sum / (double)st.abs_err_values : 0.0;
+    char b1[32];
+    if (a->json) {
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "input", json_object_new_string(a->input));
+        json_object_object_add(j, "output", json_object_new_string(output));
+        json_object_object_add(j, "target", json_object_new_string(a->to));
+        json_object_object_add(j, "quantized", json_object_new_int64((int64_t)st.encoded));
+        json_object_object_add(j, "passed_through",
+                               json_object_new_int64((int64_t)st.encode_passed));
+        json_object_object_add(j, "dequantized_first",
+                               json_object_new_int64((int64_t)st.dequantized));
+        json_object_object_add(j, "quantized_values",
+                               json_object_new_int64((int64_t)st.abs_err_values));
+        json_object_object_add(j, "mean_abs_error", json_object_new_double(mae));
+        json_object_object_add(j, "tensors", json_object_new_int64((int64_t)st.tensors_written));
+        json_object_object_add(j, "bytes", json_object_new_int64((int64_t)st.bytes_written));
+        json_object_object_add(j, "seconds", json_object_new_double(dt));
+        if (note) json_object_object_add(j, "config", json_object_new_string(note));
+        printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_SPACED));
+        json_object_put(j);
+        return EXIT_OK;
+    }
+    printf("  %zu quantized to %s, %zu passed through\n", st.encoded, a->to, st.encode_passed);
+    if (st.dequantized) printf("  %zu quantized inputs dequantized first\n", st.dequantized);
+    printf("  Lethe took: mean |error| %.4g over %llu values\n", mae,
+           (unsigned long long)st.abs_err_values);
+    if (note) printf("  %s\n", note);
+    printf("  Wrote %zu tensors, %s in %.2f s\n", st.tensors_written,
+           cli_size(st.bytes_written, b1, sizeof b1), dt);
+    return EXIT_OK;
+}
