@@ -911,11 +911,12 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
                 const amn_convert_options *o, amn_convert_stats *stats, amn_error *err) {
     conv c = {.m = m, .p = p, .o = o};
     int rc = check_target(ctx, &c, err);
-    if (rc) return rc;
-    if (!(rc = plan_outputs(ctx, &c, err)) && !(rc = alloc_buffers(&c, err))) {
+    if (!rc) rc = plan_outputs(ctx, &c, err);
+    if (!rc) rc = alloc_buffers(&c, err);
+    if (!rc) {
         rc = open_output(&c, err);
         if (!rc) rc = write_tensors(&c, err);
-        rc = finish_output(&c, rc, err);
+        rc = finish_output(&c, rc, err); /* commits the output, or removes it */
         rc = finish_stats(&c, rc, err);
     }
     conv_free(&c);
