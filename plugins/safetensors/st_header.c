@@ -118,15 +118,27 @@ static int parse_metadata(const char *src, json_object *meta, amn_model *m, amn_
  * data_offsets; __metadata__ one). Checking that on the raw text first bounds
  * the tree by what a valid header with as many keys needs, and the keys by
  * max_tensors. */
+/* json-c hands keys out as C strings, so "a\u0000x" would reach us as "a":
+ * two distinct names in the file, one here. Refused rather than truncated. */
+static bool escaped_nul_at(const char *t, size_t n, size_t i) {
+    return i + 5 < n && t[i + 1] == 'u' && memcmp(t + i + 2, "0000", 4) == 0;
+}
+
 static int check_structure(const char *src, const char *t, size_t n, const amn_limits *lim,
-                           amn_error *err) {
-    uint64_t containers = 0, top_keys = 0;
+                           uint64_t *keys_out, amn_error *err) {
+    uint64_t containers = 0, top_keys = 0, keys = 0;
     unsigned depth = 0;
     for (size_t i = 0; i < n; i++) {
         switch (t[i]) {
         case '"': /* skip the string; a backslash escapes the next byte */
             for (i++; i < n && t[i] != '"'; i++)
-                if (t[i] == '\\') i++;
+                if (t[i] == '\\') {
+                    if (escaped_nul_at(t, n, i))
+                        return amn_error_set(err, AMN_E_PARSE,
+                                             "%s: header string holds an escaped NUL (\\u0000)",
+                                             src);
+                    i++;
+                }
             break;
         case '{':
         case '[':
@@ -144,9 +156,11 @@ static int check_structure(const char *src, const char *t, size_t n, const amn_l
             break;
         case ':':
             top_keys += depth == 1;
+            keys++;
             break;
         }
     }
+    *keys_out = keys;
     if (top_keys > lim->max_tensors + 1)
         return amn_error_set(err, AMN_E_LIMIT, "%s: %llu header entries exceed the cap", src,
                              (unsigned long long)top_keys);
@@ -157,13 +171,30 @@ static int check_structure(const char *src, const char *t, size_t n, const amn_l
     return AMN_OK;
 }
 
+/* Keys of every object in the tree. A safetensors header nests at most three
+ * deep, which check_structure has already enforced. */
+static uint64_t count_keys(json_object *o) {
+    uint64_t k = 0;
+    if (json_object_is_type(o, json_type_object)) {
+        json_object_object_foreach(o, key, v) {
+            (void)key;
+            k += 1 + count_keys(v);
+        }
+    } else if (json_object_is_type(o, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(o); i++)
+            k += count_keys(json_object_array_get_idx(o, i));
+    }
+    return k;
+}
+
 static int parse_json(const char *src, const char *text, size_t n, const amn_limits *lim,
                       json_object **out, amn_error *err) {
     size_t i = 0;
     while (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) i++;
     if (i == n || text[i] != '{')
         return amn_error_set(err, AMN_E_PARSE, "%s: header is not a JSON object", src);
-    int rc = check_structure(src, text + i, n - i, lim, err);
+    uint64_t text_keys = 0;
+    int rc = check_structure(src, text + i, n - i, lim, &text_keys, err);
     if (rc) return rc;
     /* json-c counts the top level as one more: depth 3 needs 4 (check_structure
      * above has already applied the cap itself). */
@@ -174,6 +205,13 @@ static int parse_json(const char *src, const char *text, size_t n, const amn_lim
                                     .bad_code = AMN_E_PARSE};
     json_object *o;
     if ((rc = amn_kit_json_parse_object(label, text, n, &caps, &o, err))) return rc;
+    /* json-c keeps the last of two equal keys; a reader that keeps the first
+     * would see another tensor. Every ':' outside strings ends a key, so
+     * fewer keys in the tree than in the text means a repeated one. */
+    if (count_keys(o) != text_keys) {
+        json_object_put(o);
+        return amn_error_set(err, AMN_E_PARSE, "%s: header repeats a key", src);
+    }
     *out = o;
     return AMN_OK;
 }

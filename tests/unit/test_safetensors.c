@@ -111,6 +111,13 @@ static void malformed_files(void **state) {
          "nests deeper than a safetensors header does"}, /* deeper than header, entry, shape */
         {"{\"a\":[[],[],[]]}", 0, AMN_E_PARSE,
          "header holds 5 objects and arrays for 1 entries"}, /* more containers than entries need */
+        {"{\"a\\u0000x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, AMN_E_PARSE,
+         "escaped NUL"}, /* json-c would cut the name at the NUL */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+         8, AMN_E_PARSE, "repeats a key"}, /* two readers could keep different ones */
+        {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+         AMN_E_PARSE, "repeats a key"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         assert_int_equal(amn_test_write_st(p, cases[i].header, data, cases[i].data_len), 0);
@@ -126,6 +133,17 @@ static void malformed_files(void **state) {
     amn_model *ok;
     amn_error err;
     assert_int_equal(amn_open(ctx, p, NULL, NULL, &ok, &err), AMN_OK);
+    amn_model_free(ok);
+
+    /* A colon in a name and an escaped backslash before "u0000" are text:
+     * neither counts as a key nor as a NUL. */
+    assert_int_equal(amn_test_write_st(p,
+                                       "{\"a:b\\\\u0000\":{\"dtype\":\"F32\","
+                                       "\"shape\":[2],\"data_offsets\":[0,8]}}",
+                                       data, 8),
+                     0);
+    assert_int_equal(amn_open(ctx, p, NULL, NULL, &ok, &err), AMN_OK);
+    assert_string_equal(amn_model_tensor(ok, 0)->name, "a:b\\u0000");
     amn_model_free(ok);
 
     /* 8 MB of empty arrays under one key: json-c would build 2.8 M arrays
