@@ -28,7 +28,8 @@ typedef struct quant_config {
     char version[32];           /* AWQ: "gemm", "gemv", "gemv_fast", ...; lower-case */
     char format[32];            /* compressed-tensors: "pack-quantized", ...; lower-case */
     int num_bits;               /* compressed-tensors config_groups weights num_bits; 0 if absent */
-    int block[2];               /* FP8 weight_block_size; 0 if absent */
+    int block[2];               /* weight_block_size, or compressed-tensors config_groups
+                                   weights.block_structure; 0 if absent */
     int load_in_4bit;           /* bitsandbytes: -1 if absent, else 0 / 1 */
     int load_in_8bit;           /* -1 if absent */
     int bnb_double_quant;       /* bnb_4bit_use_double_quant; -1 if absent */
