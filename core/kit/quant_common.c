@@ -310,3 +310,47 @@ int quant_detect_layers(const amn_model *m, amn_claimset *cs, quant_claim_fn cla
     }
     return AMN_OK;
 }
+
+int quant_qweight_companions(const amn_model *m, const amn_tensor *qw, size_t plen,
+                             quant_qweight_layer *l, amn_error *err) {
+    int rc = AMN_OK;
+    l->scales = quant_find_companion(m, qw->name, plen, ".scales", &rc, err);
+    l->qzeros = rc ? -1 : quant_find_companion(m, qw->name, plen, ".qzeros", &rc, err);
+    l->g_idx = rc ? -1 : quant_find_companion(m, qw->name, plen, ".g_idx", &rc, err);
+    l->weight = rc ? -1 : quant_find_companion(m, qw->name, plen, ".weight", &rc, err);
+    return rc;
+}
+
+int quant_qweight_check(const amn_model *m, const amn_tensor *qw, size_t plen,
+                        const quant_qweight_layer *l, const char *method, amn_error *err) {
+    if (l->scales < 0 || l->qzeros < 0)
+        return amn_error_set(err, AMN_E_PARSE, "%s: %s weight without its %.*s.%s", qw->name,
+                             method, (int)plen, qw->name, l->scales < 0 ? "scales" : "qzeros");
+    if (l->weight >= 0)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: %s already exists, so the dequantized weight "
+                             "would have two tensors",
+                             qw->name, amn_model_tensor(m, (size_t)l->weight)->name);
+    return AMN_OK;
+}
+
+int quant_group_size(const quant_config *qc, const amn_tensor *sc, const amn_tensor *qw,
+                     uint64_t in, uint64_t G, uint64_t *gs, amn_error *err) {
+    if (qc->group_size > 0) {
+        *gs = (uint64_t)qc->group_size;
+        if (in % *gs != 0 || in / *gs != G)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "%s: %llu groups, but group_size %llu (from %s) over in_features "
+                                 "%llu gives %s",
+                                 sc->name, (unsigned long long)G, (unsigned long long)*gs, qc->file,
+                                 (unsigned long long)in,
+                                 in % *gs ? "a partial group" : "another count");
+        return AMN_OK;
+    }
+    if (in % G != 0)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: %llu groups do not divide in_features %llu of %s", sc->name,
+                             (unsigned long long)G, (unsigned long long)in, qw->name);
+    *gs = in / G;
+    return AMN_OK;
+}
