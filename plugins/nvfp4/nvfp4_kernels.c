@@ -36,7 +36,9 @@ void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, am
                 bs[b] = l->divide ? s / second : s * second;
             }
             const uint64_t i0 = b0 * 16;
-            if (level >= AMN_SIMD_AVX2)
+            if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16)
+                nvfp4_row_avx512(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
+            else if (level >= AMN_SIMD_AVX2)
                 nvfp4_row_avx2(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
             else
                 nvfp4_row_scalar(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
@@ -71,7 +73,9 @@ int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn
         }
         const uint8_t *w = l->weight + (e * (l->in / 2) + i / 2) * O;
         const unsigned shift = 4 * (unsigned)(i & 1);
-        if (level >= AMN_SIMD_AVX2)
+        if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16)
+            nvfp4_bmm_row_avx512(w, shift, bs, O, e2m1_pos0, out, d);
+        else if (level >= AMN_SIMD_AVX2)
             nvfp4_bmm_row_avx2(w, shift, bs, O, e2m1_pos0, out, d);
         else
             nvfp4_bmm_row_scalar(w, shift, bs, O, e2m1_pos0, out, d);

@@ -60,6 +60,9 @@ void nvfp4_row_scalar(const uint8_t *w, const float *bs, uint64_t in, const floa
                       amn_dtype out, uint8_t *d);
 void nvfp4_row_avx2(const uint8_t *w, const float *bs, uint64_t in, const float *table,
                     amn_dtype out, uint8_t *d);
+/* F32 and BF16 only (F16 takes the AVX2 loop). */
+void nvfp4_row_avx512(const uint8_t *w, const float *bs, uint64_t in, const float *table,
+                      amn_dtype out, uint8_t *d);
 
 /* One output row of the batched layout: codes in nibble `shift` / 4 of
  * bytes w[0..n), each times its own scale bs[o]. */
@@ -67,6 +70,8 @@ void nvfp4_bmm_row_scalar(const uint8_t *w, unsigned shift, const float *bs, uin
                           const float *table, amn_dtype out, uint8_t *d);
 void nvfp4_bmm_row_avx2(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
                         const float *table, amn_dtype out, uint8_t *d);
+void nvfp4_bmm_row_avx512(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
+                          const float *table, amn_dtype out, uint8_t *d);
 
 static inline void nvfp4_store1(float y, amn_dtype out, uint8_t *d) {
     uint16_t h;
