@@ -56,6 +56,27 @@ static void get_str(json_object *o, const char *key, char *dst, size_t size) {
     if (json_object_is_type(v, json_type_string)) copy_lower(dst, size, json_object_get_string(v));
 }
 
+/* A [rows, cols] block size of positive ints under key, into block[2]
+ * unless already set. */
+static void get_block(json_object *o, const char *key, int block[2]) {
+    json_object *bs;
+    if (block[0] || !json_object_object_get_ex(o, key, &bs) ||
+        !json_object_is_type(bs, json_type_array) || json_object_array_length(bs) != 2)
+        return;
+    int b[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        json_object *e = json_object_array_get_idx(bs, (size_t)k);
+        if (e && json_object_is_type(e, json_type_int)) {
+            int64_t v = json_object_get_int64(e);
+            if (v > 0 && v <= INT_MAX) b[k] = (int)v;
+        }
+    }
+    if (b[0] && b[1]) {
+        block[0] = b[0];
+        block[1] = b[1];
+    }
+}
+
 /* Merge one settings object: fields already set win (earlier files rank higher). */
 static void merge(quant_config *qc, json_object *o, const char *file) {
     int x;
@@ -81,9 +102,12 @@ static void merge(quant_config *qc, json_object *o, const char *file) {
             json_object *w;
             if (!json_object_is_type(grp, json_type_object)) continue;
             get_str(grp, "format", qc->format, sizeof qc->format);
-            if (!qc->num_bits && json_object_object_get_ex(grp, "weights", &w) &&
-                json_object_is_type(w, json_type_object) && get_int(w, "num_bits", &x))
-                qc->num_bits = x;
+            if (!json_object_object_get_ex(grp, "weights", &w) ||
+                !json_object_is_type(w, json_type_object))
+                continue;
+            if (!qc->num_bits && get_int(w, "num_bits", &x)) qc->num_bits = x;
+            /* The block strategy's [rows, cols] (FP8 and int block models). */
+            get_block(w, "block_structure", qc->block);
         }
     }
     if (qc->load_in_4bit < 0 && get_int(o, "load_in_4bit", &x)) qc->load_in_4bit = x != 0;
@@ -91,22 +115,7 @@ static void merge(quant_config *qc, json_object *o, const char *file) {
     if (qc->bnb_double_quant < 0 && get_int(o, "bnb_4bit_use_double_quant", &x))
         qc->bnb_double_quant = x != 0;
     get_str(o, "bnb_4bit_quant_type", qc->bnb_quant_type, sizeof qc->bnb_quant_type);
-    json_object *bs;
-    if (!qc->block[0] && json_object_object_get_ex(o, "weight_block_size", &bs) &&
-        json_object_is_type(bs, json_type_array) && json_object_array_length(bs) == 2) {
-        int b[2] = {0, 0};
-        for (int k = 0; k < 2; k++) {
-            json_object *e = json_object_array_get_idx(bs, (size_t)k);
-            if (e && json_object_is_type(e, json_type_int)) {
-                int64_t v = json_object_get_int64(e);
-                if (v > 0 && v <= INT_MAX) b[k] = (int)v;
-            }
-        }
-        if (b[0] && b[1]) {
-            qc->block[0] = b[0];
-            qc->block[1] = b[1];
-        }
-    }
+    get_block(o, "weight_block_size", qc->block);
     if (!qc->file[0]) snprintf(qc->file, sizeof qc->file, "%s", file);
     qc->present = true;
 }
@@ -299,5 +308,49 @@ int quant_detect_layers(const amn_model *m, amn_claimset *cs, quant_claim_fn cla
             return amn_error_set(err, AMN_E_PARSE, "%s: no %.*s.qweight for it", t->name, (int)plen,
                                  t->name);
     }
+    return AMN_OK;
+}
+
+int quant_qweight_companions(const amn_model *m, const amn_tensor *qw, size_t plen,
+                             quant_qweight_layer *l, amn_error *err) {
+    int rc = AMN_OK;
+    l->scales = quant_find_companion(m, qw->name, plen, ".scales", &rc, err);
+    l->qzeros = rc ? -1 : quant_find_companion(m, qw->name, plen, ".qzeros", &rc, err);
+    l->g_idx = rc ? -1 : quant_find_companion(m, qw->name, plen, ".g_idx", &rc, err);
+    l->weight = rc ? -1 : quant_find_companion(m, qw->name, plen, ".weight", &rc, err);
+    return rc;
+}
+
+int quant_qweight_check(const amn_model *m, const amn_tensor *qw, size_t plen,
+                        const quant_qweight_layer *l, const char *method, amn_error *err) {
+    if (l->scales < 0 || l->qzeros < 0)
+        return amn_error_set(err, AMN_E_PARSE, "%s: %s weight without its %.*s.%s", qw->name,
+                             method, (int)plen, qw->name, l->scales < 0 ? "scales" : "qzeros");
+    if (l->weight >= 0)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: %s already exists, so the dequantized weight "
+                             "would have two tensors",
+                             qw->name, amn_model_tensor(m, (size_t)l->weight)->name);
+    return AMN_OK;
+}
+
+int quant_group_size(const quant_config *qc, const amn_tensor *sc, const amn_tensor *qw,
+                     uint64_t in, uint64_t G, uint64_t *gs, amn_error *err) {
+    if (qc->group_size > 0) {
+        *gs = (uint64_t)qc->group_size;
+        if (in % *gs != 0 || in / *gs != G)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "%s: %llu groups, but group_size %llu (from %s) over in_features "
+                                 "%llu gives %s",
+                                 sc->name, (unsigned long long)G, (unsigned long long)*gs, qc->file,
+                                 (unsigned long long)in,
+                                 in % *gs ? "a partial group" : "another count");
+        return AMN_OK;
+    }
+    if (in % G != 0)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: %llu groups do not divide in_features %llu of %s", sc->name,
+                             (unsigned long long)G, (unsigned long long)in, qw->name);
+    *gs = in / G;
     return AMN_OK;
 }

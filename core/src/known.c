@@ -36,7 +36,7 @@ const char *amni_known_plugin_for_file(const char *path, const uint8_t *head, si
 
 /* Quantized tensor layouts, by name suffix and dtype, with the companion
  * that must sit beside them ("<stem><sibling>"). First match wins, so the
- * specific layouts come before the generic "any FP8 tensor". */
+ * specific layouts come before the generic ones. */
 #define ANY_DTYPE 0u
 #define DT(t)     (1u << (t))
 #define INTS                                                                                       \
@@ -72,6 +72,9 @@ static const known_layout known_layouts[] = {
     {".weight_g_idx", ANY_DTYPE, ".weight_packed", ANY_DTYPE, "compressed-tensors pack-quantized",
      "ctensors"},
     {".weight_scale_2", ANY_DTYPE, NULL, 0, "ModelOpt NVFP4", "nvfp4"},
+    {"_weight_scale_2", ANY_DTYPE, NULL, 0, "ModelOpt NVFP4 fused experts", "nvfp4"},
+    {"", DT(AMN_DTYPE_U8), "_weight_scale", F8S, "ModelOpt NVFP4 fused experts", "nvfp4"},
+    {"_weight_scale", F8S, "", DT(AMN_DTYPE_U8), "ModelOpt NVFP4 fused experts", "nvfp4"},
     {".weight", DT(AMN_DTYPE_U8), ".weight_scale", F8S, "ModelOpt NVFP4", "nvfp4"},
     {".weight_scale", F8S, ".weight", DT(AMN_DTYPE_U8), "ModelOpt NVFP4", "nvfp4"},
     {".weight", DT(AMN_DTYPE_I8), ".weight_scale", ANY_DTYPE, "compressed-tensors int-quantized",
@@ -80,7 +83,13 @@ static const known_layout known_layouts[] = {
      "ctensors"},
     {".weight_zero_point", ANY_DTYPE, ".weight", DT(AMN_DTYPE_I8),
      "compressed-tensors int-quantized", "ctensors"},
-    {"", F8S, NULL, 0, "FP8", "fp8"},
+    /* FP8 is quantized only beside its scale (or in a model whose settings
+     * declare a method, below): a lone F8_E4M3 / F8_E5M2 tensor is plain
+     * data, which convert keeps and remember converts like any float. */
+    {".weight", F8S, ".weight_scale", ANY_DTYPE, "FP8", "fp8"},
+    {".weight", F8S, ".weight_scale_inv", ANY_DTYPE, "FP8", "fp8"},
+    {".weight_scale_inv", ANY_DTYPE, ".weight", F8S, "FP8", "fp8"},
+    {".weight_scale", ANY_DTYPE, ".weight", F8S, "FP8", "fp8"},
     {"", DT(AMN_DTYPE_BLOCK), NULL, 0, "GGUF block quantization", "gguf"},
     {".qweight", ANY_DTYPE, NULL, 0, "GPTQ or AWQ", "gptq or amn-awq"},
     {".qzeros", ANY_DTYPE, NULL, 0, "GPTQ or AWQ", "gptq or amn-awq"},

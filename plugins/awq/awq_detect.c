@@ -84,22 +84,7 @@ static int check_layer(const quant_config *qc, awq_plan *p, const amn_tensor *qw
         (rc = quant_check_bytes(qz, err)))
         return rc;
     uint64_t gs;
-    if (qc->group_size > 0) {
-        gs = (uint64_t)qc->group_size;
-        if (in % gs != 0 || in / gs != G)
-            return amn_error_set(err, AMN_E_PARSE,
-                                 "%s: %llu groups, but group_size %llu (from %s) over in_features "
-                                 "%llu gives %s",
-                                 sc->name, (unsigned long long)G, (unsigned long long)gs, qc->file,
-                                 (unsigned long long)in,
-                                 in % gs ? "a partial group" : "another count");
-    } else {
-        if (in % G != 0)
-            return amn_error_set(err, AMN_E_PARSE,
-                                 "%s: %llu groups do not divide in_features %llu of %s", sc->name,
-                                 (unsigned long long)G, (unsigned long long)in, qw->name);
-        gs = in / G;
-    }
+    if ((rc = quant_group_size(qc, sc, qw, in, G, &gs, err))) return rc;
     p->in = in;
     p->out = N;
     p->groups = G;
@@ -111,27 +96,18 @@ static int check_layer(const quant_config *qc, awq_plan *p, const amn_tensor *qw
 static int claim_layer(const amn_model *m, amn_claimset *cs, const quant_config *qc, size_t qwi,
                        size_t plen, amn_error *err) {
     const amn_tensor *qw = amn_model_tensor(m, qwi);
-    int rc = AMN_OK;
-    const int64_t sci = quant_find_companion(m, qw->name, plen, ".scales", &rc, err);
-    const int64_t qzi = rc ? -1 : quant_find_companion(m, qw->name, plen, ".qzeros", &rc, err);
-    const int64_t gii = rc ? -1 : quant_find_companion(m, qw->name, plen, ".g_idx", &rc, err);
-    const int64_t wi = rc ? -1 : quant_find_companion(m, qw->name, plen, ".weight", &rc, err);
+    quant_qweight_layer c;
+    int rc = quant_qweight_companions(m, qw, plen, &c, err);
     if (rc) return rc;
+    const int64_t sci = c.scales, qzi = c.qzeros;
     const amn_tensor *sc = sci >= 0 ? amn_model_tensor(m, (size_t)sci) : NULL;
-    const quant_kind kind = quant_classify(qc, qw, sc, gii >= 0);
+    const quant_kind kind = quant_classify(qc, qw, sc, c.g_idx >= 0);
     if (kind == QUANT_GPTQ) return AMN_OK;
     /* Unknown shapes are refused only when the config says AWQ, or when they
      * match another AWQ layout; otherwise they are left to other schemes. */
     if ((rc = refuse(qc, qw, sc, err))) return rc;
     if (kind != QUANT_AWQ) return AMN_OK;
-    if (!sc || qzi < 0)
-        return amn_error_set(err, AMN_E_PARSE, "%s: AWQ weight without its %.*s.%s", qw->name,
-                             (int)plen, qw->name, !sc ? "scales" : "qzeros");
-    if (wi >= 0)
-        return amn_error_set(err, AMN_E_PARSE,
-                             "%s: %s already exists, so the dequantized weight "
-                             "would have two tensors",
-                             qw->name, amn_model_tensor(m, (size_t)wi)->name);
+    if ((rc = quant_qweight_check(m, qw, plen, &c, "AWQ", err))) return rc;
     const amn_tensor *qz = amn_model_tensor(m, (size_t)qzi);
 
     awq_plan *p = calloc(1, sizeof *p);

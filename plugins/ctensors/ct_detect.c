@@ -68,8 +68,48 @@ static int read_shape(const amn_tensor *t, uint64_t v[2], amn_error *err) {
     return AMN_OK;
 }
 
-/* The scale's layout: per-tensor, per-channel or groups along the input. */
-static int scale_layout(ct_plan *p, const amn_tensor *w, const amn_tensor *s, amn_error *err) {
+/* Block strategy: scale [R, G] with R != O. dequantize() (forward.py)
+ * infers block_structure [O / R, I / G] from the shapes; a model whose
+ * shapes do not divide its blocks (the scale then has initialize.py's
+ * ceil(O / bo) x ceil(I / bi) grid) needs config_groups' block_structure,
+ * and its edge blocks are partial: each element takes its block's scale, as
+ * vLLM's padded block kernels read such files (the library's own
+ * _process_quantization refuses those shapes). */
+static int block_layout(ct_plan *p, const amn_tensor *w, const amn_tensor *s,
+                        const quant_config *qc, amn_error *err) {
+    char b1[96];
+    const uint64_t O = p->l.out, I = p->l.in, R = s->shape[0], G = s->shape[1];
+    uint64_t bo = 0, bi = 0;
+    if (qc->block[0] > 0 && R == ceil_div(O, (uint64_t)qc->block[0]) &&
+        G == ceil_div(I, (uint64_t)qc->block[1])) {
+        bo = (uint64_t)qc->block[0];
+        bi = (uint64_t)qc->block[1];
+    } else if (O % R == 0 && I % G == 0) {
+        bo = O / R;
+        bi = I / G;
+    } else if (!p->checked) {
+        /* Header only: in_features is known only up to the last word's padding. */
+        bo = ceil_div(O, R);
+        bi = ceil_div(I, G);
+    }
+    if (!bo || !bi)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: shape %s fits neither [%llu, groups], a per-tensor scale nor "
+                             "blocks of %s ([%llu, %llu]; block_structure %d x %d in %s)",
+                             s->name, quant_shape(s, b1, sizeof b1), (unsigned long long)O, w->name,
+                             (unsigned long long)O, (unsigned long long)I, qc->block[0],
+                             qc->block[1], qc->file[0] ? qc->file : "no config");
+    p->block = true;
+    p->l.block_rows = bo;
+    p->l.groups = G;
+    p->l.group_size = bi;
+    return AMN_OK;
+}
+
+/* The scale's layout: per-tensor, per-channel, groups along the input or
+ * 2-D blocks. */
+static int scale_layout(ct_plan *p, const amn_tensor *w, const amn_tensor *s,
+                        const quant_config *qc, amn_error *err) {
     char b1[96];
     if (!is_scale_dtype(s->dtype))
         return amn_error_set(err, AMN_E_PARSE, "%s: scale dtype %s is not BF16, F16 or F32",
@@ -86,6 +126,8 @@ static int scale_layout(ct_plan *p, const amn_tensor *w, const amn_tensor *s, am
         p->l.group_size = I;
         return AMN_OK;
     }
+    if (s->ndim == 2 && s->shape[0] != O && s->shape[0] != 0 && s->shape[1] != 0)
+        return block_layout(p, w, s, qc, err);
     if (s->ndim != 2 || s->shape[0] != O || s->shape[1] == 0)
         return amn_error_set(err, AMN_E_PARSE,
                              "%s: shape %s fits neither [%llu, groups] nor a per-tensor scale "
@@ -116,6 +158,20 @@ static int zero_layout(ct_plan *p, const amn_tensor *z, amn_error *err) {
     if (p->l.per_tensor)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "%s: zero points with a per-tensor scale are not supported", z->name);
+    if (p->block) {
+        /* Stored as the scale is (pack_quantized packs group and channel
+         * zero points only). */
+        const uint64_t R = ceil_div(O, p->l.block_rows);
+        if (z->dtype == AMN_DTYPE_I8 && z->ndim == 2 && z->shape[0] == R && z->shape[1] == G) {
+            p->l.zkind = CT_ZERO_I8;
+            p->zero_bytes = R * G;
+            return AMN_OK;
+        }
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: expected I8 [%llu, %llu] beside block scales, found %s %s",
+                             z->name, (unsigned long long)R, (unsigned long long)G,
+                             amn_dtype_name(z->dtype), quant_shape(z, b1, sizeof b1));
+    }
     if (z->dtype == AMN_DTYPE_I8 && z->ndim == 2 && z->shape[0] == O && z->shape[1] == G) {
         p->l.zkind = CT_ZERO_I8;
         p->zero_bytes = O * G;
@@ -305,13 +361,17 @@ static int claim(const amn_model *m, amn_claimset *cs, const quant_config *qc, s
             p->weight_bytes = p->l.out * P * 4;
         }
     }
-    if (!rc) rc = scale_layout(p, w, amn_model_tensor(m, (size_t)si), err);
+    if (!rc) rc = scale_layout(p, w, amn_model_tensor(m, (size_t)si), qc, err);
     if (!rc) p->scale_bytes = amn_model_tensor(m, (size_t)si)->nbytes;
     if (!rc && zi >= 0) {
         p->zero = (size_t)zi;
         rc = zero_layout(p, amn_model_tensor(m, (size_t)zi), err);
     }
     bool act_order = false;
+    if (!rc && gi >= 0 && p->block)
+        rc = amn_error_set(err, AMN_E_UNSUPPORTED, "%s: g_idx beside block scales %s",
+                           amn_model_tensor(m, (size_t)gi)->name,
+                           amn_model_tensor(m, (size_t)si)->name);
     if (!rc && gi >= 0) {
         const amn_tensor *g = amn_model_tensor(m, (size_t)gi);
         if (g->data && p->checked)
@@ -330,6 +390,9 @@ static int claim(const amn_model *m, amn_claimset *cs, const quant_config *qc, s
                          packed ? "pack-quantized" : "int-quantized", p->l.bits);
         if (p->l.per_tensor)
             k += snprintf(label + k, sizeof label - (size_t)k, "per-tensor");
+        else if (p->block)
+            k += snprintf(label + k, sizeof label - (size_t)k, "%llux%llu blocks",
+                          (unsigned long long)p->l.block_rows, (unsigned long long)p->l.group_size);
         else if (p->l.groups == 1)
             k += snprintf(label + k, sizeof label - (size_t)k, "per-channel");
         else

@@ -26,14 +26,15 @@ int32_t ct_zero(const ct_layout *l, uint64_t o, uint64_t g) {
         return (int32_t)f - (int32_t)(1u << (l->bits - 1));
     }
     case CT_ZERO_I8:
-        return (int8_t)l->zeros[o * l->groups + g];
+        return (int8_t)l->zeros[ct_scale_row(l, o) * l->groups + g];
     default:
         return 0;
     }
 }
 
 float ct_scale(const ct_layout *l, uint64_t o, uint64_t g) {
-    return quant_scale_at(l->scales, l->stype, l->per_tensor ? 0 : o * l->groups + g);
+    return quant_scale_at(l->scales, l->stype,
+                          l->per_tensor ? 0 : ct_scale_row(l, o) * l->groups + g);
 }
 
 int ct_rows_scalar(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst) {

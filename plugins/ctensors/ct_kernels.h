@@ -16,7 +16,11 @@
  * products are exact in binary32 and rounded once), and that value is then
  * cast to the output dtype (an F16 result asked for as BF16 is rounded a
  * second time, as `.to(torch.bfloat16)` would). Group g of input column i
- * is i / group_size, or g_idx[i] (act-order). */
+ * is i / group_size, or g_idx[i] (act-order).
+ * Block strategy (scale [ceil(O / bo)][ceil(I / bi)], forward.py's BLOCK
+ * branch: each bo x bi block times its scale, zero point [same] as I8):
+ * groups = ceil(I / bi), group_size = bi and block_rows = bo, so output row
+ * o reads scale row o / bo. */
 #ifndef AMN_CT_KERNELS_H
 #define AMN_CT_KERNELS_H
 
@@ -43,7 +47,13 @@ typedef struct ct_layout {
     const uint8_t *zeros; /* see ct_zkind; NULL with CT_ZERO_NONE */
     ct_zkind zkind;
     const int32_t *gidx; /* [in] group of each column, or NULL: i / group_size */
+    uint64_t block_rows; /* block strategy: rows sharing a scale row; 0 or 1 otherwise */
 } ct_layout;
+
+/* The scale (and zero point) row of output row o. */
+static inline uint64_t ct_scale_row(const ct_layout *l, uint64_t o) {
+    return l->block_rows > 1 ? o / l->block_rows : o;
+}
 
 /* Rows [row0, row0 + nrows) of [out][in], as `out` (F32, F16, BF16), into dst.
  * The layout must be valid (the detector checked every size and g_idx).

@@ -1,13 +1,13 @@
 /* compressed-tensors integers with AVX2, one output row at a time: 8
- * consecutive columns per step. A packed 4-bit word is 8 columns (variable
- * shifts), 8-bit fields and I8 weights are 8 bytes widened; the row's
+ * consecutive columns per step. A packed 4-bit word is 8 columns, half a
+ * 2-bit word 8 (variable shifts), 8-bit fields and I8 weights are 8 bytes widened; the row's
  * scales and zero points are first put in small binary32 / int32 tables,
  * read by broadcast when a run of 8 columns lies in one group and by gather
  * otherwise (act-order, odd group sizes). The product is rounded to the
  * scale's dtype exactly as the scalar path does (BF16: round to nearest
  * even on the bits; F16: through F16C, which rounds the same way), so the
  * bytes match. Rows whose scales are not all finite, and bit widths other
- * than 4 and 8, take the scalar path. */
+ * than 2, 4 and 8, take the scalar path. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -33,6 +33,16 @@ static inline __attribute__((always_inline)) __m256i load_q(const ct_layout *l, 
         return _mm256_sub_epi32(u, _mm256_set1_epi32(128));
     }
     uint32_t w;
+    if (l->bits == 2) {
+        /* Word i / 16 holds columns i..i+15: these 8 are its low or high half. */
+        memcpy(&w, row + (i / 16) * 4, 4);
+        const __m256i f = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32((int)w),
+                              _mm256_add_epi32(_mm256_set1_epi32((int)(i % 16) * 2),
+                                               _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14))),
+            _mm256_set1_epi32(3));
+        return _mm256_sub_epi32(f, _mm256_set1_epi32(2));
+    }
     memcpy(&w, row + i / 2, 4); /* 4-bit: word i / 8 holds columns i..i+7 */
     const __m256i f =
         _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w),
@@ -117,7 +127,8 @@ static void row_dispatch(const ct_layout *l, uint64_t o, const float *st, const 
 }
 
 int ct_rows_avx2(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst) {
-    if (l->packed && l->bits != 4 && l->bits != 8) return ct_rows_scalar(l, row0, nrows, out, dst);
+    if (l->packed && l->bits != 2 && l->bits != 4 && l->bits != 8)
+        return ct_rows_scalar(l, row0, nrows, out, dst);
     const uint64_t G = l->groups;
     float *st = malloc(G * sizeof *st);
     int32_t *zt = malloc(G * sizeof *zt);

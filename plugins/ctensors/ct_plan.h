@@ -14,6 +14,7 @@ typedef struct ct_plan {
     ct_layout l;                /* pointers filled in per dequantize call */
     uint64_t weight_bytes, scale_bytes, zero_bytes;
     bool checked;    /* detect() saw the data (weight_shape, g_idx); else dequantize refuses */
+    bool block;      /* block strategy: l.block_rows x l.group_size blocks */
     int32_t *gidx;   /* act-order groups, or NULL */
     uint8_t *own[3]; /* plain copies of strided weight, scale, zero, or NULL */
     char *name;

@@ -137,28 +137,11 @@ static int check_layer(const amn_model *m, const quant_config *qc, gptq_plan *p,
 
     /* Group size: from the config when it says, else from scales' height. */
     uint64_t gs;
-    if (qc->group_size > 0) {
-        gs = (uint64_t)qc->group_size;
-        if (in % gs != 0 || in / gs != G)
-            return amn_error_set(err, AMN_E_PARSE,
-                                 "%s: %llu groups, but group_size %llu (from %s) over in_features "
-                                 "%llu gives %s",
-                                 sc->name, (unsigned long long)G, (unsigned long long)gs, qc->file,
-                                 (unsigned long long)in,
-                                 in % gs ? "a partial group" : "another count");
-    } else if (qc->group_size == -1 || G == 1) {
-        if (G != 1)
-            return amn_error_set(err, AMN_E_PARSE,
-                                 "%s: %llu groups, but %s says per-channel (group_size -1)",
-                                 sc->name, (unsigned long long)G, qc->file);
-        gs = in;
-    } else {
-        if (in % G != 0)
-            return amn_error_set(err, AMN_E_PARSE,
-                                 "%s: %llu groups do not divide in_features %llu of %s", sc->name,
-                                 (unsigned long long)G, (unsigned long long)in, qw->name);
-        gs = in / G;
-    }
+    if (qc->group_size == -1 && G != 1)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: %llu groups, but %s says per-channel (group_size -1)", sc->name,
+                             (unsigned long long)G, qc->file);
+    if ((rc = quant_group_size(qc, sc, qw, in, G, &gs, err))) return rc;
     (void)m;
     p->bits = bits;
     p->in = in;
@@ -172,12 +155,10 @@ static int check_layer(const amn_model *m, const quant_config *qc, gptq_plan *p,
 static int claim_layer(const amn_model *m, amn_claimset *cs, const quant_config *qc, size_t qwi,
                        size_t plen, amn_error *err) {
     const amn_tensor *qw = amn_model_tensor(m, qwi);
-    int rc = AMN_OK;
-    const int64_t sci = quant_find_companion(m, qw->name, plen, ".scales", &rc, err);
-    const int64_t qzi = rc ? -1 : quant_find_companion(m, qw->name, plen, ".qzeros", &rc, err);
-    const int64_t gii = rc ? -1 : quant_find_companion(m, qw->name, plen, ".g_idx", &rc, err);
-    const int64_t wi = rc ? -1 : quant_find_companion(m, qw->name, plen, ".weight", &rc, err);
+    quant_qweight_layer c;
+    int rc = quant_qweight_companions(m, qw, plen, &c, err);
     if (rc) return rc;
+    const int64_t sci = c.scales, qzi = c.qzeros, gii = c.g_idx;
     const amn_tensor *sc = sci >= 0 ? amn_model_tensor(m, (size_t)sci) : NULL;
     if (quant_classify(qc, qw, sc, gii >= 0) != QUANT_GPTQ) return AMN_OK;
 
@@ -187,14 +168,7 @@ static int claim_layer(const amn_model *m, amn_claimset *cs, const quant_config 
                              "%s: GPTQ checkpoint_format \"%s\" (from %s) is not supported (only "
                              "gptq and gptq_v2)",
                              qw->name, qc->checkpoint_format, qc->file);
-    if (!sc || qzi < 0)
-        return amn_error_set(err, AMN_E_PARSE, "%s: GPTQ weight without its %.*s.%s", qw->name,
-                             (int)plen, qw->name, !sc ? "scales" : "qzeros");
-    if (wi >= 0)
-        return amn_error_set(err, AMN_E_PARSE,
-                             "%s: %s already exists, so the dequantized weight "
-                             "would have two tensors",
-                             qw->name, amn_model_tensor(m, (size_t)wi)->name);
+    if ((rc = quant_qweight_check(m, qw, plen, &c, "GPTQ", err))) return rc;
     const amn_tensor *qz = amn_model_tensor(m, (size_t)qzi);
     const amn_tensor *gi = gii >= 0 ? amn_model_tensor(m, (size_t)gii) : NULL;
 

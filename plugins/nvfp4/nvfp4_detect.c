@@ -1,11 +1,18 @@
 /* Finding NVFP4 weights.
  *
  * ModelOpt (hf_quant_config.json quant_algo NVFP4): "<p>.weight" U8
- * [O, I/2], "<p>.weight_scale" F8_E4M3
- * [O, I/16], "<p>.weight_scale_2" F32 (one value); fused 3-D experts are
- * refused;
- * "<p>.input_scale" is dropped. Per-expert MoE layers are ordinary layers
- * named "...experts.<n>.<proj>".
+ * [O, I/2], "<p>.weight_scale" F8_E4M3 [O, I/16], "<p>.weight_scale_2" F32
+ * (one value); "<p>.input_scale" is dropped. Per-expert MoE layers are
+ * ordinary layers named "...experts.<n>.<proj>".
+ * ModelOpt fused 3-D experts (modelopt/torch/export: the fused export that
+ * keeps each projection whole, and _export_quantized_weight on Llama4 /
+ * gpt-oss batched experts): "<p>" U8 with "<p>_weight_scale" F8_E4M3,
+ * "<p>_weight_scale_2" F32 (one value, or one per expert) and
+ * "<p>_input_scale" dropped (or the dotted ".weight" names with a 3-D
+ * weight). Either [E, O, I/2] with scales [E, O, I/16] (output [E, O, I]),
+ * or the batched-matmul layout [E, I/2, O] with scales [E, I/16, O], which
+ * ModelOpt transposes back after quantizing (output [E, I, O], as the model
+ * holds it). The output keeps the name "<p>".
  * compressed-tensors nvfp4-pack-quantized: "<p>.weight_packed" U8 [O, I/2],
  * "<p>.weight_scale" F8_E4M3 [O, I/16], "<p>.weight_global_scale" F32 [1];
  * "<p>.input_global_scale" is dropped; the output is "<p>.weight". */
@@ -43,23 +50,43 @@ static int drop_activation(const amn_model *m, amn_claimset *cs, int64_t i, amn_
     return amn_claimset_add(cs, &d, err);
 }
 
+/* The names of one layout's companions: "<prefix><suffix>". */
+typedef struct nvfp4_names {
+    const char *scale, *second, *act, *out;
+} nvfp4_names;
+
+static const nvfp4_names modelopt_names = {".weight_scale", ".weight_scale_2", ".input_scale",
+                                           ".weight"};
+static const nvfp4_names ct_names = {".weight_scale", ".weight_global_scale", ".input_global_scale",
+                                     ".weight"};
+static const nvfp4_names fused_names = {"_weight_scale", "_weight_scale_2", "_input_scale", ""};
+
+/* A 3-D weight [E, a, b] whose scale is [E, a / 8, b]: the batched layout. */
+static bool is_bmm(const amn_tensor *w, const amn_tensor *s) {
+    return w->ndim == 3 && s->ndim == 3 && s->dtype == AMN_DTYPE_F8_E4M3 &&
+           s->shape[0] == w->shape[0] && w->shape[1] % 8 == 0 && s->shape[1] == w->shape[1] / 8 &&
+           s->shape[2] == w->shape[2] && !(w->shape[2] % 8 == 0 && s->shape[2] == w->shape[2] / 8);
+}
+
 static int check_shapes(nvfp4_plan *p, const amn_tensor *w, const amn_tensor *s,
                         const amn_tensor *s2, amn_error *err) {
     char b1[96], b2[96];
-    if (w->ndim == 3)
-        return amn_error_set(err, AMN_E_UNSUPPORTED,
-                             "%s: fused NVFP4 experts %s are not supported (per-expert layers are)",
+    bool ok = (w->ndim == 2 || w->ndim == 3);
+    for (uint32_t d = 0; ok && d < w->ndim; d++) ok = w->shape[d] != 0;
+    if (!ok)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: expected U8 [out, in/2] or fused experts [experts, out, in/2], "
+                             "found %s",
                              w->name, quant_shape(w, b1, sizeof b1));
-    if (w->ndim != 2 || w->shape[0] == 0 || w->shape[1] == 0)
-        return amn_error_set(err, AMN_E_PARSE, "%s: expected U8 [out, in/2], found %s", w->name,
-                             quant_shape(w, b1, sizeof b1));
-    const uint64_t cols = w->shape[w->ndim - 1], in = 2 * cols;
+    p->bmm = is_bmm(w, s);
+    /* The packed axis: the last one, or the middle one of the batched layout. */
+    const uint64_t cols = p->bmm ? w->shape[1] : w->shape[w->ndim - 1], in = 2 * cols;
     if (in % 16 != 0)
         return amn_error_set(err, AMN_E_PARSE, "%s: %llu values per row are not whole blocks of 16",
                              w->name, (unsigned long long)in);
-    bool ok =
-        s->dtype == AMN_DTYPE_F8_E4M3 && s->ndim == w->ndim && s->shape[s->ndim - 1] == in / 16;
-    for (uint32_t d = 0; ok && d + 1 < w->ndim; d++) ok = s->shape[d] == w->shape[d];
+    ok = p->bmm ||
+         (s->dtype == AMN_DTYPE_F8_E4M3 && s->ndim == w->ndim && s->shape[s->ndim - 1] == in / 16);
+    for (uint32_t d = 0; ok && !p->bmm && d + 1 < w->ndim; d++) ok = s->shape[d] == w->shape[d];
     if (!ok)
         return amn_error_set(err, AMN_E_PARSE,
                              "%s: expected F8_E4M3 with one scale per 16 values of %s %s (last "
@@ -70,7 +97,7 @@ static int check_shapes(nvfp4_plan *p, const amn_tensor *w, const amn_tensor *s,
     p->experts = w->ndim == 3 ? w->shape[0] : 1;
     uint64_t n2;
     amn_tensor_numel(s2, &n2);
-    if (s2->dtype != AMN_DTYPE_F32 || (n2 != 1 && n2 != p->experts))
+    if (s2->dtype != AMN_DTYPE_F32 || s2->ndim > 1 || (n2 != 1 && n2 != p->experts))
         return amn_error_set(err, AMN_E_PARSE, "%s: expected F32 with one value%s, found %s %s",
                              s2->name, p->experts > 1 ? " or one per expert" : "",
                              amn_dtype_name(s2->dtype), quant_shape(s2, b1, sizeof b1));
@@ -78,29 +105,30 @@ static int check_shapes(nvfp4_plan *p, const amn_tensor *w, const amn_tensor *s,
     if (!rc) rc = quant_check_bytes(s, err);
     if (!rc) rc = quant_check_bytes(s2, err);
     if (rc) return rc;
-    p->in = in;
-    p->rows = w->ndim == 3 ? w->shape[0] * w->shape[1] : w->shape[0];
-    if (n2 == 1) p->experts = 1; /* one value for every row */
+    p->n_seconds = n2;
+    if (p->bmm) {
+        p->bmm_in = in;
+        p->bmm_outs = w->shape[2];
+        p->in = w->shape[2]; /* an output row: one (expert, input) pair */
+        p->rows = w->shape[0] * in;
+    } else {
+        p->in = in;
+        p->rows = w->ndim == 3 ? w->shape[0] * w->shape[1] : w->shape[0];
+    }
     return AMN_OK;
 }
 
 static int claim(const amn_model *m, amn_claimset *cs, size_t wi, size_t plen, bool ct,
-                 amn_error *err) {
+                 const nvfp4_names *nm, amn_error *err) {
     const amn_tensor *w = amn_model_tensor(m, wi);
     int rc = AMN_OK;
-    const int64_t si = quant_find_companion(m, w->name, plen, ".weight_scale", &rc, err);
-    const int64_t s2i =
-        rc ? -1
-           : quant_find_companion(m, w->name, plen, ct ? ".weight_global_scale" : ".weight_scale_2",
-                                  &rc, err);
-    const int64_t ai =
-        rc ? -1
-           : quant_find_companion(m, w->name, plen, ct ? ".input_global_scale" : ".input_scale",
-                                  &rc, err);
+    const int64_t si = quant_find_companion(m, w->name, plen, nm->scale, &rc, err);
+    const int64_t s2i = rc ? -1 : quant_find_companion(m, w->name, plen, nm->second, &rc, err);
+    const int64_t ai = rc ? -1 : quant_find_companion(m, w->name, plen, nm->act, &rc, err);
     if (rc) return rc;
     if (s2i < 0)
         return amn_error_set(err, AMN_E_PARSE, "%s: NVFP4 weight without its %.*s%s", w->name,
-                             (int)plen, w->name, ct ? ".weight_global_scale" : ".weight_scale_2");
+                             (int)plen, w->name, nm->second);
     nvfp4_plan *p = calloc(1, sizeof *p);
     if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     p->weight = wi;
@@ -113,9 +141,9 @@ static int claim(const amn_model *m, amn_claimset *cs, size_t wi, size_t plen, b
         uint8_t *own;
         const uint8_t *b;
         rc = quant_tensor_bytes(s2, &own, &b, err);
-        p->seconds = rc ? NULL : malloc(p->experts * sizeof *p->seconds);
+        p->seconds = rc ? NULL : malloc(p->n_seconds * sizeof *p->seconds);
         if (!rc && !p->seconds) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        for (uint64_t e = 0; !rc && e < p->experts; e++) memcpy(&p->seconds[e], b + 4 * e, 4);
+        for (uint64_t e = 0; !rc && e < p->n_seconds; e++) memcpy(&p->seconds[e], b + 4 * e, 4);
         free(own);
     }
     const uint8_t *unused;
@@ -123,9 +151,12 @@ static int claim(const amn_model *m, amn_claimset *cs, size_t wi, size_t plen, b
     if (!rc) rc = quant_tensor_bytes(s, &p->own[1], &unused, err);
     char label[96];
     snprintf(label, sizeof label, "NVFP4 (%s), E2M1 with E4M3 scales per 16%s",
-             ct ? "compressed-tensors" : "ModelOpt", w->ndim == 3 ? ", fused experts" : "");
+             ct ? "compressed-tensors" : "ModelOpt",
+             w->ndim != 3 ? ""
+             : p->bmm     ? ", fused experts [E, in, out]"
+                          : ", fused experts");
     if (!rc) {
-        p->name = quant_join(w->name, plen, ".weight");
+        p->name = quant_join(w->name, plen, nm->out);
         p->label = strdup(label);
         if (!p->name || !p->label) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
@@ -141,7 +172,10 @@ static int claim(const amn_model *m, amn_claimset *cs, size_t wi, size_t plen, b
                         .plan = p,
                         .plan_free = nvfp4_plan_free};
     memcpy(g.shape, w->shape, sizeof g.shape);
-    g.shape[w->ndim - 1] = p->in;
+    if (p->bmm)
+        g.shape[1] = p->bmm_in;
+    else
+        g.shape[w->ndim - 1] = p->in;
     g.members[g.n_members] = wi;
     g.roles[g.n_members++] = AMN_ROLE_WEIGHT;
     g.members[g.n_members] = (size_t)si;
@@ -152,24 +186,41 @@ static int claim(const amn_model *m, amn_claimset *cs, size_t wi, size_t plen, b
     return drop_activation(m, cs, ai, err);
 }
 
+/* A weight this plugin reads: its layout (names) and prefix length, or false. */
+static bool weight_layout(const amn_model *m, const amn_tensor *t, const nvfp4_names **nm,
+                          size_t *plen, int *rc, amn_error *err) {
+    if (t->dtype != AMN_DTYPE_U8) return false;
+    if (quant_suffix(t->name, ".weight_packed", plen)) {
+        *nm = &ct_names;
+        return true;
+    }
+    if (quant_suffix(t->name, ".weight", plen)) {
+        *nm = &modelopt_names;
+        return true;
+    }
+    /* Fused experts keep the projection's own name: "<p>" beside "<p>_weight_scale". */
+    *plen = strlen(t->name);
+    const int64_t s = quant_find_companion(m, t->name, *plen, fused_names.scale, rc, err);
+    *nm = &fused_names;
+    return s >= 0 && t->ndim == 3;
+}
+
 int nvfp4_detect(const amn_model *m, amn_claimset *cs, amn_error *err) {
     const size_t n = amn_model_tensor_count(m);
     size_t claimed = 0;
     for (size_t i = 0; i < n; i++) {
         const amn_tensor *t = amn_model_tensor(m, i);
         size_t plen;
-        bool ct;
-        if (t->dtype != AMN_DTYPE_U8 || amn_claimset_is_claimed(cs, i)) continue;
-        if (quant_suffix(t->name, ".weight_packed", &plen))
-            ct = true;
-        else if (quant_suffix(t->name, ".weight", &plen))
-            ct = false;
-        else
-            continue;
+        const nvfp4_names *nm;
+        int rc = AMN_OK;
+        if (amn_claimset_is_claimed(cs, i)) continue;
+        const bool ours = weight_layout(m, t, &nm, &plen, &rc, err);
+        if (rc) return rc;
+        if (!ours) continue;
+        const bool ct = nm == &ct_names;
         /* Ours only with an E4M3 block scale beside it (bitsandbytes keeps
          * U8 weights too, with absmax). */
-        int rc = AMN_OK;
-        const int64_t s = quant_find_companion(m, t->name, plen, ".weight_scale", &rc, err);
+        const int64_t s = quant_find_companion(m, t->name, plen, nm->scale, &rc, err);
         if (rc) return rc;
         if (s < 0 || amn_model_tensor(m, (size_t)s)->dtype != AMN_DTYPE_F8_E4M3) {
             if (ct && s < 0)
@@ -178,16 +229,17 @@ int nvfp4_detect(const amn_model *m, amn_claimset *cs, amn_error *err) {
                                      (int)plen, t->name);
             continue;
         }
-        if ((rc = claim(m, cs, i, plen, ct, err))) return rc;
+        if ((rc = claim(m, cs, i, plen, ct, nm, err))) return rc;
         claimed++;
     }
     if (!claimed) return AMN_OK;
-    static const char *const orphans[] = {".weight_scale_2", ".weight_global_scale"};
+    static const char *const orphans[] = {".weight_scale_2", ".weight_global_scale",
+                                          "_weight_scale_2"};
     for (size_t i = 0; i < n; i++) {
         const amn_tensor *t = amn_model_tensor(m, i);
         size_t plen;
         if (amn_claimset_is_claimed(cs, i)) continue;
-        for (size_t k = 0; k < 2; k++)
+        for (size_t k = 0; k < 3; k++)
             if (quant_suffix(t->name, orphans[k], &plen))
                 return amn_error_set(err, AMN_E_PARSE, "%s: no NVFP4 weight %.*s for it", t->name,
                                      (int)plen, t->name);

@@ -1,4 +1,6 @@
 /* NVFP4: block scales, the scalar path and the choice of path. */
+#include <stdlib.h>
+
 #include "nvfp4_kernels.h"
 
 static const float e2m1_pos0[16] = {0.0f, 0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
@@ -34,10 +36,50 @@ void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, am
                 bs[b] = l->divide ? s / second : s * second;
             }
             const uint64_t i0 = b0 * 16;
-            if (level >= AMN_SIMD_AVX2)
+            if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16)
+                nvfp4_row_avx512(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
+            else if (level >= AMN_SIMD_AVX2)
                 nvfp4_row_avx2(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
             else
                 nvfp4_row_scalar(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
         }
     }
+}
+
+void nvfp4_bmm_row_scalar(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
+                          const float *table, amn_dtype out, uint8_t *d) {
+    const size_t es = amn_dtype_size(out);
+    for (uint64_t o = 0; o < n; o++)
+        nvfp4_store1(table[(w[o] >> shift) & 15u] * bs[o], out, d + o * es);
+}
+
+int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
+                   void *dst, amn_simd level) {
+    const uint64_t O = l->outs;
+    const size_t rowbytes = (size_t)O * amn_dtype_size(out);
+    float *bs = malloc((size_t)O * sizeof *bs);
+    if (!bs) return -1;
+    uint64_t have = UINT64_MAX; /* the (expert, block row) whose scales bs holds */
+    uint8_t *d = dst;
+    for (uint64_t r = row0; r < row0 + nrows; r++, d += rowbytes) {
+        const uint64_t e = r / l->in, i = r % l->in;
+        const uint64_t brow = e * (l->in / 16) + i / 16;
+        if (brow != have) {
+            /* ModelOpt's per_block = f32(e4m3) * weight_scale_2, once per 16 rows. */
+            const float second = l->second[l->n_second == 1 ? 0 : e];
+            const uint8_t *sc = l->scales + brow * O;
+            for (uint64_t o = 0; o < O; o++) bs[o] = amn_f8e4m3_to_f32(sc[o]) * second;
+            have = brow;
+        }
+        const uint8_t *w = l->weight + (e * (l->in / 2) + i / 2) * O;
+        const unsigned shift = 4 * (unsigned)(i & 1);
+        if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16)
+            nvfp4_bmm_row_avx512(w, shift, bs, O, e2m1_pos0, out, d);
+        else if (level >= AMN_SIMD_AVX2)
+            nvfp4_bmm_row_avx2(w, shift, bs, O, e2m1_pos0, out, d);
+        else
+            nvfp4_bmm_row_scalar(w, shift, bs, O, e2m1_pos0, out, d);
+    }
+    free(bs);
+    return 0;
 }

@@ -37,11 +37,41 @@ typedef struct nvfp4_layout {
 void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
                         void *dst, amn_simd level);
 
+/* Fused experts in the batched-matmul layout ModelOpt exports for
+ * Llama4TextExperts and GptOssExperts (maybe_transpose_expert_weight_
+ * dimensions after quantizing): weight U8 [experts][in / 2][outs], element
+ * (e, i, o) in nibble i & 1 of byte [e][i / 2][o], its scale E4M3
+ * [experts][in / 16][outs]. The output is [experts][in][outs] (the model's
+ * own layout), one output row per (e, i). Same arithmetic as above. */
+typedef struct nvfp4_bmm_layout {
+    const uint8_t *weight, *scales;
+    uint64_t experts, in, outs; /* in: a multiple of 16 */
+    const float *second;        /* one per expert, or one for all (n_second 1) */
+    uint64_t n_second;
+} nvfp4_bmm_layout;
+
+/* Rows [row0, row0 + nrows) of [experts * in][outs]. Returns 0, or -1 when
+ * out of memory (one row of block scales is allocated). */
+int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
+                   void *dst, amn_simd level);
+
 /* Internal: the scalar and vector row loops, block scales given. */
 void nvfp4_row_scalar(const uint8_t *w, const float *bs, uint64_t in, const float *table,
                       amn_dtype out, uint8_t *d);
 void nvfp4_row_avx2(const uint8_t *w, const float *bs, uint64_t in, const float *table,
                     amn_dtype out, uint8_t *d);
+/* F32 and BF16 only (F16 takes the AVX2 loop). */
+void nvfp4_row_avx512(const uint8_t *w, const float *bs, uint64_t in, const float *table,
+                      amn_dtype out, uint8_t *d);
+
+/* One output row of the batched layout: codes in nibble `shift` / 4 of
+ * bytes w[0..n), each times its own scale bs[o]. */
+void nvfp4_bmm_row_scalar(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
+                          const float *table, amn_dtype out, uint8_t *d);
+void nvfp4_bmm_row_avx2(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
+                        const float *table, amn_dtype out, uint8_t *d);
+void nvfp4_bmm_row_avx512(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
+                          const float *table, amn_dtype out, uint8_t *d);
 
 static inline void nvfp4_store1(float y, amn_dtype out, uint8_t *d) {
     uint16_t h;

@@ -45,3 +45,35 @@ void nvfp4_row_avx2(const uint8_t *w, const float *bs, uint64_t in, const float 
         break;
     }
 }
+
+/* The batched layout: 8 outputs per step, each with its own scale. */
+static inline __attribute__((always_inline)) void bmm_row(const uint8_t *w, unsigned shift,
+                                                          const float *bs, uint64_t n,
+                                                          const float *table, amn_dtype out,
+                                                          uint8_t *d) {
+    const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
+    const __m256 tlo = _mm256_loadu_ps(table), thi = _mm256_loadu_ps(table + 8);
+    const __m128i sh = _mm_cvtsi32_si128((int)shift);
+    uint64_t o = 0;
+    for (; o + 8 <= n; o += 8) {
+        const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + o)));
+        const __m256i code = _mm256_and_si256(_mm256_srl_epi32(bytes, sh), _mm256_set1_epi32(15));
+        qs_store8(out, d + o * es, _mm256_mul_ps(lookup(tlo, thi, code), _mm256_loadu_ps(bs + o)));
+    }
+    if (o < n) nvfp4_bmm_row_scalar(w + o, shift, bs + o, n - o, table, out, d + o * es);
+}
+
+void nvfp4_bmm_row_avx2(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
+                        const float *table, amn_dtype out, uint8_t *d) {
+    switch (out) {
+    case AMN_DTYPE_F32:
+        bmm_row(w, shift, bs, n, table, AMN_DTYPE_F32, d);
+        break;
+    case AMN_DTYPE_F16:
+        bmm_row(w, shift, bs, n, table, AMN_DTYPE_F16, d);
+        break;
+    default:
+        bmm_row(w, shift, bs, n, table, AMN_DTYPE_BF16, d);
+        break;
+    }
+}

@@ -12,7 +12,10 @@ typedef struct nvfp4_plan {
     size_t weight, scale, second; /* tensor indices */
     uint64_t rows, in, experts;   /* weight [experts?][rows / experts][in / 2] */
     bool divide, neg_zero;        /* compressed-tensors rather than ModelOpt */
-    float *seconds;               /* second-level scales, one per expert; NULL header-only */
+    bool bmm;                     /* fused experts [E][in / 2][outs] (Llama4, gpt-oss export) */
+    uint64_t bmm_in, bmm_outs;    /* with bmm: output [experts][bmm_in][bmm_outs] */
+    float *seconds;               /* second-level scales; NULL header-only */
+    uint64_t n_seconds;           /* 1, or one per expert */
     uint8_t *own[2];              /* plain copies of strided weight, scale, or NULL */
     char *name;
     char *label;

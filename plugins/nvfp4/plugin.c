@@ -12,12 +12,27 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
     const nvfp4_plan *p = plan;
     int rc = quant_check_request(p->name, p->rows, row0, nrows, out, err);
     if (rc) return rc;
+    if (p->bmm) {
+        const uint64_t bytes = p->rows * p->bmm_outs;
+        const nvfp4_bmm_layout b = {.weight = quant_member(m, p->weight, p->own[0], bytes / 2),
+                                    .scales = quant_member(m, p->scale, p->own[1], bytes / 16),
+                                    .experts = p->experts,
+                                    .in = p->bmm_in,
+                                    .outs = p->bmm_outs,
+                                    .second = p->seconds,
+                                    .n_second = p->n_seconds};
+        if (!b.weight || !b.scales || !b.second)
+            return amn_error_set(err, AMN_E_INVALID, "%s: tensor data not loaded", p->name);
+        if (nvfp4_bmm_rows(&b, row0, nrows, out, dst, amn_simd_level()))
+            return amn_error_set(err, AMN_E_NOMEM, "%s: out of memory", p->name);
+        return AMN_OK;
+    }
     const nvfp4_layout l = {.weight = quant_member(m, p->weight, p->own[0], p->rows * p->in / 2),
                             .scales = quant_member(m, p->scale, p->own[1], p->rows * p->in / 16),
                             .rows = p->rows,
                             .in = p->in,
                             .second = p->seconds,
-                            .rows_per_second = p->rows / p->experts,
+                            .rows_per_second = p->rows / p->n_seconds,
                             .divide = p->divide,
                             .neg_zero = p->neg_zero};
     if (!l.weight || !l.scales || !l.second)

@@ -1,11 +1,16 @@
 /* Benchmark of the mxfp4, ctensors and nvfp4 kernels (one thread, each
  * SIMD path, to BF16 and F32) and of whole-file `amn remember` of a model
  * of each family against cp of the output. Prints Gelem/s and ratios
- * measured in the same run. Not a test: it times things. Run from the
- * build tree: bin/scheme_bench [--no-cli]. */
+ * measured in the same run. Kernel times are the thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID), so a loaded machine skews them less than wall
+ * time; the whole-file rows give wall time and the children's CPU time.
+ * Not a test: it times things. Run from the build tree:
+ * bin/scheme_bench [--no-cli | --cli-only]. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +27,20 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU time (user + system) of the waited-for children so far. */
+static double children_cpu(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
 static uint32_t rnd(void) {
@@ -76,21 +95,25 @@ static void run_nv(const void *l, amn_simd lv, amn_dtype out, void *dst) {
     const nvfp4_layout *v = l;
     nvfp4_dequant_rows(v, 0, v->rows, out, dst, lv);
 }
+static void run_bmm(const void *l, amn_simd lv, amn_dtype out, void *dst) {
+    const nvfp4_bmm_layout *v = l;
+    if (nvfp4_bmm_rows(v, 0, v->experts * v->in, out, dst, lv)) exit(1);
+}
 
 static void report(const bench *b, void *dst) {
     const amn_dtype outs[2] = {AMN_DTYPE_BF16, AMN_DTYPE_F32};
     for (int oi = 0; oi < 2; oi++) {
         double scalar = 0;
-        for (int lv = AMN_SIMD_SCALAR; lv <= (int)amn_simd_level() && lv < AMN_SIMD_AVX512; lv++) {
+        for (int lv = AMN_SIMD_SCALAR; lv <= (int)amn_simd_level(); lv++) {
             double t = 1e30;
             for (int r = 0; r < REPS; r++) {
-                const double t0 = now();
+                const double t0 = cpu_now();
                 b->run(b->layout, (amn_simd)lv, outs[oi], dst);
-                const double d = now() - t0;
+                const double d = cpu_now() - t0;
                 if (d < t) t = d;
             }
             if (lv == AMN_SIMD_SCALAR) scalar = t;
-            printf("%-28s %-4s %-6s %8.2f ms %6.2f Gelem/s  x%5.2f scalar\n", b->name,
+            printf("%-28s %-4s %-6s %8.2f ms CPU %6.2f Gelem/s  x%5.2f scalar\n", b->name,
                    amn_dtype_name(outs[oi]), amn_simd_name((amn_simd)lv), t * 1e3,
                    b->elems / t * 1e-9, scalar / t);
         }
@@ -135,41 +158,52 @@ static int write_st(const char *path, const entry *e, int count) {
     return fclose(f);
 }
 
-static double run_cmd(const char *cmd, const char *fresh) {
+/* Wall time of cmd; *cpu gets its CPU time (with the shell's). */
+static double run_cmd(const char *cmd, const char *fresh, double *cpu) {
     unlink(fresh);
     sync();
-    const double t0 = now();
+    const double c0 = children_cpu(), t0 = now();
     if (system(cmd) != 0) {
         fprintf(stderr, "failed: %s\n", cmd);
         return -1;
     }
-    return now() - t0;
+    const double t = now() - t0;
+    if (cpu) *cpu = children_cpu() - c0;
+    return t;
 }
 
-/* Best-of-REPS `amn remember --threads 2` against cp of its output,
- * interleaved. */
+/* Best-of-REPS `amn remember --threads 2` (as users run it, syncing the
+ * output to disk, and with --no-sync, which cp does not do either)
+ * against cp of its output, interleaved. */
 static void cli_case(const char *what, const char *dir, const entry *e, int count) {
-    char in[256], out[256], copy[256], cmd[1024], cpcmd[1024];
+    char in[256], out[256], copy[256], cmd[2][1024], cpcmd[1024];
     snprintf(in, sizeof in, "%s/model.safetensors", dir);
     snprintf(out, sizeof out, "%s/out.safetensors", dir);
     snprintf(copy, sizeof copy, "%s/copy.bin", dir);
     if (write_st(in, e, count)) return;
-    snprintf(cmd, sizeof cmd, "'%s/bin/amn' remember '%s' -o '%s' --threads 2 >/dev/null",
-             AMN_BINARY_DIR, in, out);
+    for (int k = 0; k < 2; k++)
+        snprintf(cmd[k], sizeof cmd[k],
+                 "'%s/bin/amn' remember '%s' -o '%s' --threads 2%s >/dev/null", AMN_BINARY_DIR, in,
+                 out, k ? " --no-sync" : "");
     snprintf(cpcmd, sizeof cpcmd, "cp '%s' '%s'", out, copy);
-    double tr = 1e30, tc = 1e30;
-    if (run_cmd(cmd, out) < 0) return; /* warm-up, and the file cp copies */
+    double tr[2] = {1e30, 1e30}, tc = 1e30, cr[2] = {0, 0}, cc = 0;
+    if (run_cmd(cmd[1], out, NULL) < 0) return; /* warm-up, and the file cp copies */
     for (int r = 0; r < REPS; r++) {
-        double t = run_cmd(cmd, out);
-        if (t >= 0 && t < tr) tr = t;
-        t = run_cmd(cpcmd, copy);
-        if (t >= 0 && t < tc) tc = t;
+        double c, t;
+        for (int k = 0; k < 2; k++) {
+            t = run_cmd(cmd[k], out, &c);
+            if (t >= 0 && t < tr[k]) tr[k] = t, cr[k] = c;
+        }
+        t = run_cmd(cpcmd, copy, &c);
+        if (t >= 0 && t < tc) tc = t, cc = c;
     }
     struct stat st;
     const double bytes = stat(out, &st) == 0 ? (double)st.st_size : 0;
-    printf("remember %s -> BF16 (%.0f MB), 2 threads: %.3f s; cp of the output %.3f s; "
-           "rate x%.2f of cp\n",
-           what, bytes * 1e-6, tr, tc, tc / tr);
+    printf("remember %s -> BF16 (%.0f MB), 2 threads:\n"
+           "  %.3f s wall (%.3f s CPU); --no-sync %.3f s wall (%.3f s CPU); cp of the output "
+           "%.3f s wall (%.3f s CPU)\n"
+           "  rate x%.2f of cp (x%.2f with --no-sync)\n",
+           what, bytes * 1e-6, tr[0], cr[0], tr[1], cr[1], tc, cc, tc / tr[0], tc / tr[1]);
     unlink(in);
     unlink(out);
     unlink(copy);
@@ -220,20 +254,41 @@ int main(int argc, char **argv) {
         .weight = w4, .scales = e4, .rows = O, .in = I, .second = &second, .rows_per_second = O};
     nvfp4_layout nvc = nv;
     nvc.divide = nvc.neg_zero = true;
+    /* Llama4-style fused experts in the batched layout: 4 x [4096 in, 2752 out]. */
+    const nvfp4_bmm_layout nvb = {.weight = w4,
+                                  .scales = e4,
+                                  .experts = 4,
+                                  .in = I,
+                                  .outs = O / 4,
+                                  .second = &second,
+                                  .n_second = 1};
+    ct_layout c4b = c4; /* block strategy, 128 x 128 */
+    c4b.groups = I / 128, c4b.block_rows = 128;
+    /* int2 g128 over the same buffers: [O / 2, 2 I], I / 8 words a row, so
+     * the weight and the scales ([O / 2][2 I / 128]) stay within them. */
+    ct_layout c2 = c4;
+    c2.bits = 2, c2.out = O / 2, c2.in = 2 * I, c2.groups = 2 * I / 128;
     const bench benches[] = {
         {"mxfp4 4x[5760,2880]", (double)E * R * K, run_mx, &mx},
         {"ctensors int4 g128", (double)O * I, run_ct, &c4},
         {"ctensors int4 g128 asym", (double)O * I, run_ct, &c4z},
         {"ctensors int4 act-order", (double)O * I, run_ct, &c4a},
         {"ctensors int8 channel", (double)O * I, run_ct, &c8},
+        {"ctensors int4 block 128x128", (double)O * I, run_ct, &c4b},
+        {"ctensors int2 g128", (double)O * I, run_ct, &c2},
         {"nvfp4 modelopt", (double)O * I, run_nv, &nv},
         {"nvfp4 compressed-tensors", (double)O * I, run_nv, &nvc},
+        {"nvfp4 fused experts [E,I,O]", (double)O * I, run_bmm, &nvb},
     };
     const size_t most = (size_t)(E * R * K > O * I ? E * R * K : O * I);
     uint8_t *dst = malloc(most * 4);
     memset(dst, 0, most * 4);
-    printf("one thread, best of %d; the machine may be loaded: compare rows of one run\n", REPS);
-    for (size_t b = 0; b < sizeof benches / sizeof *benches; b++) report(&benches[b], dst);
+    printf("one thread, best of %d, CPU time; the machine may be loaded: compare rows of one "
+           "run\n",
+           REPS);
+    const bool cli_only = argc > 1 && strcmp(argv[1], "--cli-only") == 0;
+    for (size_t b = 0; !cli_only && b < sizeof benches / sizeof *benches; b++)
+        report(&benches[b], dst);
     free(dst);
 
     if (!(argc > 1 && strcmp(argv[1], "--no-cli") == 0)) {

@@ -91,6 +91,32 @@ mkcase modelopt "$(t l.weight U8 '[2,8]' 0 16),$(t l.weight_scale F8_E4M3 '[2,1]
 echo '{"quantization":{"quant_algo":"NVFP4","group_size":16}}' >"$work/modelopt/hf_quant_config.json"
 expect_refused modelopt nvfp4 "ModelOpt NVFP4" "l.weight (U8)" 'hf_quant_config.json declares quant_method "modelopt", format "nvfp4"' "install the amn-nvfp4 plugin"
 
+# ModelOpt NVFP4 fused 3-D experts (names only, no config).
+mkcase fused "$(t l.experts.up_proj U8 '[2,2,8]' 0 32),$(t l.experts.up_proj_weight_scale F8_E4M3 '[2,2,1]' 32 36),$(t l.experts.up_proj_weight_scale_2 F32 '[2]' 36 44)" 44
+expect_refused fused nvfp4 "ModelOpt NVFP4 fused experts" "l.experts.up_proj (U8)" "install the amn-nvfp4 plugin"
+
+# FP8 beside its scale is quantized ...
+mkcase fp8 "$(t l.weight F8_E4M3 '[2,2]' 0 4),$(t l.weight_scale_inv F32 '[1,1]' 4 8)" 8
+expect_refused fp8 fp8 "FP8" "l.weight (F8_E4M3)" "install the amn-fp8 plugin"
+# ... a lone FP8 tensor (no scale, no quantization config) is plain data:
+# remember copies it, convert --out-dtype keep keeps its bytes, inspect lists
+# nothing unhandled (with or without the fp8 plugin).
+mkcase fp8plain "$(t x F8_E4M3 '[4]' 0 4),$(t y F8_E5M2 '[2,2]' 4 8)" 8
+for p in fp8 none; do
+  export AMN_PLUGIN_SYSTEM_PATH=$(without $p)
+  f=$work/fp8plain/model.safetensors
+  if "$amn" remember "$f" -o "$work/fp8plain/r.safetensors" --force >"$work/out" 2>&1 &&
+    "$amn" parse "$work/fp8plain/r.safetensors" >"$work/out" 2>&1 &&
+    grep -q "x *F8_E4M3 *\[4\]" "$work/out" && grep -q "y *F8_E5M2 *\[2, 2\]" "$work/out"
+  then pass; else fail "lone FP8 tensors (without $p): remember"; fi
+  if "$amn" convert "$f" --to safetensors --out-dtype keep -o "$work/fp8plain/k.safetensors" --force >"$work/out" 2>&1 &&
+    cmp -s <(tail -c 8 "$f") <(tail -c 8 "$work/fp8plain/k.safetensors")
+  then pass; else fail "lone FP8 tensors (without $p): convert --out-dtype keep"; fi
+  "$amn" inspect "$f" >"$work/out" 2>&1
+  if grep -q "Unhandled" "$work/out"; then fail "lone FP8 tensors (without $p) listed as unhandled"; else pass; fi
+  unset AMN_PLUGIN_SYSTEM_PATH
+done
+
 # A method no amn plugin knows, declared in config.json: integer tensors refused.
 mkcase hqq "$(t l.W_q U8 '[4,4]' 0 16),$(t l.meta.scale F16 '[4]' 16 24)" 24
 echo '{"quantization_config":{"quant_method":"hqq","nbits":4}}' >"$work/hqq/config.json"

@@ -33,12 +33,21 @@ static uint8_t *rbytes(size_t n) {
 typedef void (*runner)(const void *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
                        amn_simd lv);
 
-/* Rows [row0, row0 + nrows) of `rowelems` each on both paths, compared. */
+/* The AVX-512 path runs natively where the CPU has it, and always in the
+ * build against SIMDe's portable AVX-512 (test_scheme_kernels_avx512emu). */
+#ifdef AMN_SCHEME_AVX512_EMULATE
+#define HAVE_AVX512() true
+#else
+#define HAVE_AVX512() (amn_simd_level() >= AMN_SIMD_AVX512)
+#endif
+
+/* Rows [row0, row0 + nrows) of `rowelems` each on every path, compared. */
 static void both(const char *what, runner run, const void *l, uint64_t rows, uint64_t rowelems) {
     if (amn_simd_level() < AMN_SIMD_AVX2) {
         fprintf(stderr, "SKIP %s: no AVX2\n", what);
         return;
     }
+    const int levels = HAVE_AVX512() ? 2 : 1;
     static const amn_dtype outs[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32};
     for (int k = 0; k < 6; k++) {
         const uint64_t row0 = k == 0 ? 0 : rnd() % rows;
@@ -49,18 +58,22 @@ static void both(const char *what, runner run, const void *l, uint64_t rows, uin
             memset(a, 0xA5, n + 2 * GUARD);
             memset(b, 0xA5, n + 2 * GUARD);
             run(l, row0, nrows, outs[o], a + GUARD, AMN_SIMD_SCALAR);
-            run(l, row0, nrows, outs[o], b + GUARD, AMN_SIMD_AVX2);
-            for (size_t i = 0; i < GUARD; i++)
-                if (b[i] != 0xA5 || b[GUARD + n + i] != 0xA5 || a[i] != 0xA5 ||
-                    a[GUARD + n + i] != 0xA5)
-                    fail_msg("%s: write outside rows %llu+%llu", what, (unsigned long long)row0,
-                             (unsigned long long)nrows);
-            for (size_t i = 0; i < n; i++)
-                if (a[GUARD + i] != b[GUARD + i])
-                    fail_msg("%s to %s, rows %llu+%llu: byte %zu differs (scalar 0x%02x, avx2 "
-                             "0x%02x)",
-                             what, amn_dtype_name(outs[o]), (unsigned long long)row0,
-                             (unsigned long long)nrows, i, a[GUARD + i], b[GUARD + i]);
+            for (int lv = 1; lv <= levels; lv++) {
+                memset(b, 0xA5, n + 2 * GUARD);
+                run(l, row0, nrows, outs[o], b + GUARD, (amn_simd)(AMN_SIMD_SCALAR + lv));
+                for (size_t i = 0; i < GUARD; i++)
+                    if (b[i] != 0xA5 || b[GUARD + n + i] != 0xA5 || a[i] != 0xA5 ||
+                        a[GUARD + n + i] != 0xA5)
+                        fail_msg("%s: write outside rows %llu+%llu", what, (unsigned long long)row0,
+                                 (unsigned long long)nrows);
+                for (size_t i = 0; i < n; i++)
+                    if (a[GUARD + i] != b[GUARD + i])
+                        fail_msg("%s to %s, rows %llu+%llu: byte %zu differs (scalar 0x%02x, %s "
+                                 "0x%02x)",
+                                 what, amn_dtype_name(outs[o]), (unsigned long long)row0,
+                                 (unsigned long long)nrows, i, a[GUARD + i],
+                                 lv == 1 ? "avx2" : "avx512", b[GUARD + i]);
+            }
             free(a);
             free(b);
         }
@@ -75,6 +88,10 @@ static void run_ct(const void *l, uint64_t r0, uint64_t n, amn_dtype out, void *
 }
 static void run_nv(const void *l, uint64_t r0, uint64_t n, amn_dtype out, void *dst, amn_simd lv) {
     nvfp4_dequant_rows(l, r0, n, out, dst, lv);
+}
+
+static void run_bmm(const void *l, uint64_t r0, uint64_t n, amn_dtype out, void *dst, amn_simd lv) {
+    assert_int_equal(nvfp4_bmm_rows(l, r0, n, out, dst, lv), 0);
 }
 
 static void test_mxfp4(void **state) {
@@ -103,13 +120,18 @@ static void test_ctensors(void **state) {
         uint64_t out, in, gs;
         int zkind;
         bool act;
-    } cases[] = {{true, 4, 9, 96, 32, 0, false},  {true, 4, 20, 100, 100, 1, false},
-                 {true, 4, 17, 64, 16, 2, true},  {true, 8, 11, 36, 12, 1, false},
-                 {true, 4, 5, 48, 12, 0, false},  {true, 2, 7, 64, 32, 1, false},
-                 {false, 8, 13, 40, 8, 2, false}, {false, 8, 6, 24, 24, 0, false}};
+        uint64_t br; /* block strategy: rows per scale row (0: one each) */
+    } cases[] = {{true, 4, 9, 96, 32, 0, false, 0},   {true, 4, 20, 100, 100, 1, false, 0},
+                 {true, 4, 17, 64, 16, 2, true, 0},   {true, 8, 11, 36, 12, 1, false, 0},
+                 {true, 4, 5, 48, 12, 0, false, 0},   {true, 2, 7, 64, 32, 1, false, 0},
+                 {true, 2, 9, 40, 8, 2, false, 0},    {true, 2, 6, 72, 24, 0, true, 0},
+                 {false, 8, 13, 40, 8, 2, false, 0},  {false, 8, 6, 24, 24, 0, false, 0},
+                 {false, 8, 21, 40, 16, 2, false, 8}, {true, 4, 20, 40, 32, 0, false, 16},
+                 {true, 2, 11, 56, 12, 0, false, 3}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         for (int st = 0; st < 3; st++) {
-            const uint64_t O = cases[c].out, I = cases[c].in, G = I / cases[c].gs;
+            const uint64_t O = cases[c].out, I = cases[c].in,
+                           G = (I + cases[c].gs - 1) / cases[c].gs;
             const unsigned pf = 32 / cases[c].bits;
             const uint64_t words = (I + pf - 1) / pf;
             uint8_t *w = rbytes(cases[c].packed ? O * words * 4 : O * I);
@@ -156,6 +178,7 @@ static void test_ctensors(void **state) {
                                  .stype = stypes[st],
                                  .groups = G,
                                  .group_size = cases[c].gs,
+                                 .block_rows = cases[c].br,
                                  .zeros = z,
                                  .zkind = (ct_zkind)cases[c].zkind,
                                  .gidx = gidx};
@@ -195,9 +218,37 @@ static void test_nvfp4(void **state) {
         }
 }
 
+/* Fused experts in the batched layout [E][in / 2][outs]: one scale per
+ * expert or one for all, output widths with and without a vector tail. */
+static void test_nvfp4_bmm(void **state) {
+    (void)state;
+    static const uint64_t shapes[][3] = {{1, 16, 1}, {3, 32, 40}, {2, 48, 13}, {2, 64, 517}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (uint64_t ns = 1; ns <= 2; ns++) {
+            const uint64_t E = shapes[s][0], I = shapes[s][1], O = shapes[s][2];
+            uint8_t *w = rbytes(E * I / 2 * O), *sc = rbytes(E * I / 16 * O);
+            sc[0] = 0x7f; /* NaN */
+            if (E * I / 16 * O > 3) sc[1] = 0x01, sc[2] = 0x80, sc[3] = 0x7e;
+            float second[3] = {3.7e-4f, 2.5e-3f, 1.0f};
+            if (ns == 2) second[E - 1] = amn_bits_f32(0x7f800000u);
+            const nvfp4_bmm_layout l = {.weight = w,
+                                        .scales = sc,
+                                        .experts = E,
+                                        .in = I,
+                                        .outs = O,
+                                        .second = second,
+                                        .n_second = ns == 1 ? 1 : E};
+            char what[64];
+            snprintf(what, sizeof what, "nvfp4 batched [%llu,%llu,%llu]", (unsigned long long)E,
+                     (unsigned long long)I, (unsigned long long)O);
+            both(what, run_bmm, &l, E * I, O);
+            free(w), free(sc);
+        }
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_mxfp4),
-                                       cmocka_unit_test(test_ctensors),
-                                       cmocka_unit_test(test_nvfp4)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mxfp4), cmocka_unit_test(test_ctensors), cmocka_unit_test(test_nvfp4),
+        cmocka_unit_test(test_nvfp4_bmm)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,9 +33,9 @@ if ! /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null; then
 fi
 
 declare -A dtypes=(
-    # FP8 is left out: a lone FP8 tensor (no scale) is planned as a quantized
-    # weight no scheme claims, and refused before any writer sees it.
-    [safetensors]="BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64"
+    # A lone FP8 tensor (no scale, no quantization config) is plain data: it
+    # round-trips where the container holds it (safetensors only).
+    [safetensors]="BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 F8_E4M3 F8_E5M2"
     [npz]="BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64"
     [pth]="BOOL U8 I8 I16 I32 I64 F16 BF16 F32 F64"
     [gguf]="I8 I16 I32 I64 F16 BF16 F32 F64"

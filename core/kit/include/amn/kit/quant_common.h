@@ -28,7 +28,8 @@ typedef struct quant_config {
     char version[32];           /* AWQ: "gemm", "gemv", "gemv_fast", ...; lower-case */
     char format[32];            /* compressed-tensors: "pack-quantized", ...; lower-case */
     int num_bits;               /* compressed-tensors config_groups weights num_bits; 0 if absent */
-    int block[2];               /* FP8 weight_block_size; 0 if absent */
+    int block[2];               /* weight_block_size, or compressed-tensors config_groups
+                                   weights.block_structure; 0 if absent */
     int load_in_4bit;           /* bitsandbytes: -1 if absent, else 0 / 1 */
     int load_in_8bit;           /* -1 if absent */
     int bnb_double_quant;       /* bnb_4bit_use_double_quant; -1 if absent */
@@ -70,6 +71,28 @@ typedef int (*quant_claim_fn)(const amn_model *m, amn_claimset *cs, const quant_
  * qweight is a parse error: in a quantized model it means a broken file. */
 int quant_detect_layers(const amn_model *m, amn_claimset *cs, quant_claim_fn claim,
                         const char *const *orphans, size_t n_orphans, amn_error *err);
+
+/* The companions of a "<prefix>.qweight" (GPTQ and AWQ name them alike):
+ * tensor indices, -1 when absent. */
+typedef struct quant_qweight_layer {
+    int64_t scales, qzeros, g_idx;
+    int64_t weight; /* "<prefix>.weight": must not exist beside a qweight */
+} quant_qweight_layer;
+
+/* Find the companions of qweight qw (name prefix of plen bytes). */
+int quant_qweight_companions(const amn_model *m, const amn_tensor *qw, size_t plen,
+                             quant_qweight_layer *l, amn_error *err);
+
+/* AMN_E_PARSE, naming `method` ("GPTQ", "AWQ"), unless the layer has its
+ * scales and qzeros and no "<prefix>.weight" the output would collide with. */
+int quant_qweight_check(const amn_model *m, const amn_tensor *qw, size_t plen,
+                        const quant_qweight_layer *l, const char *method, amn_error *err);
+
+/* The group size of G scale rows over `in` input features: the config's
+ * group_size when it gives one (which must give exactly G groups), else
+ * in / G (which must divide). Messages name the scales tensor sc and qw. */
+int quant_group_size(const quant_config *qc, const amn_tensor *sc, const amn_tensor *qw,
+                     uint64_t in, uint64_t G, uint64_t *gs, amn_error *err);
 
 /* Scale i of a BF16, F16 or F32 scales array, as a float. Inline: the
  * kernels (built alone into their tests) use it without this file's .c. */
