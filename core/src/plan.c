@@ -278,6 +278,48 @@ int amn_plan_group(const amn_plan *p, size_t i, amn_group_info *out) {
     return AMN_OK;
 }
 
+int amn_plan_group_rows(const amn_plan *p, size_t i, uint64_t *rows, uint64_t *row_elems,
+                        amn_error *err) {
+    if (i >= p->cs.n_groups)
+        return amn_error_set(err, AMN_E_INVALID, "group %zu out of range (%zu groups)", i,
+                             p->cs.n_groups);
+    const group *g = &p->cs.groups[i];
+    if (!g->spec.out_name)
+        return amn_error_set(err, AMN_E_INVALID, "group %zu has no output (dropped members)", i);
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < g->spec.ndim; d++)
+        if (!amn_mul_u64(numel, g->spec.shape[d], &numel))
+            return amn_error_set(err, AMN_E_LIMIT, "%s: element count overflows", g->spec.out_name);
+    *row_elems = g->spec.row_elems; /* non-zero and dividing numel: checked at claim time */
+    *rows = numel / g->spec.row_elems;
+    return AMN_OK;
+}
+
+int amn_plan_dequantize(const amn_plan *p, size_t i, uint64_t row0, uint64_t nrows, amn_dtype out,
+                        void *dst, amn_error *err) {
+    uint64_t rows, re;
+    int rc = amn_plan_group_rows(p, i, &rows, &re, err);
+    if (rc) return rc;
+    const group *g = &p->cs.groups[i];
+    if (out != AMN_DTYPE_F32 && out != AMN_DTYPE_F16 && out != AMN_DTYPE_BF16)
+        return amn_error_set(err, AMN_E_INVALID, "%s: dequantize to %s: only F32, F16 or BF16",
+                             g->spec.out_name, amn_dtype_name(out));
+    if (row0 > rows || nrows > rows - row0)
+        return amn_error_set(err, AMN_E_INVALID,
+                             "%s: rows [%llu, +%llu) outside the tensor's %llu rows",
+                             g->spec.out_name, (unsigned long long)row0, (unsigned long long)nrows,
+                             (unsigned long long)rows);
+    for (size_t k = 0; k < g->spec.n_members; k++) {
+        const amn_tensor *t = amn_model_tensor(p->cs.model, g->spec.members[k]);
+        if (!t->data && t->nbytes)
+            return amn_error_set(err, AMN_E_INVALID,
+                                 "%s: the model was inspected (header only), not opened",
+                                 g->spec.out_name);
+    }
+    if (nrows == 0) return AMN_OK;
+    return g->scheme->dequantize(p->cs.model, g->spec.plan, row0, nrows, out, dst, err);
+}
+
 int amn_plan_tensor_role(const amn_plan *p, size_t i) {
     return i < p->cs.n_tensors ? p->cs.role[i] : 0;
 }

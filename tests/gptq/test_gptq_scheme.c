@@ -141,6 +141,53 @@ static void test_gptq_lowbit_through_core(void **state) {
     fprintf(stderr, "gptq packer data through the core: %zu values compared bit for bit\n", values);
 }
 
+/* amn_plan_dequantize: one group's rows outside a conversion, in two
+ * uneven ranges, equal the goldens; its argument checks. */
+static void test_gptq_plan_dequantize(void **state) {
+    (void)state;
+    golden g[QG_MAX_FILES];
+    const size_t n = load_dir(AMN_SOURCE_DIR "/fixtures/gptq", g, QG_MAX_FILES);
+    assert_true(n >= 8);
+    for (size_t i = 0; i < n; i++) {
+        qe_tensor t[8];
+        const size_t nt = golden_tensors(&g[i], t, true);
+        amn_model *m = qe_model(t, nt);
+        amn_plan *p = NULL;
+        amn_error err = {0};
+        if (amn_plan_new(qe_ctx, m, &p, &err) != AMN_OK) fail_msg("plan: %s", err.msg);
+        assert_int_equal(amn_plan_group_count(p), 1);
+        uint64_t rows = 0, re = 0;
+        assert_int_equal(amn_plan_group_rows(p, 0, &rows, &re, &err), AMN_OK);
+        assert_int_equal(rows * re, g[i].out * g[i].in);
+        const amn_dtype outs[2] = {AMN_DTYPE_F32, AMN_DTYPE_BF16};
+        for (int oi = 0; oi < 2; oi++) {
+            const size_t es = amn_dtype_size(outs[oi]);
+            uint8_t *got = malloc(rows * re * es);
+            assert_non_null(got);
+            const uint64_t split = rows / 3;
+            assert_int_equal(amn_plan_dequantize(p, 0, 0, split, outs[oi], got, &err), AMN_OK);
+            assert_int_equal(amn_plan_dequantize(p, 0, split, rows - split, outs[oi],
+                                                 got + split * re * es, &err),
+                             AMN_OK);
+            uint8_t *exp = qg_expected(g[i].f32, g[i].bf16, g[i].out, g[i].in, true, outs[oi]);
+            assert_int_equal(qg_diff("plan_dequantize", got, exp, rows * re, es, g[i].in), 0);
+            free(got);
+            free(exp);
+        }
+        uint8_t one[8];
+        assert_int_equal(amn_plan_dequantize(p, 1, 0, 1, AMN_DTYPE_F32, one, &err), AMN_E_INVALID);
+        assert_non_null(strstr(err.msg, "out of range"));
+        assert_int_equal(amn_plan_dequantize(p, 0, rows, 1, AMN_DTYPE_F32, one, &err),
+                         AMN_E_INVALID);
+        assert_non_null(strstr(err.msg, "outside"));
+        assert_int_equal(amn_plan_dequantize(p, 0, 0, 1, AMN_DTYPE_I32, one, &err), AMN_E_INVALID);
+        assert_non_null(strstr(err.msg, "only F32"));
+        amn_plan_free(p);
+        amn_model_free(m);
+    }
+    for (size_t i = 0; i < n; i++) free(g[i].buf);
+}
+
 static const golden *first_4bit(golden *g, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (g[i].bits == 4) return &g[i];
@@ -332,6 +379,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gptq_goldens_through_core),
         cmocka_unit_test(test_gptq_lowbit_through_core),
+        cmocka_unit_test(test_gptq_plan_dequantize),
         cmocka_unit_test(test_gptq_config),
         cmocka_unit_test(test_gptq_malformed),
         cmocka_unit_test(test_gptq_cli),

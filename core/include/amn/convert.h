@@ -61,6 +61,20 @@ typedef struct amn_group_info {
     const uint8_t *roles;
 } amn_group_info;
 AMN_API int amn_plan_group(const amn_plan *p, size_t i, amn_group_info *out);
+/* Dequantizing one group outside a conversion (language bindings, a
+ * reader that wants one weight). Group i's output is rows x row_elems
+ * elements, row-major, rows = product(shape) / row_elems; *row_elems gets
+ * the second (AMN_E_INVALID for a group index out of range or a dropped
+ * group without output). */
+AMN_API int amn_plan_group_rows(const amn_plan *p, size_t i, uint64_t *rows, uint64_t *row_elems,
+                                amn_error *err);
+/* Write rows [row0, row0 + nrows) of group i's output as `out` (F32, F16 or
+ * BF16) into dst, which holds nrows * row_elems elements of `out`. The model
+ * the plan was made from must have been opened with amn_open (tensor data
+ * mapped; an inspected model is AMN_E_INVALID). Reentrant: threads may fill
+ * disjoint row ranges at once; the bytes do not depend on the split. */
+AMN_API int amn_plan_dequantize(const amn_plan *p, size_t i, uint64_t row0, uint64_t nrows,
+                                amn_dtype out, void *dst, amn_error *err);
 /* The role of tensor i: 0 for passthrough, else an amn_role. */
 AMN_API int amn_plan_tensor_role(const amn_plan *p, size_t tensor_index);
 /* True when tensor i looks quantized (a known quantized layout by its name,
