@@ -283,7 +283,7 @@ int main(int argc, char **argv) {
         amn_error serr = {0};
         if (amn_ctx_new(&so, &sctx, &serr)) return cli_fail(&serr);
         int src = cmd_scan(sctx, argc - i - 1, argv + i + 1);
-        amn_ctx_free(sctx);
+        amn_ctx_free_keep_modules(sctx); /* the process exits next */
         return src;
     }
     const char **inputs = calloc((size_t)argc, sizeof *inputs);
@@ -326,7 +326,7 @@ int main(int argc, char **argv) {
         rc = cmd_plugins(ctx, &a);
         break;
     }
-    amn_ctx_free(ctx);
+    amn_ctx_free_keep_modules(ctx); /* the process exits next: no module unmapping */
     free(inputs);
     return rc;
 }
