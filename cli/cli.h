@@ -41,6 +41,11 @@ typedef struct cli_args {
     const char *keep[64]; /* forget: --keep GLOB */
     size_t n_keep;
     const char *block_size; /* forget: --block-size N */
+    /* Every FILE argument, input first; more than one only for inspect
+     * (multi_input). The array belongs to main. */
+    const char **inputs;
+    size_t n_inputs;
+    bool multi_input;
 } cli_args;
 
 int cli_exit_code(int amn_code);
@@ -74,6 +79,7 @@ json_object *cli_json_strn(const char *s, size_t n); /* may hold NULs (\u0000) *
 /* Print a document on stdout and release it. */
 void cli_json_print(json_object *o);
 /* {"error": {"class", "exit_code", "message"}} on stderr; returns exit_code. */
+const char *cli_exit_class(int exit_code); /* "parse", "io", ... of an exit code */
 int cli_json_error(int exit_code, const char *message);
 
 /* ---- progress (progress.c) ---- */
@@ -108,6 +114,11 @@ const amn_limits *cli_limits(const cli_args *a);
     "  --max-depth N      nesting of JSON, pickles, GGUF arrays [64]\n"
 
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
+/* One file's parse / inspect report (report.c): printed as text, or, when doc
+ * is not NULL, returned as its JSON document. An amn code; err on failure. */
+int cli_report(const amn_ctx *ctx, const cli_args *a, const char *input, bool header_only,
+               json_object **doc, amn_error *err);
+int cmd_inspect(const amn_ctx *ctx, const cli_args *a); /* inspect FILE... (inspect_cmd.c) */
 int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert);
 int cmd_plugins(const amn_ctx *ctx, const cli_args *a);
 int cmd_scan(const amn_ctx *ctx, int argc, char **argv);

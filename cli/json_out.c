@@ -81,7 +81,7 @@ void cli_json_print(json_object *o) {
 }
 
 /* Stable names of the README's exit-code classes. */
-static const char *class_id(int exit_code) {
+const char *cli_exit_class(int exit_code) {
     switch (exit_code) {
     case EXIT_PARSE:
         return "parse";
@@ -104,7 +104,7 @@ static const char *class_id(int exit_code) {
 
 int cli_json_error(int exit_code, const char *message) {
     json_object *root = json_object_new_object(), *e = json_object_new_object();
-    json_object_object_add(e, "class", json_object_new_string(class_id(exit_code)));
+    json_object_object_add(e, "class", json_object_new_string(cli_exit_class(exit_code)));
     json_object_object_add(e, "exit_code", json_object_new_int(exit_code));
     json_object_object_add(e, "message", cli_json_str(message));
     json_object_object_add(root, "error", e);

@@ -10,7 +10,8 @@ static const char usage_main[] =
     "\n"
     "commands:\n"
     "  parse FILE [--json]                 list every tensor (name dtype [shape] size)\n"
-    "  inspect FILE [--json] [--to DTYPE]  header-only summary (alias: info)\n"
+    "  inspect FILE... [--json] [--to DTYPE]\n"
+    "                                      header-only summary (alias: info)\n"
     "  remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
     "                                      dequantize to safetensors (alias: dequantize)\n"
     "  convert FILE --to TARGET [--out-dtype bf16|f16|f32|keep] [-o OUT] [--force]\n"
@@ -42,9 +43,11 @@ static const struct {
      "Open FILE and list its tensors (name, dtype, shape, size), their roles in a\n"
      "quantized model, and any non-tensor values a checkpoint holds.\n"},
     {"inspect", "info",
-     "usage: amn inspect FILE [--json] [--to bf16|f16|f32] [--from FORMAT] [--max-... LIMIT]\n"
-     "Read only the header of FILE: format, tensor count, sizes, dtypes, the\n"
-     "quantization scheme and what remember would produce (sizes at --to).\n"},
+     "usage: amn inspect FILE... [--json] [--to bf16|f16|f32] [--from FORMAT] [--max-... LIMIT]\n"
+     "Read only the header of each FILE: format, tensor count, sizes, dtypes, the\n"
+     "quantization scheme and what remember would produce (sizes at --to). With\n"
+     "several files each report starts with File:, a file that fails is reported\n"
+     "and the others still run; the exit code is that of the first failure.\n"},
     {"remember", "dequantize",
      "usage: amn remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
      "                    [--json] [--quiet | --progress] [--no-sync] [--max-... LIMIT]\n"
@@ -222,8 +225,9 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
             a->threads = n ? (unsigned)n : 1;
         } else if (s[0] == '-' && s[1]) {
             return usage_error(a->command, "unknown option %s", s);
-        } else if (!a->input) {
-            a->input = s;
+        } else if (!a->input || a->multi_input) {
+            if (!a->input) a->input = s;
+            a->inputs[a->n_inputs++] = s;
         } else {
             return usage_error(a->command, "unexpected argument %s", s);
         }
@@ -279,24 +283,35 @@ int main(int argc, char **argv) {
         amn_error serr = {0};
         if (amn_ctx_new(&so, &sctx, &serr)) return cli_fail(&serr);
         int src = cmd_scan(sctx, argc - i - 1, argv + i + 1);
-        amn_ctx_free(sctx);
+        amn_ctx_free_keep_modules(sctx); /* the process exits next */
         return src;
     }
-    cli_args a = {.command = commands[c].name};
+    const char **inputs = calloc((size_t)argc, sizeof *inputs);
+    if (!inputs) return EXIT_NOMEM;
+    cli_args a = {.command = commands[c].name, .inputs = inputs, .multi_input = c == CMD_INSPECT};
     int rc = parse_args(argc, argv, i + 1, &a);
-    if (rc) return rc;
-    if (c != CMD_PLUGINS && !a.input) return usage_error(a.command, "%s", "missing FILE");
+    if (rc) {
+        free(inputs);
+        return rc;
+    }
+    if (c != CMD_PLUGINS && !a.input) {
+        free(inputs);
+        return usage_error(a.command, "%s", "missing FILE");
+    }
     cli_signals_install();
     amn_ctx_options opts = {.plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
     amn_ctx *ctx;
     amn_error err = {0};
-    if (amn_ctx_new(&opts, &ctx, &err)) return cli_fail(&err);
+    if (amn_ctx_new(&opts, &ctx, &err)) {
+        free(inputs);
+        return cli_fail(&err);
+    }
     switch (c) {
     case CMD_PARSE:
         rc = cmd_parse(ctx, &a, false);
         break;
     case CMD_INSPECT:
-        rc = cmd_parse(ctx, &a, true);
+        rc = cmd_inspect(ctx, &a);
         break;
     case CMD_REMEMBER:
         rc = cmd_remember(ctx, &a, false);
@@ -311,6 +326,7 @@ int main(int argc, char **argv) {
         rc = cmd_plugins(ctx, &a);
         break;
     }
-    amn_ctx_free(ctx);
+    amn_ctx_free_keep_modules(ctx); /* the process exits next: no module unmapping */
+    free(inputs);
     return rc;
 }

@@ -122,13 +122,13 @@ static bool kv_text(const amn_model *m, const char *key, char *buf, size_t size)
     return true;
 }
 
-static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a, bool listing,
+static void print_text(const amn_model *m, const amn_plan *p, const char *input, bool listing,
                        amn_dtype out) {
     char b1[32], b2[32], dtypes[1024];
     amn_plan_summary s;
     amn_plan_summarize(p, out, &s);
     dtype_list(m, dtypes, sizeof dtypes);
-    if (listing) printf("Parsed %s (%s)\n", a->input, amn_model_label(m));
+    if (listing) printf("Parsed %s (%s)\n", input, amn_model_label(m));
     const char *ind = listing ? "  " : "";
     char kvbuf[256];
     if (!listing) printf("Format:      %s\n", amn_model_label(m));
@@ -199,12 +199,12 @@ static void print_text(const amn_model *m, const amn_plan *p, const cli_args *a,
                amn_model_note_name(m, i), amn_model_note_value(m, i));
 }
 
-static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a, bool listing,
-                       amn_dtype out) {
+static json_object *model_json(const amn_model *m, const amn_plan *p, const cli_args *a,
+                               const char *input, bool listing, amn_dtype out) {
     amn_plan_summary s;
     amn_plan_summarize(p, out, &s);
     json_object *root = json_object_new_object();
-    json_object_object_add(root, "file", cli_json_str(a->input));
+    json_object_object_add(root, "file", cli_json_str(input));
     json_object_object_add(root, "format", json_object_new_string(amn_model_format(m)));
     json_object_object_add(root, "label", cli_json_str(amn_model_label(m)));
     json_object_object_add(root, "tensor_count", json_u64(amn_model_tensor_count(m)));
@@ -275,31 +275,42 @@ static void print_json(const amn_model *m, const amn_plan *p, const cli_args *a,
                          cli_json_str(amn_model_note_value(m, i)));
         json_object_object_add(root, "non_tensor_values", notes);
     }
-    cli_json_print(root);
+    return root;
+}
+
+int cli_report(const amn_ctx *ctx, const cli_args *a, const char *input, bool header_only,
+               json_object **doc, amn_error *err) {
+    if (doc) *doc = NULL;
+    char path[4096];
+    bool resolved;
+    int rc = amn_ctx_resolve(ctx, input, path, sizeof path, &resolved, err);
+    if (rc) return rc;
+    if (!resolved) snprintf(path, sizeof path, "%s", input);
+    amn_model *m = NULL;
+    rc = header_only ? amn_inspect(ctx, path, a->from, cli_limits(a), &m, err)
+                     : amn_open(ctx, path, a->from, cli_limits(a), &m, err);
+    if (rc) return rc;
+    amn_plan *p = NULL;
+    if ((rc = amn_plan_new(ctx, m, &p, err))) {
+        amn_model_free(m);
+        return rc;
+    }
+    amn_dtype out = a->to ? amn_dtype_from_cli(a->to) : AMN_DTYPE_BF16;
+    if (out == AMN_DTYPE_INVALID) out = AMN_DTYPE_BF16;
+    if (doc)
+        *doc = model_json(m, p, a, input, !header_only, out);
+    else
+        print_text(m, p, input, !header_only, out);
+    amn_plan_free(p);
+    amn_model_free(m);
+    return AMN_OK;
 }
 
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only) {
     amn_error err = {0};
-    amn_model *m = NULL;
-    char path[4096];
-    bool resolved;
-    int rc = cli_resolve_input(ctx, a->input, path, sizeof path, &resolved);
-    if (rc) return rc;
-    rc = header_only ? amn_inspect(ctx, path, a->from, cli_limits(a), &m, &err)
-                     : amn_open(ctx, path, a->from, cli_limits(a), &m, &err);
-    if (rc) return cli_fail(&err);
-    amn_plan *p = NULL;
-    if ((rc = amn_plan_new(ctx, m, &p, &err))) {
-        amn_model_free(m);
+    json_object *doc = NULL;
+    if (cli_report(ctx, a, a->input, header_only, a->json ? &doc : NULL, &err))
         return cli_fail(&err);
-    }
-    amn_dtype out = a->to ? amn_dtype_from_cli(a->to) : AMN_DTYPE_BF16;
-    if (out == AMN_DTYPE_INVALID) out = AMN_DTYPE_BF16;
-    if (a->json)
-        print_json(m, p, a, !header_only, out);
-    else
-        print_text(m, p, a, !header_only, out);
-    amn_plan_free(p);
-    amn_model_free(m);
+    if (doc) cli_json_print(doc);
     return EXIT_OK;
 }

@@ -27,10 +27,10 @@ struct amn_registrar {
 
 /* The smallest layouts the core accepts (every slot a plugin must fill);
  * later slots are read only when a vtable's struct_size covers them. */
-#define DESC_MIN_SIZE   AMNI_SIZE_TO(amn_plugin_desc, init)
-#define FORMAT_MIN_SIZE AMNI_SIZE_TO(amn_format, writer)
-#define SCHEME_MIN_SIZE AMNI_SIZE_TO(amn_scheme, dequantize)
-#define WRITER_MIN_SIZE AMNI_SIZE_TO(amn_writer, abort)
+#define DESC_MIN_SIZE    AMNI_SIZE_TO(amn_plugin_desc, init)
+#define FORMAT_MIN_SIZE  AMNI_SIZE_TO(amn_format, writer)
+#define SCHEME_MIN_SIZE  AMNI_SIZE_TO(amn_scheme, dequantize)
+#define WRITER_MIN_SIZE  AMNI_SIZE_TO(amn_writer, abort)
 #define ENCODER_MIN_SIZE AMNI_SIZE_TO(amn_encoder, end)
 
 static bool push(void *arrp, size_t *n, size_t *cap, const void *item) {
@@ -366,11 +366,11 @@ int amn_ctx_new(const amn_ctx_options *opts, amn_ctx **out, amn_error *err) {
     return AMN_OK;
 }
 
-void amn_ctx_free(amn_ctx *ctx) {
+static void ctx_free(amn_ctx *ctx, bool unload) {
     if (!ctx) return;
     for (size_t i = 0; i < ctx->n_plugins; i++) {
         plugin_rec *p = &ctx->plugins[i];
-        if (p->handle) lt_dlclose(p->handle);
+        if (p->handle && unload) lt_dlclose(p->handle);
         free(p->name), free(p->version), free(p->description), free(p->license);
         free(p->file), free(p->status), free(p->reason);
         free(p->formats), free(p->schemes), free(p->resolvers);
@@ -381,8 +381,18 @@ void amn_ctx_free(amn_ctx *ctx) {
     free(ctx->schemes);
     free(ctx->scheme_owner);
     free(ctx->resolvers);
-    if (ctx->ltdl_ready) lt_dlexit();
+    if (ctx->ltdl_ready && unload) lt_dlexit();
     free(ctx);
+}
+
+void amn_ctx_free(amn_ctx *ctx) {
+    ctx_free(ctx, true);
+}
+
+/* The modules stay mapped (libltdl keeps their handles) until the process
+ * exits, which tears the whole address space down at once. */
+void amn_ctx_free_keep_modules(amn_ctx *ctx) {
+    ctx_free(ctx, false);
 }
 
 size_t amn_ctx_plugin_count(const amn_ctx *ctx) {

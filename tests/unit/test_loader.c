@@ -232,6 +232,40 @@ static void unknown_files_name_the_missing_plugin(void **state) {
     amn_ctx_free(ctx);
 }
 
+/* amn_ctx_free_keep_modules frees the context but not the modules: a vtable
+ * from a plugin still works afterwards (were the module unmapped, calling
+ * its probe would crash), and a new context finds the module still loaded
+ * (the same vtable). amn_ctx_free afterwards unloads it as usual. */
+static void keep_modules_leaves_plugins_loaded(void **state) {
+    (void)state;
+    const char *dirs[] = {DIR_A};
+    amn_ctx_options o = {.plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true,
+                         .no_builtin = true};
+    amn_ctx *ctx;
+    amn_error err;
+    assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
+    const amn_format *f = amn_ctx_find_format(ctx, "fixt");
+    assert_non_null(f);
+    static const uint8_t head[8 + AMN_PROBE_PADDING] = "AMNFIXT!";
+    amn_probe_data pd = {.struct_size = sizeof pd,
+                         .head = head,
+                         .head_size = 8,
+                         .tail = head,
+                         .tail_size = 8,
+                         .file_size = 8};
+    const int score = f->probe(&pd);
+    assert_true(score > AMN_PROBE_WEAK);
+    amn_ctx_free_keep_modules(ctx);
+    assert_int_equal(f->probe(&pd), score);
+    assert_string_equal(f->name, "fixt");
+    assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
+    assert_ptr_equal(amn_ctx_find_format(ctx, "fixt"), f);
+    amn_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(broken_plugins_are_reported_and_skipped),
@@ -240,6 +274,7 @@ int main(void) {
         cmocka_unit_test(builtin_plugins_shadow_modules),
         cmocka_unit_test(environment_search_path),
         cmocka_unit_test(unknown_files_name_the_missing_plugin),
+        cmocka_unit_test(keep_modules_leaves_plugins_loaded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
