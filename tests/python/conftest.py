@@ -51,3 +51,11 @@ def need(loaded: set) -> Callable[..., None]:
 
 def fixture_path(*parts: str) -> str:
     return os.path.join(SRC, "fixtures", *parts)
+
+
+# The tests that start another interpreter: under a preloaded sanitizer
+# runtime each start costs seconds, and what they check (the loader path,
+# the kernel's SIGBUS) is not libamn's memory safety, which the rest covers.
+no_sanitizer = pytest.mark.skipif(
+    bool(os.environ.get("AMN_PY_PRELOADED")),
+    reason="starts another interpreter: slow under the preloaded sanitizer runtime")

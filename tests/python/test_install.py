@@ -11,9 +11,10 @@ import shutil
 import subprocess
 import sys
 
-from conftest import SRC, fixture_path
+from conftest import SRC, fixture_path, no_sanitizer
 
 
+@no_sanitizer
 def test_installed_copy_uses_the_system_loader(tmp_path, need):
     need("safetensors")
     site = tmp_path / "site"
