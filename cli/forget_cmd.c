@@ -20,6 +20,15 @@ bool cli_is_encode_target(const amn_ctx *ctx, const char *to) {
     return to && amn_ctx_find_encoder(ctx, to) != NULL;
 }
 
+/* The container an encode target writes: the format named like the scheme
+ * that encodes it when that format has a writer (the "gguf" scheme's file
+ * types make GGUF files), else safetensors (bnb). */
+static const char *output_format(const amn_ctx *ctx, const char *to) {
+    const amn_scheme *sc = amn_ctx_find_encoder(ctx, to);
+    const amn_format *f = sc ? amn_ctx_find_format(ctx, sc->name) : NULL;
+    return f && f->writer ? f->name : "safetensors";
+}
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -90,7 +99,7 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     if (!a->to) {
         fprintf(stderr,
                 "amn %s: --to TARGET is required (bnb-nf4, bnb-nf4-dq, bnb-fp4, "
-                "bnb-fp4-dq, bnb-int8)\n",
+                "bnb-fp4-dq, bnb-int8, or a GGUF file type: Q4_K_M, Q8_0, ...)\n",
                 a->command);
         return EXIT_USAGE;
     }
@@ -99,6 +108,7 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
                       a->to, strncmp(a->to, "bnb-", 4) == 0 ? "; install the amn-bnb plugin" : "");
         return cli_fail(&err);
     }
+    const char *format = output_format(ctx, a->to);
     uint64_t block = 0;
     if (a->block_size) {
         char *end;
@@ -125,7 +135,7 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     }
     const char *output = a->output;
     if (!output) {
-        if (!cli_default_output(a->input, resolved, a->to, "safetensors", outbuf, sizeof outbuf)) {
+        if (!cli_default_output(a->input, resolved, a->to, format, outbuf, sizeof outbuf)) {
             fprintf(stderr, "amn: output path too long; pass -o\n");
             amn_plan_free(p);
             amn_model_free(m);
@@ -142,7 +152,7 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     const amn_encode_options eo = {.struct_size = sizeof eo, .target = a->to, .block_size = block};
     char *qc = NULL;
     amn_convert_options o = {.mode = AMN_MODE_REMEMBER,
-                             .target = "safetensors",
+                             .target = format,
                              .out_dtype = AMN_DTYPE_BF16,
                              .output = output,
                              .overwrite = a->force,

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "amn/checked.h"
@@ -390,7 +391,7 @@ const amn_scheme *amn_ctx_find_encoder(const amn_ctx *ctx, const char *target) {
         const amn_scheme *s = amn_ctx_scheme(ctx, i);
         const amn_encoder *e = amn_scheme_encoder(s);
         for (size_t k = 0; e && e->targets[k]; k++)
-            if (strcmp(e->targets[k], target) == 0) return s;
+            if (strcasecmp(e->targets[k], target) == 0) return s;
     }
     return NULL;
 }
@@ -458,8 +459,10 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
         es->values = (amn_values){
             .struct_size = sizeof(amn_values), .numel = numel, .ctx = &es->vc, .read = read_values};
     }
-    amn_encode_options eo = *o->encode;
+    amn_encode_options eo = {0};
+    memcpy(&eo, o->encode, o->encode->struct_size < sizeof eo ? o->encode->struct_size : sizeof eo);
     eo.struct_size = sizeof eo;
+    eo.model = m;
     int rc = run->e->begin(&eo, srcs, n, &run->ms, err);
     if (rc) {
         run->ms = NULL;
@@ -627,14 +630,14 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
 
 /* Split "KEY=VALUE" writer options into keys and values (one allocation,
  * *keys then *values), refusing keys the writer does not declare. */
-static int split_options(const amn_format *f, const amn_convert_options *o, const char ***keys,
-                         const char ***values, amn_error *err) {
+static int split_options(const amn_format *f, const char *const *options, size_t n_options,
+                         const char ***keys, const char ***values, amn_error *err) {
     *keys = *values = NULL;
-    if (!o->n_options) return AMN_OK;
+    if (!n_options) return AMN_OK;
     const char *const *accepted = amni_writer_options(f->writer);
     size_t bytes = 0;
-    for (size_t i = 0; i < o->n_options; i++) {
-        const char *opt = o->options[i], *eq = opt ? strchr(opt, '=') : NULL;
+    for (size_t i = 0; i < n_options; i++) {
+        const char *opt = options[i], *eq = opt ? strchr(opt, '=') : NULL;
         if (!eq || eq == opt)
             return amn_error_set(err, AMN_E_INVALID, "option '%s': want KEY=VALUE",
                                  opt ? opt : "(null)");
@@ -655,27 +658,51 @@ static int split_options(const amn_format *f, const amn_convert_options *o, cons
         bytes += (size_t)(eq - opt) + 1;
     }
     int (*check)(const char *, const char *, amn_error *) = amni_writer_check(f->writer);
-    for (size_t i = 0; check && i < o->n_options; i++) {
-        const char *opt = o->options[i], *eq = strchr(opt, '=');
+    for (size_t i = 0; check && i < n_options; i++) {
+        const char *opt = options[i], *eq = strchr(opt, '=');
         char key[65];
         snprintf(key, sizeof key, "%.*s", (int)(eq - opt), opt); /* declared keys are <= 64 */
         int rc = check(key, eq + 1, err);
         if (rc) return rc;
     }
-    char **kv = malloc(2 * o->n_options * sizeof *kv + bytes);
+    char **kv = malloc(2 * n_options * sizeof *kv + bytes);
     if (!kv) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    char *text = (char *)(kv + 2 * o->n_options);
-    for (size_t i = 0; i < o->n_options; i++) {
-        const char *opt = o->options[i], *eq = strchr(opt, '=');
+    char *text = (char *)(kv + 2 * n_options);
+    for (size_t i = 0; i < n_options; i++) {
+        const char *opt = options[i], *eq = strchr(opt, '=');
         memcpy(text, opt, (size_t)(eq - opt));
         text[eq - opt] = '\0';
         kv[i] = text;
-        kv[o->n_options + i] = (char *)eq + 1;
+        kv[n_options + i] = (char *)eq + 1;
         text += (eq - opt) + 1;
     }
     *keys = (const char **)kv;
-    *values = (const char **)kv + o->n_options;
+    *values = (const char **)kv + n_options;
     return AMN_OK;
+}
+
+/* The writer's options: the encoder's (what its target needs of the
+ * container) first, then the user's, so a user's key wins. */
+static int writer_options(const amn_format *f, const amn_convert_options *o, const enc_run *run,
+                          const char ***keys, const char ***values, size_t *n, amn_error *err) {
+    const char *const *eopts = NULL;
+    size_t n_e = 0;
+    const amn_encoder *e = run->e;
+    if (e && e->struct_size >= offsetof(amn_encoder, writer_options) + sizeof e->writer_options &&
+        e->writer_options) {
+        int rc = e->writer_options(run->ms, &eopts, &n_e, err);
+        if (rc) return rc;
+    }
+    if (n_e > SIZE_MAX / sizeof(char *) - o->n_options)
+        return amn_error_set(err, AMN_E_LIMIT, "too many writer options");
+    const char **all = malloc((n_e + o->n_options + 1) * sizeof *all);
+    if (!all) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n_e; i++) all[i] = eopts[i];
+    for (size_t i = 0; i < o->n_options; i++) all[n_e + i] = o->options[i];
+    *n = n_e + o->n_options;
+    int rc = split_options(f, all, *n, keys, values, err);
+    free(all);
+    return rc;
 }
 
 int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
@@ -691,14 +718,15 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: no loaded plugin writes %s; install the amn-%s plugin",
                              target, target);
-    const char **opt_keys, **opt_values;
-    int rc = split_options(f, o, &opt_keys, &opt_values, err);
-    if (!rc) rc = amni_plan_check_unclaimed(p, m, err);
+    const char **opt_keys = NULL, **opt_values = NULL;
+    size_t n_options = 0;
+    int rc = amni_plan_check_unclaimed(p, m, err);
     out_entry *entries = NULL;
     size_t n_out = 0;
     if (!rc) rc = build_outputs(p, m, o, out, &entries, &n_out, err);
     enc_run run = {0};
     if (!rc && o->encode) rc = encode_outputs(ctx, p, m, o, &entries, &n_out, &run, err);
+    if (!rc) rc = writer_options(f, o, &run, &opt_keys, &opt_values, &n_options, err);
     if (rc) {
         enc_run_free(&run);
         free(entries);
@@ -769,7 +797,7 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
                          .source = m,
                          .option_keys = opt_keys,
                          .option_values = opt_values,
-                         .n_options = o->n_options};
+                         .n_options = n_options};
     bool begun = false;
     pool pl;
     pool_init(&pl, threads);
