@@ -112,6 +112,20 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert);
 int cmd_plugins(const amn_ctx *ctx, const cli_args *a);
 int cmd_scan(const amn_ctx *ctx, int argc, char **argv);
 int cmd_forget(const amn_ctx *ctx, const cli_args *a);
+
+/* An input opened and planned, for the commands that stream it to a new
+ * file (remember, convert, forget; convert_cmd.c). */
+typedef struct cli_input {
+    char path[4096]; /* the file opened (a resolver's answer, or the input) */
+    bool resolved;   /* a resolver named it (ollama:...) */
+    double t0;       /* cli_now() when opening began */
+    amn_model *m;
+    amn_plan *p;
+} cli_input;
+/* An exit code; on failure the error is reported and nothing stays open. */
+int cli_input_open(const amn_ctx *ctx, const cli_args *a, const amn_limits *limits, cli_input *in);
+void cli_input_free(cli_input *in);
+double cli_now(void); /* monotonic seconds */
 /* True when a loaded scheme encodes `to` (convert routes it to forget). */
 bool cli_is_encode_target(const amn_ctx *ctx, const char *to);
 

@@ -6,10 +6,32 @@
 
 #include "cli.h"
 
-static double now(void) {
+double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int cli_input_open(const amn_ctx *ctx, const cli_args *a, const amn_limits *limits, cli_input *in) {
+    memset(in, 0, sizeof *in);
+    int rc = cli_resolve_input(ctx, a->input, in->path, sizeof in->path, &in->resolved);
+    if (rc) return rc;
+    in->t0 = cli_now();
+    amn_error err = {0};
+    rc = amn_open(ctx, in->path, a->from, limits, &in->m, &err);
+    if (!rc) rc = amn_plan_new(ctx, in->m, &in->p, &err);
+    if (rc) {
+        cli_input_free(in);
+        return cli_fail(&err);
+    }
+    return EXIT_OK;
+}
+
+void cli_input_free(cli_input *in) {
+    amn_plan_free(in->p);
+    amn_model_free(in->m);
+    in->p = NULL;
+    in->m = NULL;
 }
 
 /* First extension a format declares ("safetensors,sft" -> "safetensors"). */
@@ -63,85 +85,92 @@ static void print_json(const cli_args *a, bool convert, const amn_model *m, cons
     cli_json_print(root);
 }
 
-int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
-    amn_error err = {0};
-    const char *target = "safetensors";
+/* What remember / convert is asked to make. */
+typedef struct remember_req {
+    bool convert;
+    bool keep; /* --out-dtype keep */
+    const char *target;
+    const amn_format *tf; /* the target's format, which has a writer */
+    amn_dtype out;
+    amn_mode mode;
+} remember_req;
+
+/* The target and output dtype from the command line; an exit code. */
+static int parse_request(const amn_ctx *ctx, const cli_args *a, bool convert, remember_req *rq) {
+    *rq = (remember_req){.convert = convert, .target = "safetensors"};
     const char *dtype_arg = convert ? a->out_dtype : a->to;
     if (convert) {
         if (!a->to) return cli_usage_fail(a->command, "--to TARGET is required");
-        target = strcmp(a->to, "bf16") == 0 ? "safetensors" : a->to;
-        if (cli_is_encode_target(ctx, a->to)) return cmd_forget(ctx, a);
+        rq->target = strcmp(a->to, "bf16") == 0 ? "safetensors" : a->to;
     }
     /* --out-dtype keep: every tensor in its own dtype; quantized weights,
      * which have none, become BF16 as `remember` makes them. */
-    const bool keep = convert && dtype_arg && strcmp(dtype_arg, "keep") == 0;
-    amn_dtype out = dtype_arg && !keep ? amn_dtype_from_cli(dtype_arg) : AMN_DTYPE_BF16;
-    if (out == AMN_DTYPE_INVALID) {
+    rq->keep = convert && dtype_arg && strcmp(dtype_arg, "keep") == 0;
+    rq->out = dtype_arg && !rq->keep ? amn_dtype_from_cli(dtype_arg) : AMN_DTYPE_BF16;
+    if (rq->out == AMN_DTYPE_INVALID) {
         char msg[256];
         snprintf(msg, sizeof msg, "unknown dtype '%s' (use bf16, f16 or f32%s)", dtype_arg,
                  convert ? ", or keep" : "");
         return cli_usage_fail(a->command, msg);
     }
-    const amn_format *tf = amn_ctx_find_format(ctx, target);
-    if (!tf || !tf->writer) {
+    rq->tf = amn_ctx_find_format(ctx, rq->target);
+    if (!rq->tf || !rq->tf->writer) {
+        amn_error err = {0};
         amn_error_set(&err, AMN_E_UNSUPPORTED,
                       "unsupported: no loaded plugin writes '%s'; install the amn-%s plugin",
-                      target, target);
+                      rq->target, rq->target);
         return cli_fail(&err);
     }
-    char outbuf[4096], ext[64], path[4096];
-    bool resolved;
-    int rc = cli_resolve_input(ctx, a->input, path, sizeof path, &resolved);
-    if (rc) return rc;
-    double t0 = now();
-    amn_model *m = NULL;
-    amn_plan *p = NULL;
-    rc = amn_open(ctx, path, a->from, cli_limits(a), &m, &err);
-    if (!rc) rc = amn_plan_new(ctx, m, &p, &err);
-    if (rc) {
-        amn_model_free(m);
-        return cli_fail(&err);
-    }
-    /* Conversions from or to a full-precision checkpoint format (npz, pth)
-     * are lossless unless an output dtype is asked for, as is any conversion
-     * with --out-dtype keep; everything else casts floats on convert. */
+    return EXIT_OK;
+}
+
+/* Conversions from or to a full-precision checkpoint format (npz, pth) are
+ * lossless unless an output dtype is asked for, as is any conversion with
+ * --out-dtype keep; everything else casts floats on convert. */
+static amn_mode choose_mode(const amn_ctx *ctx, const cli_args *a, const remember_req *rq,
+                            const amn_model *m) {
     const amn_format *in_fmt = amn_ctx_find_format(ctx, amn_model_format(m));
     const bool lossless = (in_fmt && (amn_format_flags(in_fmt) & AMN_FORMAT_LOSSLESS)) ||
-                          (amn_format_flags(tf) & AMN_FORMAT_LOSSLESS);
-    amn_mode mode =
-        convert && !keep && !(lossless && !a->out_dtype) ? AMN_MODE_CONVERT : AMN_MODE_REMEMBER;
-    amn_plan_summary s;
-    amn_plan_summarize(p, out, &s);
-    const char *output = a->output;
-    if (!output) {
-        /* Name the dtype when something becomes it; a lossless copy of a
-         * non-safetensors file is just <stem>.safetensors. */
-        first_ext(tf, ext, sizeof ext);
-        char tag[16] = "";
-        if (mode == AMN_MODE_CONVERT || s.groups || strcmp(amn_model_format(m), target) == 0) {
-            snprintf(tag, sizeof tag, "%s", amn_dtype_name(out));
-            for (char *c = tag; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
-        }
-        if (!cli_default_output(a->input, resolved, tag, ext, outbuf, sizeof outbuf)) {
-            amn_plan_free(p);
-            amn_model_free(m);
-            return cli_usage_fail(a->command, "output path too long; pass -o");
-        }
-        output = outbuf;
+                          (amn_format_flags(rq->tf) & AMN_FORMAT_LOSSLESS);
+    return rq->convert && !rq->keep && !(lossless && !a->out_dtype) ? AMN_MODE_CONVERT
+                                                                    : AMN_MODE_REMEMBER;
+}
+
+/* <stem>-<dtype>.<ext>, naming the dtype when something becomes it; a
+ * lossless copy of a non-safetensors file is just <stem>.safetensors.
+ * NULL when it does not fit. */
+static const char *default_output(const cli_args *a, const remember_req *rq, const cli_input *in,
+                                  const amn_plan_summary *s, char *buf, size_t size) {
+    char ext[64], tag[16] = "";
+    first_ext(rq->tf, ext, sizeof ext);
+    if (rq->mode == AMN_MODE_CONVERT || s->groups ||
+        strcmp(amn_model_format(in->m), rq->target) == 0) {
+        snprintf(tag, sizeof tag, "%s", amn_dtype_name(rq->out));
+        for (char *c = tag; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
     }
-    if (!a->json && !a->quiet) {
-        printf("%s %s -> %s\n", convert ? "Converting" : "Remembering", a->input, output);
-        if (s.groups)
-            printf("  %s%s\n", s.label ? s.label : s.scheme,
-                   s.labels_differ ? " (and others)" : "");
-        fflush(stdout);
-    }
+    return cli_default_output(a->input, in->resolved, tag, ext, buf, size) ? buf : NULL;
+}
+
+static void announce(const cli_args *a, const remember_req *rq, const char *output,
+                     const amn_plan_summary *s) {
+    if (a->json || a->quiet) return;
+    printf("%s %s -> %s\n", rq->convert ? "Converting" : "Remembering", a->input, output);
+    if (s->groups)
+        printf("  %s%s\n", s->label ? s->label : s->scheme,
+               s->labels_differ ? " (and others)" : "");
+    fflush(stdout);
+}
+
+/* Stream the output (with progress), and the --json report on success; an
+ * exit code. */
+static int run(const amn_ctx *ctx, const cli_args *a, const remember_req *rq, const cli_input *in,
+               const char *output, amn_convert_stats *st, double *seconds) {
     cli_progress prog;
     cli_progress_begin(&prog, a);
     amn_convert_options o = {
-        .mode = mode,
-        .target = target,
-        .out_dtype = out,
+        .mode = rq->mode,
+        .target = rq->target,
+        .out_dtype = rq->out,
         .output = output,
         .overwrite = a->force,
         .threads = a->threads,
@@ -151,20 +180,50 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
         .progress_user = &prog,
         .no_sync = a->no_sync,
     };
-    amn_convert_stats st;
-    rc = amn_convert(ctx, m, p, &o, &st, &err);
+    amn_error err = {0};
+    int rc = amn_convert(ctx, in->m, in->p, &o, st, &err);
     cli_progress_end(&prog);
-    double dt = now() - t0;
-    if (!rc && a->json) print_json(a, convert, m, p, target, output, out, &st, dt);
-    amn_plan_free(p);
-    amn_model_free(m);
+    *seconds = cli_now() - in->t0;
     if (rc) return cli_fail(&err);
-    if (a->json || a->quiet) return EXIT_OK;
-    char b1[32];
-    if (st.dequantized) printf("  %zu dequantized to %s\n", st.dequantized, amn_dtype_name(out));
-    if (st.cast) printf("  %zu cast to %s\n", st.cast, amn_dtype_name(out));
-    if (st.dropped) printf("  %zu activation scales dropped\n", st.dropped);
-    printf("  Wrote %zu tensors, %s in %.2f s\n", st.tensors_written,
-           cli_size(st.bytes_written, b1, sizeof b1), dt);
+    if (a->json)
+        print_json(a, rq->convert, in->m, in->p, rq->target, output, rq->out, st, *seconds);
     return EXIT_OK;
+}
+
+static void print_report(const cli_args *a, const remember_req *rq, const amn_convert_stats *st,
+                         double seconds) {
+    if (a->json || a->quiet) return;
+    char b1[32];
+    const char *out = amn_dtype_name(rq->out);
+    if (st->dequantized) printf("  %zu dequantized to %s\n", st->dequantized, out);
+    if (st->cast) printf("  %zu cast to %s\n", st->cast, out);
+    if (st->dropped) printf("  %zu activation scales dropped\n", st->dropped);
+    printf("  Wrote %zu tensors, %s in %.2f s\n", st->tensors_written,
+           cli_size(st->bytes_written, b1, sizeof b1), seconds);
+}
+
+int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
+    if (convert && cli_is_encode_target(ctx, a->to)) return cmd_forget(ctx, a);
+    remember_req rq;
+    int rc = parse_request(ctx, a, convert, &rq);
+    if (rc) return rc;
+    cli_input in;
+    if ((rc = cli_input_open(ctx, a, cli_limits(a), &in))) return rc;
+    rq.mode = choose_mode(ctx, a, &rq, in.m);
+    amn_plan_summary s;
+    amn_plan_summarize(in.p, rq.out, &s);
+    char outbuf[4096];
+    const char *output =
+        a->output ? a->output : default_output(a, &rq, &in, &s, outbuf, sizeof outbuf);
+    amn_convert_stats st;
+    double seconds = 0;
+    if (!output) {
+        rc = cli_usage_fail(a->command, "output path too long; pass -o");
+    } else {
+        announce(a, &rq, output, &s);
+        rc = run(ctx, a, &rq, &in, output, &st, &seconds);
+    }
+    cli_input_free(&in);
+    if (!rc) print_report(a, &rq, &st, seconds);
+    return rc;
 }

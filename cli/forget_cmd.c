@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cli.h"
 
@@ -27,12 +26,6 @@ static const char *output_format(const amn_ctx *ctx, const char *to) {
     const amn_scheme *sc = amn_ctx_find_encoder(ctx, to);
     const amn_format *f = sc ? amn_ctx_find_format(ctx, sc->name) : NULL;
     return f && f->writer ? f->name : "safetensors";
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* The directory holding path (path itself when it is a directory). */
@@ -94,8 +87,10 @@ static const char *write_config(const char *input, const char *output, const cha
     return note;
 }
 
-int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
-    amn_error err = {0};
+/* The encode target and --block-size (0: the target's default); an exit
+ * code. */
+static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block) {
+    *block = 0;
     if (!a->to) {
         fprintf(stderr,
                 "amn %s: --to TARGET is required (bnb-nf4, bnb-nf4-dq, bnb-fp4, "
@@ -104,12 +99,11 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
         return EXIT_USAGE;
     }
     if (!cli_is_encode_target(ctx, a->to)) {
+        amn_error err = {0};
         amn_error_set(&err, AMN_E_UNSUPPORTED, "unsupported: no loaded plugin encodes '%s'%s",
                       a->to, strncmp(a->to, "bnb-", 4) == 0 ? "; install the amn-bnb plugin" : "");
         return cli_fail(&err);
     }
-    const char *format = output_format(ctx, a->to);
-    uint64_t block = 0;
     if (a->block_size) {
         char *end;
         errno = 0;
@@ -118,41 +112,18 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
             fprintf(stderr, "amn %s: bad --block-size %s\n", a->command, a->block_size);
             return EXIT_USAGE;
         }
-        block = v;
+        *block = v;
     }
-    char path[4096], outbuf[4096];
-    bool resolved;
-    int rc = cli_resolve_input(ctx, a->input, path, sizeof path, &resolved);
-    if (rc) return rc;
-    const double t0 = now();
-    amn_model *m = NULL;
-    amn_plan *p = NULL;
-    rc = amn_open(ctx, path, a->from, NULL, &m, &err);
-    if (!rc) rc = amn_plan_new(ctx, m, &p, &err);
-    if (rc) {
-        amn_model_free(m);
-        return cli_fail(&err);
-    }
-    const char *output = a->output;
-    if (!output) {
-        if (!cli_default_output(a->input, resolved, a->to, format, outbuf, sizeof outbuf)) {
-            fprintf(stderr, "amn: output path too long; pass -o\n");
-            amn_plan_free(p);
-            amn_model_free(m);
-            return EXIT_USAGE;
-        }
-        output = outbuf;
-    }
-    if (!a->json) {
-        printf("Forgetting %s -> %s (%s", a->input, output, a->to);
-        if (block) printf(", block %llu", (unsigned long long)block);
-        printf(")\n");
-        fflush(stdout);
-    }
+    return EXIT_OK;
+}
+
+/* Encode to the target's container; *qc gets the encoder's quantization_config (the
+ * caller frees it). An exit code. */
+static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const char *output,
+               uint64_t block, amn_convert_stats *st, char **qc) {
     const amn_encode_options eo = {.struct_size = sizeof eo, .target = a->to, .block_size = block};
-    char *qc = NULL;
     amn_convert_options o = {.mode = AMN_MODE_REMEMBER,
-                             .target = format,
+                             .target = output_format(ctx, a->to),
                              .out_dtype = AMN_DTYPE_BF16,
                              .output = output,
                              .overwrite = a->force,
@@ -160,45 +131,74 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
                              .encode = &eo,
                              .keep = a->keep,
                              .n_keep = a->n_keep,
-                             .quant_config = &qc};
-    amn_convert_stats st;
-    rc = amn_convert(ctx, m, p, &o, &st, &err);
-    amn_plan_free(p);
-    amn_model_free(m);
-    if (rc) return cli_fail(&err);
-    char note_buf[PATH_MAX + 128];
-    const char *note = write_config(path, output, qc, a->force, note_buf, sizeof note_buf);
-    free(qc);
-    const double dt = now() - t0;
-    const double mae = st.abs_err_values ? st.abs_err_sum / (double)st.abs_err_values : 0.0;
-    char b1[32];
+                             .quant_config = qc};
+    amn_error err = {0};
+    return amn_convert(ctx, in->m, in->p, &o, st, &err) ? cli_fail(&err) : EXIT_OK;
+}
+
+static void print_report(const cli_args *a, const char *output, const amn_convert_stats *st,
+                         const char *note, double dt) {
+    const double mae = st->abs_err_values ? st->abs_err_sum / (double)st->abs_err_values : 0.0;
     if (a->json) {
         json_object *j = json_object_new_object();
         json_object_object_add(j, "input", json_object_new_string(a->input));
         json_object_object_add(j, "output", json_object_new_string(output));
         json_object_object_add(j, "target", json_object_new_string(a->to));
-        json_object_object_add(j, "quantized", json_object_new_int64((int64_t)st.encoded));
+        json_object_object_add(j, "quantized", json_object_new_int64((int64_t)st->encoded));
         json_object_object_add(j, "passed_through",
-                               json_object_new_int64((int64_t)st.encode_passed));
+                               json_object_new_int64((int64_t)st->encode_passed));
         json_object_object_add(j, "dequantized_first",
-                               json_object_new_int64((int64_t)st.dequantized));
+                               json_object_new_int64((int64_t)st->dequantized));
         json_object_object_add(j, "quantized_values",
-                               json_object_new_int64((int64_t)st.abs_err_values));
+                               json_object_new_int64((int64_t)st->abs_err_values));
         json_object_object_add(j, "mean_abs_error", json_object_new_double(mae));
-        json_object_object_add(j, "tensors", json_object_new_int64((int64_t)st.tensors_written));
-        json_object_object_add(j, "bytes", json_object_new_int64((int64_t)st.bytes_written));
+        json_object_object_add(j, "tensors", json_object_new_int64((int64_t)st->tensors_written));
+        json_object_object_add(j, "bytes", json_object_new_int64((int64_t)st->bytes_written));
         json_object_object_add(j, "seconds", json_object_new_double(dt));
         if (note) json_object_object_add(j, "config", json_object_new_string(note));
         printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_SPACED));
         json_object_put(j);
-        return EXIT_OK;
+        return;
     }
-    printf("  %zu quantized to %s, %zu passed through\n", st.encoded, a->to, st.encode_passed);
-    if (st.dequantized) printf("  %zu quantized inputs dequantized first\n", st.dequantized);
+    char b1[32];
+    printf("  %zu quantized to %s, %zu passed through\n", st->encoded, a->to, st->encode_passed);
+    if (st->dequantized) printf("  %zu quantized inputs dequantized first\n", st->dequantized);
     printf("  Lethe took: mean |error| %.4g over %llu values\n", mae,
-           (unsigned long long)st.abs_err_values);
+           (unsigned long long)st->abs_err_values);
     if (note) printf("  %s\n", note);
-    printf("  Wrote %zu tensors, %s in %.2f s\n", st.tensors_written,
-           cli_size(st.bytes_written, b1, sizeof b1), dt);
+    printf("  Wrote %zu tensors, %s in %.2f s\n", st->tensors_written,
+           cli_size(st->bytes_written, b1, sizeof b1), dt);
+}
+
+int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
+    uint64_t block;
+    int rc = parse_request(ctx, a, &block);
+    if (rc) return rc;
+    cli_input in;
+    if ((rc = cli_input_open(ctx, a, NULL, &in))) return rc;
+    char outbuf[4096];
+    const char *output = a->output;
+    if (!output && !cli_default_output(a->input, in.resolved, a->to, output_format(ctx, a->to),
+                                       outbuf, sizeof outbuf)) {
+        fprintf(stderr, "amn: output path too long; pass -o\n");
+        cli_input_free(&in);
+        return EXIT_USAGE;
+    }
+    if (!output) output = outbuf;
+    if (!a->json) {
+        printf("Forgetting %s -> %s (%s", a->input, output, a->to);
+        if (block) printf(", block %llu", (unsigned long long)block);
+        printf(")\n");
+        fflush(stdout);
+    }
+    amn_convert_stats st;
+    char *qc = NULL;
+    rc = run(ctx, a, &in, output, block, &st, &qc);
+    cli_input_free(&in);
+    if (rc) return rc;
+    char note_buf[PATH_MAX + 128];
+    const char *note = write_config(in.path, output, qc, a->force, note_buf, sizeof note_buf);
+    free(qc);
+    print_report(a, output, &st, note, cli_now() - in.t0);
     return EXIT_OK;
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -20,12 +19,6 @@ void cli_progress_on_signal(void) {
     line_open = 0;
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void cli_progress_begin(cli_progress *p, const cli_args *a) {
     memset(p, 0, sizeof *p);
     if (a->quiet)
@@ -35,7 +28,7 @@ void cli_progress_begin(cli_progress *p, const cli_args *a) {
     else
         p->mode = isatty(STDERR_FILENO) ? CLI_PROGRESS_TTY : CLI_PROGRESS_OFF;
     p->interval = p->mode == CLI_PROGRESS_TTY ? 0.1 : 1.0;
-    p->start = now();
+    p->start = cli_now();
     p->last = -1e9;
 }
 
@@ -111,7 +104,7 @@ void cli_progress_update(void *user, const amn_progress *info) {
     cli_progress *p = user;
     if (p->mode == CLI_PROGRESS_OFF) return;
     const bool last = info->tensor_name == NULL && info->tensor_index == info->tensor_count;
-    const double t = now();
+    const double t = cli_now();
     if (last ? p->mode == CLI_PROGRESS_TTY : t - p->last < p->interval) return;
     p->last = t;
     draw(p, info, t);

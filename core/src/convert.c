@@ -705,168 +705,251 @@ static int writer_options(const amn_format *f, const amn_convert_options *o, con
     return rc;
 }
 
-int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
-                const amn_convert_options *o, amn_convert_stats *stats, amn_error *err) {
-    amn_convert_stats st = {0};
-    const char *target = o->target ? o->target : "safetensors";
-    const amn_dtype out = o->out_dtype == AMN_DTYPE_INVALID ? AMN_DTYPE_BF16 : o->out_dtype;
-    if (out != AMN_DTYPE_BF16 && out != AMN_DTYPE_F16 && out != AMN_DTYPE_F32)
+/* One conversion's state. Everything it allocates is released by
+ * conv_free() alone, whatever step failed; the writer's state is owned by the
+ * writer from begin() until finish() (which frees it on failure too) or
+ * abort(). */
+typedef struct conv {
+    const amn_model *m;
+    const amn_plan *p;
+    const amn_convert_options *o;
+    const char *target;
+    amn_dtype out;
+    const amn_format *f;
+    const char **opt_keys, **opt_values; /* one allocation, from split_options */
+    size_t n_options;
+    out_entry *entries;
+    size_t n_out;
+    enc_run run;
+    const amn_out_tensor **outs; /* the writer's view of entries */
+    size_t *order;               /* the writer's order of entries */
+    unsigned threads;
+    uint8_t *buf, *bufs[2];
+    size_t buf_size;
+    pool pl;
+    bool pool_started;
+    amn_sink *sink;
+    void *state; /* the writer's */
+    bool begun;  /* begin() succeeded and neither finish() nor abort() ran */
+    progress pr;
+    amn_convert_stats st;
+} conv;
+
+/* The target format and output dtype the options ask for. */
+static int check_target(const amn_ctx *ctx, conv *c, amn_error *err) {
+    const amn_convert_options *o = c->o;
+    c->target = o->target ? o->target : "safetensors";
+    c->out = o->out_dtype == AMN_DTYPE_INVALID ? AMN_DTYPE_BF16 : o->out_dtype;
+    if (c->out != AMN_DTYPE_BF16 && c->out != AMN_DTYPE_F16 && c->out != AMN_DTYPE_F32)
         return amn_error_set(err, AMN_E_INVALID, "output dtype must be bf16, f16 or f32");
     if (!o->output) return amn_error_set(err, AMN_E_INVALID, "no output path");
-    const amn_format *f = amn_ctx_find_format(ctx, target);
-    if (!f || !f->writer)
+    c->f = amn_ctx_find_format(ctx, c->target);
+    if (!c->f || !c->f->writer)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: no loaded plugin writes %s; install the amn-%s plugin",
-                             target, target);
-    const char **opt_keys = NULL, **opt_values = NULL;
-    size_t n_options = 0;
-    int rc = amni_plan_check_unclaimed(p, m, err);
-    out_entry *entries = NULL;
-    size_t n_out = 0;
-    if (!rc) rc = build_outputs(p, m, o, out, &entries, &n_out, err);
-    enc_run run = {0};
-    if (!rc && o->encode) rc = encode_outputs(ctx, p, m, o, &entries, &n_out, &run, err);
-    if (!rc) rc = writer_options(f, o, &run, &opt_keys, &opt_values, &n_options, err);
-    if (rc) {
-        enc_run_free(&run);
-        free(entries);
-        free(opt_keys);
-        return rc;
+                             c->target, c->target);
+    return AMN_OK;
+}
+
+/* Refuse an output whose dtype the writer cannot store. */
+static int check_storable(const conv *c, amn_error *err) {
+    for (size_t k = 0; k < c->n_out; k++) {
+        const out_entry *e = &c->entries[k];
+        if (!(c->f->writer->dtypes & (1ull << e->dtype)))
+            return amn_error_set(
+                err, AMN_E_UNSUPPORTED, "unsupported: %s cannot store tensor %s (%s)", c->target,
+                e->out.name,
+                e->dtype == AMN_DTYPE_BLOCK && e->out.encoding_name ? e->out.encoding_name
+                                                                    : amn_dtype_name(e->dtype));
     }
-    for (size_t k = 0; k < n_out; k++)
-        if (!(f->writer->dtypes & (1ull << entries[k].dtype))) {
-            rc =
-                amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: %s cannot store tensor %s (%s)",
-                              target, entries[k].out.name,
-                              entries[k].dtype == AMN_DTYPE_BLOCK && entries[k].out.encoding_name
-                                  ? entries[k].out.encoding_name
-                                  : amn_dtype_name(entries[k].dtype));
-            enc_run_free(&run);
-            free(entries);
-            free(opt_keys);
-            return rc;
-        }
-    const amn_out_tensor **outs = calloc(n_out ? n_out : 1, sizeof *outs);
-    size_t *order = calloc(n_out ? n_out : 1, sizeof *order);
-    unsigned threads = o->threads ? o->threads : default_threads();
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
-    /* Each of the two chunk buffers: a round of every worker, and at least one
-     * output row. */
-    size_t buf_size = (size_t)CHUNK_BYTES * threads;
-    for (size_t g = 0; g < p->cs.n_groups; g++) {
-        const amn_group_spec *s = &p->cs.groups[g].spec;
+    return AMN_OK;
+}
+
+/* The list of outputs (encoder outputs in place of what they encode), then
+ * the writer's options, which may come from the encoder. */
+static int plan_outputs(const amn_ctx *ctx, conv *c, amn_error *err) {
+    int rc = amni_plan_check_unclaimed(c->p, c->m, err);
+    if (!rc) rc = build_outputs(c->p, c->m, c->o, c->out, &c->entries, &c->n_out, err);
+    if (!rc && c->o->encode)
+        rc = encode_outputs(ctx, c->p, c->m, c->o, &c->entries, &c->n_out, &c->run, err);
+    if (!rc)
+        rc = writer_options(c->f, c->o, &c->run, &c->opt_keys, &c->opt_values, &c->n_options, err);
+    if (!rc) rc = check_storable(c, err);
+    return rc;
+}
+
+/* Each of the two chunk buffers holds a round of every worker, and at least
+ * one output row or encode unit. */
+static int size_buffers(conv *c, amn_error *err) {
+    const amn_convert_options *o = c->o;
+    c->threads = o->threads ? o->threads : default_threads();
+    if (c->threads > MAX_THREADS) c->threads = MAX_THREADS;
+    c->buf_size = (size_t)CHUNK_BYTES * c->threads;
+    for (size_t g = 0; g < c->p->cs.n_groups; g++) {
+        const amn_group_spec *s = &c->p->cs.groups[g].spec;
         if (!s->out_name) continue;
         uint64_t numel = 1;
         for (uint32_t d = 0; d < s->ndim; d++) numel *= s->shape[d]; /* checked at claim */
         /* An empty output streams no rows, and nothing in the file backs
          * its row length (a GGUF [0, 2^31] tensor): it sizes nothing. */
         if (numel == 0) continue;
-        const uint64_t rb = s->row_elems * amn_dtype_size(out);
-        if (rb > buf_size) buf_size = (size_t)rb;
+        const uint64_t rb = s->row_elems * amn_dtype_size(c->out);
+        if (rb > c->buf_size) c->buf_size = (size_t)rb;
     }
-    for (size_t k = 0; k < n_out; k++)
-        if (entries[k].enc >= 0 && entries[k].unit_bytes > buf_size) {
-            if (entries[k].unit_bytes > ((size_t)1 << 30)) {
-                enc_run_free(&run);
-                free(entries);
-                return amn_error_set(err, AMN_E_LIMIT, "%s: encode unit too large",
-                                     entries[k].out.name);
-            }
-            buf_size = (size_t)entries[k].unit_bytes;
-        }
-    uint8_t *buf = malloc(2 * buf_size);
-    uint8_t *bufs[2] = {buf, buf ? buf + buf_size : NULL};
-    if (!outs || !order || !buf) {
-        enc_run_free(&run);
-        free(entries), free(outs), free(order), free(buf), free(opt_keys);
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < c->n_out; k++) {
+        const out_entry *e = &c->entries[k];
+        if (e->enc < 0 || e->unit_bytes <= c->buf_size) continue;
+        if (e->unit_bytes > ((size_t)1 << 30))
+            return amn_error_set(err, AMN_E_LIMIT, "%s: encode unit too large", e->out.name);
+        c->buf_size = (size_t)e->unit_bytes;
     }
-    for (size_t k = 0; k < n_out; k++) outs[k] = &entries[k].out, order[k] = k;
-    const char *inputs[1] = {amn_model_path(m)};
-    amn_sink *sink = NULL;
-    void *state = NULL;
-    rc = amn_sink_open(o->output, o->overwrite, inputs, inputs[0] ? 1 : 0, &sink, err);
-    if (!rc && o->no_sync) amn_sink_set_sync(sink, false);
-    progress pr = {.fn = o->progress, .user = o->progress_user};
-    pr.info.tensor_count = n_out;
+    return AMN_OK;
+}
+
+static int alloc_buffers(conv *c, amn_error *err) {
+    int rc = size_buffers(c, err);
+    if (rc) return rc;
+    const size_t n = c->n_out ? c->n_out : 1;
+    c->outs = calloc(n, sizeof *c->outs);
+    c->order = calloc(n, sizeof *c->order);
+    c->buf = malloc(2 * c->buf_size);
+    if (!c->outs || !c->order || !c->buf) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    c->bufs[0] = c->buf;
+    c->bufs[1] = c->buf + c->buf_size;
+    for (size_t k = 0; k < c->n_out; k++) c->outs[k] = &c->entries[k].out, c->order[k] = k;
+    return AMN_OK;
+}
+
+/* The temporary output, the workers and the writer's header. */
+static int open_output(conv *c, amn_error *err) {
+    const amn_convert_options *o = c->o;
+    const char *inputs[1] = {amn_model_path(c->m)};
+    int rc = amn_sink_open(o->output, o->overwrite, inputs, inputs[0] ? 1 : 0, &c->sink, err);
+    if (!rc && o->no_sync) amn_sink_set_sync(c->sink, false);
+    c->pr = (progress){.fn = o->progress, .user = o->progress_user};
+    c->pr.info.tensor_count = c->n_out;
+    pool_init(&c->pl, c->threads);
+    c->pool_started = true;
+    if (rc) return rc;
     amn_write_args wa = {.struct_size = sizeof wa,
                          .path = o->output,
-                         .sink = sink,
-                         .tensors = outs,
-                         .n_tensors = n_out,
-                         .source = m,
-                         .option_keys = opt_keys,
-                         .option_values = opt_values,
-                         .n_options = n_options};
-    bool begun = false;
-    pool pl;
-    pool_init(&pl, threads);
-    if (!rc) rc = f->writer->begin(&wa, &state, order, err);
-    if (!rc) {
-        begun = true;
-        uint64_t total = amn_sink_tell(sink);
-        for (size_t k = 0; k < n_out; k++) amn_add_u64(total, outs[k]->nbytes, &total);
-        amn_sink_reserve(sink, total);
-        pr.info.bytes_total = total;
-        report(&pr, sink);
-    }
-    for (size_t k = 0; !rc && k < n_out; k++) {
-        const size_t idx = order[k];
-        if (idx >= n_out) {
-            rc = amn_error_set(err, AMN_E_INVALID, "writer %s returned a bad order", target);
-            break;
-        }
-        const out_entry *e = &entries[idx];
-        if (f->writer->tensor_begin && (rc = f->writer->tensor_begin(state, idx, err))) break;
-        pr.info.tensor_index = k;
-        pr.info.tensor_name = e->out.name;
-        report(&pr, sink);
-        const uint64_t before = amn_sink_tell(sink);
-        if (e->enc >= 0) {
-            rc = write_encoded(&pl, &run, e, bufs, buf_size, sink, &pr, &st, err);
-        } else if (e->group >= 0) {
-            rc = write_group(&pl, m, &p->cs.groups[e->group], out, bufs, buf_size, sink, &pr, err);
-            st.dequantized++;
-        } else {
-            const amn_tensor *t = amn_model_tensor(m, e->tensor);
-            rc = write_plain(&pl, m, t, e->dtype, bufs, buf_size, sink, &pr, err);
-            if (e->dtype != t->dtype) st.cast++;
-        }
-        if (!rc && amn_sink_tell(sink) - before != e->out.nbytes)
-            rc = amn_error_set(err, AMN_E_INVALID, "tensor %s: wrote %llu bytes, expected %llu",
-                               e->out.name, (unsigned long long)(amn_sink_tell(sink) - before),
-                               (unsigned long long)e->out.nbytes);
-        st.tensors_written++;
-    }
-    if (!rc) {
-        begun = false;
-        rc = f->writer->finish(state, err);
-    }
-    pool_destroy(&pl);
-    if (begun) f->writer->abort(state);
-    if (!rc) {
-        st.bytes_written = amn_sink_tell(sink);
-        pr.info.tensor_index = n_out;
-        pr.info.tensor_name = NULL;
-        pr.info.bytes_total = st.bytes_written; /* a writer's trailer may exceed the estimate */
-        report(&pr, sink);
-        rc = amn_sink_commit(sink, err);
+                         .sink = c->sink,
+                         .tensors = c->outs,
+                         .n_tensors = c->n_out,
+                         .source = c->m,
+                         .option_keys = c->opt_keys,
+                         .option_values = c->opt_values,
+                         .n_options = c->n_options};
+    rc = c->f->writer->begin(&wa, &c->state, c->order, err);
+    if (rc) return rc;
+    c->begun = true;
+    uint64_t total = amn_sink_tell(c->sink);
+    for (size_t k = 0; k < c->n_out; k++) amn_add_u64(total, c->outs[k]->nbytes, &total);
+    amn_sink_reserve(c->sink, total);
+    c->pr.info.bytes_total = total;
+    report(&c->pr, c->sink);
+    return AMN_OK;
+}
+
+/* The k-th tensor in the writer's order: encoded, dequantized from its group,
+ * or cast/copied; it must come to the size announced in the header. */
+static int write_entry(conv *c, size_t k, amn_error *err) {
+    const size_t idx = c->order[k];
+    if (idx >= c->n_out)
+        return amn_error_set(err, AMN_E_INVALID, "writer %s returned a bad order", c->target);
+    const out_entry *e = &c->entries[idx];
+    int rc;
+    if (c->f->writer->tensor_begin && (rc = c->f->writer->tensor_begin(c->state, idx, err)))
+        return rc;
+    c->pr.info.tensor_index = k;
+    c->pr.info.tensor_name = e->out.name;
+    report(&c->pr, c->sink);
+    const uint64_t before = amn_sink_tell(c->sink);
+    if (e->enc >= 0) {
+        rc = write_encoded(&c->pl, &c->run, e, c->bufs, c->buf_size, c->sink, &c->pr, &c->st, err);
+    } else if (e->group >= 0) {
+        rc = write_group(&c->pl, c->m, &c->p->cs.groups[e->group], c->out, c->bufs, c->buf_size,
+                         c->sink, &c->pr, err);
+        c->st.dequantized++;
     } else {
-        amn_sink_abort(sink);
+        const amn_tensor *t = amn_model_tensor(c->m, e->tensor);
+        rc = write_plain(&c->pl, c->m, t, e->dtype, c->bufs, c->buf_size, c->sink, &c->pr, err);
+        if (e->dtype != t->dtype) c->st.cast++;
     }
-    for (size_t i = 0; i < p->cs.n_tensors; i++)
-        if (p->cs.role[i] == AMN_ROLE_ACT_SCALE) st.dropped++;
-    if (run.e) {
-        st.encode_passed = 0;
-        for (size_t i = 0; i < run.n_src; i++) st.encode_passed += !run.src[i].stats_done;
-        if (!rc && o->quant_config) {
-            *o->quant_config = NULL;
-            if (run.e->config) rc = run.e->config(run.ms, o->quant_config, err);
-        }
+    if (!rc && amn_sink_tell(c->sink) - before != e->out.nbytes)
+        rc = amn_error_set(err, AMN_E_INVALID, "tensor %s: wrote %llu bytes, expected %llu",
+                           e->out.name, (unsigned long long)(amn_sink_tell(c->sink) - before),
+                           (unsigned long long)e->out.nbytes);
+    c->st.tensors_written++;
+    return rc;
+}
+
+static int write_tensors(conv *c, amn_error *err) {
+    int rc = AMN_OK;
+    for (size_t k = 0; !rc && k < c->n_out; k++) rc = write_entry(c, k, err);
+    return rc;
+}
+
+/* The writer's trailer and the atomic rename on success; on failure the
+ * writer's abort (unless finish() itself failed: it has freed its state)
+ * and the temporary output removed. */
+static int finish_output(conv *c, int rc, amn_error *err) {
+    if (!rc) {
+        c->begun = false;
+        rc = c->f->writer->finish(c->state, err);
     }
-    enc_run_free(&run);
-    free(entries), free(outs), free(order), free(buf), free(opt_keys);
-    if (!rc && stats) *stats = st;
+    if (c->pool_started) pool_destroy(&c->pl);
+    c->pool_started = false;
+    if (c->begun) c->f->writer->abort(c->state);
+    c->begun = false;
+    if (!rc) {
+        c->st.bytes_written = amn_sink_tell(c->sink);
+        c->pr.info.tensor_index = c->n_out;
+        c->pr.info.tensor_name = NULL;
+        c->pr.info.bytes_total = c->st.bytes_written; /* a trailer may exceed the estimate */
+        report(&c->pr, c->sink);
+        rc = amn_sink_commit(c->sink, err);
+    } else {
+        amn_sink_abort(c->sink);
+    }
+    c->sink = NULL;
+    return rc;
+}
+
+/* Statistics that need the whole run, and the encoder's quantization
+ * config once the output is in place. */
+static int finish_stats(conv *c, int rc, amn_error *err) {
+    for (size_t i = 0; i < c->p->cs.n_tensors; i++)
+        if (c->p->cs.role[i] == AMN_ROLE_ACT_SCALE) c->st.dropped++;
+    if (!c->run.e) return rc;
+    c->st.encode_passed = 0;
+    for (size_t i = 0; i < c->run.n_src; i++) c->st.encode_passed += !c->run.src[i].stats_done;
+    if (!rc && c->o->quant_config) {
+        *c->o->quant_config = NULL;
+        if (c->run.e->config) rc = c->run.e->config(c->run.ms, c->o->quant_config, err);
+    }
+    return rc;
+}
+
+static void conv_free(conv *c) {
+    enc_run_free(&c->run);
+    free(c->entries), free(c->outs), free(c->order), free(c->buf), free(c->opt_keys);
+}
+
+int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
+                const amn_convert_options *o, amn_convert_stats *stats, amn_error *err) {
+    conv c = {.m = m, .p = p, .o = o};
+    int rc = check_target(ctx, &c, err);
+    if (!rc) rc = plan_outputs(ctx, &c, err);
+    if (!rc) rc = alloc_buffers(&c, err);
+    if (!rc) {
+        rc = open_output(&c, err);
+        if (!rc) rc = write_tensors(&c, err);
+        rc = finish_output(&c, rc, err); /* commits the output, or removes it */
+        rc = finish_stats(&c, rc, err);
+    }
+    conv_free(&c);
+    if (!rc && stats) *stats = c.st;
     return rc;
 }
 

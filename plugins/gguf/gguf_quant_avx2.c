@@ -241,7 +241,9 @@ ALWAYS_INLINE __m256 err_term(__m256 d, bool use_mad) {
 void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float *restrict w,
                           uint8_t *restrict L, float *restrict the_min, float *restrict scale_out,
                           float rmin, float rdelta, int nstep, bool use_mad) {
-    float xt[32][8], wt[32][8], lt[32][8];
+    /* Zeroed only because GCC's -O3 flow analysis cannot see that n >= 1
+     * rows are written before they are read (callers pass 16 or 32). */
+    float xt[32][8] = {{0}}, wt[32][8] = {{0}}, lt[32][8];
     for (int g = 0; g < 8; g++)
         for (int i = 0; i < n; i++) {
             xt[i][g] = x[g * n + i];

@@ -113,7 +113,7 @@ if "$amn" plugins | grep -q "format gguf"; then
   contains "kv override" '"general.name": "tiny"'
   # --opt is the generic spelling; --gguf-kv / --gguf-metadata are GGUF's.
   printf '{"general.author": "amn"}' >"$work/meta.json"
-  check "--opt to gguf" 0 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf -o "$work/o.gguf" \
+  check "--opt to gguf" 0 "$amn" convert "$st_in" --to gguf -o "$work/o.gguf" \
     --opt kv=general.name=opt --opt "metadata=$work/meta.json"
   check "parse --opt gguf" 0 "$amn" inspect --json "$work/o.gguf"
   contains "--opt kv" '"general.name": "opt"'

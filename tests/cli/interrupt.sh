@@ -9,6 +9,10 @@
 set -uo pipefail
 build=$1 src=$2
 amn=$(cd "$build" && pwd)/bin/amn
+# Every check here reads or writes safetensors: a build without that plugin
+# (AMN_PLUGINS) reports the test as skipped.
+"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
+  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
 work=$(mktemp -d /tmp/amn-interrupt.XXXXXX)
 mnt=
 cleanup() { [ -n "$mnt" ] && umount "$mnt" 2>/dev/null; rm -rf "$work"; }

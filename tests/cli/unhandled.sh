@@ -9,6 +9,10 @@
 set -uo pipefail
 build=$1
 amn=$build/bin/amn
+# Every check here reads or writes safetensors: a build without that plugin
+# (AMN_PLUGINS) reports the test as skipped.
+"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
+  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
 plugdir=$build/lib/amn/plugins
 work=$(mktemp -d /tmp/amn-unhandled.XXXXXX)
 trap 'rm -rf "$work"' EXIT

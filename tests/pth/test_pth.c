@@ -546,6 +546,7 @@ static bool dir_has_marker(const char *dir) {
  * codes (5 refused or unsafe, 0 safe, 1 unreadable). */
 static void test_cli_no_marker(void **state) {
     (void)state;
+    AMN_REQUIRE_PLUGIN("safetensors");
     char dir[] = "/tmp/amn-pthsec-XXXXXX";
     assert_non_null(mkdtemp(dir));
     const char *cmds[] = {"parse '" FX "%s'",
@@ -609,6 +610,7 @@ static void test_cli_no_marker(void **state) {
  * have their pickle scanned. */
 static void test_scan_other_formats(void **state) {
     (void)state;
+    AMN_REQUIRE_PLUGIN("safetensors");
     amn_scan_report *r = scan_file(AMN_SOURCE_DIR "/fixtures/npz/stored.npz", NULL);
     assert_false(amn_scan_unsafe(r));
     amn_scan_free(r);
