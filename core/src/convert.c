@@ -572,8 +572,23 @@ static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bu
                   buf_size, sink, pr, &st->abs_err_sum, err);
 }
 
-static int build_outputs(const amn_plan *p, const amn_model *m, const amn_convert_options *o,
-                         amn_dtype out, out_entry **entries, size_t *n_out, amn_error *err) {
+/* A 1-D floating tensor's dtype in a container that keeps them F32
+ * (AMN_FORMAT_VECTORS_F32): F32 when convert casts floats (any --out-dtype)
+ * or when forget takes it from another format; d otherwise, so a lossless
+ * conversion (--out-dtype keep) and llama-quantize's copies of a GGUF input
+ * keep it as stored. */
+static amn_dtype vector_dtype(const amn_format *f, const amn_model *m, const amn_convert_options *o,
+                              uint32_t ndim, amn_dtype d) {
+    if (!(amn_format_flags(f) & AMN_FORMAT_VECTORS_F32) || ndim != 1) return d;
+    if (d != AMN_DTYPE_F16 && d != AMN_DTYPE_BF16 && d != AMN_DTYPE_F32) return d;
+    if (o->mode == AMN_MODE_CONVERT) return AMN_DTYPE_F32;
+    if (o->encode && strcmp(amn_model_format(m), f->name) != 0) return AMN_DTYPE_F32;
+    return d;
+}
+
+static int build_outputs(const amn_format *f, const amn_plan *p, const amn_model *m,
+                         const amn_convert_options *o, amn_dtype out, out_entry **entries,
+                         size_t *n_out, amn_error *err) {
     const size_t n = amn_model_tensor_count(m);
     out_entry *e = calloc(n ? n : 1, sizeof *e);
     if (!e) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
@@ -586,6 +601,7 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
             if (o->mode == AMN_MODE_CONVERT && amn_dtype_is_float(d) && d != AMN_DTYPE_F8_E4M3 &&
                 d != AMN_DTYPE_F8_E5M2)
                 d = out;
+            d = vector_dtype(f, m, o, t->ndim, d);
             e[k] = (out_entry){.tensor = i, .group = -1, .dtype = d, .enc = -1};
             e[k].out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
                                         .name = t->name,
@@ -611,13 +627,14 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
         if (!g->spec.out_name || anchor != i) continue;
         uint64_t numel = 1;
         for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d];
-        e[k] = (out_entry){.tensor = i, .group = gi, .dtype = out, .enc = -1};
+        const amn_dtype gd = vector_dtype(f, m, o, g->spec.ndim, out);
+        e[k] = (out_entry){.tensor = i, .group = gi, .dtype = gd, .enc = -1};
         e[k].out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
                                     .name = g->spec.out_name,
-                                    .dtype = out,
+                                    .dtype = gd,
                                     .ndim = g->spec.ndim};
         memcpy(e[k].out.shape, g->spec.shape, sizeof g->spec.shape);
-        if (!amn_mul_u64(numel, amn_dtype_size(out), &e[k].out.nbytes)) {
+        if (!amn_mul_u64(numel, amn_dtype_size(gd), &e[k].out.nbytes)) {
             free(e);
             return amn_error_set(err, AMN_E_LIMIT, "%s: output too large", g->spec.out_name);
         }
@@ -769,7 +786,7 @@ static int check_storable(const conv *c, amn_error *err) {
  * the writer's options, which may come from the encoder. */
 static int plan_outputs(const amn_ctx *ctx, conv *c, amn_error *err) {
     int rc = amni_plan_check_unclaimed(c->p, c->m, err);
-    if (!rc) rc = build_outputs(c->p, c->m, c->o, c->out, &c->entries, &c->n_out, err);
+    if (!rc) rc = build_outputs(c->f, c->p, c->m, c->o, c->out, &c->entries, &c->n_out, err);
     if (!rc && c->o->encode)
         rc = encode_outputs(ctx, c->p, c->m, c->o, &c->entries, &c->n_out, &c->run, err);
     if (!rc)
@@ -793,7 +810,8 @@ static int size_buffers(conv *c, amn_error *err) {
         /* An empty output streams no rows, and nothing in the file backs
          * its row length (a GGUF [0, 2^31] tensor): it sizes nothing. */
         if (numel == 0) continue;
-        const uint64_t rb = s->row_elems * amn_dtype_size(c->out);
+        /* a 1-D output may be F32 whatever c->out (AMN_FORMAT_VECTORS_F32) */
+        const uint64_t rb = s->row_elems * 4;
         if (rb > c->buf_size) c->buf_size = (size_t)rb;
     }
     for (size_t k = 0; k < c->n_out; k++) {
@@ -868,7 +886,7 @@ static int write_entry(conv *c, size_t k, amn_error *err) {
     if (e->enc >= 0) {
         rc = write_encoded(&c->pl, &c->run, e, c->bufs, c->buf_size, c->sink, &c->pr, &c->st, err);
     } else if (e->group >= 0) {
-        rc = write_group(&c->pl, c->m, &c->p->cs.groups[e->group], c->out, c->bufs, c->buf_size,
+        rc = write_group(&c->pl, c->m, &c->p->cs.groups[e->group], e->dtype, c->bufs, c->buf_size,
                          c->sink, &c->pr, err);
         c->st.dequantized++;
     } else {

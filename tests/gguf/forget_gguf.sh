@@ -31,7 +31,7 @@ for f in q4_0:Q4_0 q5_1:Q5_1 Q3_K_S:Q3_K_S q2_k:Q2_K IQ3_M:IQ3_M TQ1_0:TQ1_0 MXF
     check "${f#*:}" "${f%%:*}" 2
 done
 # Refusals: an importance-matrix type, with llama-quantize's reason; a
-# quantized input (requantizing); a non-GGUF input.
+# quantized input (requantizing). Non-GGUF inputs: forget_gguf_options.sh.
 expect_fail() { # expect_fail WORDS... -- ARGS...
     local words=() ; while [ "$1" != -- ]; do words+=("$1"); shift; done; shift
     if "$amn" forget "$@" >"$work/log" 2>&1; then
@@ -44,7 +44,5 @@ expect_fail() { # expect_fail WORDS... -- ARGS...
 expect_fail "importance matrix" -- "$model" --to IQ2_XXS -o "$work/x.gguf"
 [ -e "$work/x.gguf" ] && { echo "FAIL: refused output exists"; fails=$((fails + 1)); }
 expect_fail "requantizing" "disabled" -- "$work/Q8_0-1.gguf" --to Q4_K_M -o "$work/y.gguf"
-expect_fail "needs a GGUF input" -- "$src/fixtures/example/tiny-f32.safetensors" --to Q4_0 \
-    -o "$work/z.gguf"
 [ $fails -eq 0 ] && echo "forget gguf: all passed"
 exit $((fails > 0))

@@ -116,6 +116,14 @@ typedef struct amn_encode_options {
      * per-tensor choice reads it (a GGUF file type reads the layer and head
      * counts). Valid until end(). */
     const amn_model *model;
+    /* "KEY=VALUE" parameters of the target, in command-line order (a GGUF
+     * file type takes llama-quantize's options: pure=1, leave_output_tensor=1,
+     * allow_requantize=1, output_tensor_type=T, token_embedding_type=T,
+     * tensor_type=PATTERN=T). An encoder refuses a key it does not take
+     * (AMN_E_INVALID naming it); one built before these fields never sees
+     * them, so callers pass none to such a target. */
+    const char *const *params;
+    size_t n_params;
 } amn_encode_options;
 
 /* One output tensor an encoded tensor turns into. */
