@@ -46,6 +46,12 @@ typedef struct cli_args {
     const char **inputs;
     size_t n_inputs;
     bool multi_input;
+    /* forget: llama-quantize's options as encoder parameters "KEY=VALUE"
+     * (cli_encode_option), their text in enc_text. */
+    const char *enc_params[64];
+    size_t n_enc_params;
+    char enc_text[8192];
+    size_t enc_used;
 } cli_args;
 
 int cli_exit_code(int amn_code);
@@ -137,7 +143,16 @@ typedef struct cli_input {
 int cli_input_open(const amn_ctx *ctx, const cli_args *a, const amn_limits *limits, cli_input *in);
 void cli_input_free(cli_input *in);
 double cli_now(void); /* monotonic seconds */
-/* True when a loaded scheme encodes `to` (convert routes it to forget). */
+/* forget's llama-quantize options (--pure, --tensor-type P=T, ...): 0 when
+ * opt is not one, else how many arguments it took (1 or 2); < 0: -(exit
+ * code), reported. */
+int cli_encode_option(cli_args *a, const char *opt, const char *value);
+/* True when a loaded scheme encodes `to`. */
 bool cli_is_encode_target(const amn_ctx *ctx, const char *to);
+/* The container format an encode target writes ("gguf", "safetensors"). */
+const char *cli_encode_container(const amn_ctx *ctx, const char *to);
+/* convert --to an encode target (bnb-nf4, gguf-Q4_K_M) runs forget: its
+ * exit code, or -1 when `to` is not one. */
+int cli_convert_encode(const amn_ctx *ctx, const cli_args *a);
 
 #endif

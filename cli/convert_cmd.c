@@ -203,7 +203,13 @@ static void print_report(const cli_args *a, const remember_req *rq, const amn_co
 }
 
 int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
-    if (convert && cli_is_encode_target(ctx, a->to)) return cmd_forget(ctx, a);
+    if (convert) {
+        const int enc = cli_convert_encode(ctx, a);
+        if (enc >= 0) return enc;
+    }
+    if (a->n_enc_params)
+        return cli_usage_fail(a->command, "llama-quantize's options (--pure, --tensor-type, ...) "
+                                          "need a GGUF file type (--to gguf-Q4_K_M)");
     remember_req rq;
     int rc = parse_request(ctx, a, convert, &rq);
     if (rc) return rc;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "cli.h"
@@ -17,6 +18,69 @@
 
 bool cli_is_encode_target(const amn_ctx *ctx, const char *to) {
     return to && amn_ctx_find_encoder(ctx, to) != NULL;
+}
+
+/* The container an encode target writes: the format named like the scheme
+ * that encodes it when that format has a writer (the "gguf" scheme's file
+ * types make GGUF files), else safetensors (bnb). */
+const char *cli_encode_container(const amn_ctx *ctx, const char *to) {
+    const amn_scheme *sc = amn_ctx_find_encoder(ctx, to);
+    const amn_format *f = sc ? amn_ctx_find_format(ctx, sc->name) : NULL;
+    return f && f->writer ? f->name : "safetensors";
+}
+
+int cli_convert_encode(const amn_ctx *ctx, const cli_args *a) {
+    if (!a->to) return -1;
+    /* gguf-Q4_K_M: the GGUF file type Q4_K_M. A bare file type is not taken
+     * here: bf16 / f16 / f32 name convert's safetensors output. */
+    if (strncasecmp(a->to, "gguf-", 5) == 0 && cli_is_encode_target(ctx, a->to + 5) &&
+        strcmp(cli_encode_container(ctx, a->to + 5), "gguf") == 0) {
+        cli_args b = *a;
+        b.to = a->to + 5;
+        return cmd_forget(ctx, &b);
+    }
+    if (cli_is_encode_target(ctx, a->to) && strcmp(cli_encode_container(ctx, a->to), "gguf") != 0)
+        return cmd_forget(ctx, a);
+    return -1;
+}
+
+/* llama-quantize's flags (tools/quantize/quantize.cpp) and the encoder
+ * parameter each becomes; has_value: the flag takes the next argument. */
+static const struct {
+    const char *flag, *param;
+    bool has_value;
+} encode_flags[] = {
+    {"--pure", "pure=1", false},
+    {"--leave-output-tensor", "leave_output_tensor=1", false},
+    {"--allow-requantize", "allow_requantize=1", false},
+    {"--output-tensor-type", "output_tensor_type=", true},
+    {"--token-embedding-type", "token_embedding_type=", true},
+    {"--tensor-type", "tensor_type=", true},
+};
+
+int cli_encode_option(cli_args *a, const char *opt, const char *value) {
+    for (size_t k = 0; k < sizeof encode_flags / sizeof *encode_flags; k++) {
+        if (strcmp(opt, encode_flags[k].flag) != 0) continue;
+        if (encode_flags[k].has_value && !value) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "%s needs a value", opt);
+            return -cli_usage_fail(a->command, msg);
+        }
+        const char *v = encode_flags[k].has_value ? value : "";
+        const size_t need = strlen(encode_flags[k].param) + strlen(v) + 1;
+        if (a->n_enc_params == sizeof a->enc_params / sizeof *a->enc_params ||
+            need > sizeof a->enc_text - a->enc_used) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "too many options (at %s)", opt);
+            return -cli_usage_fail(a->command, msg);
+        }
+        char *dst = a->enc_text + a->enc_used;
+        snprintf(dst, need, "%s%s", encode_flags[k].param, v);
+        a->enc_used += need;
+        a->enc_params[a->n_enc_params++] = dst;
+        return encode_flags[k].has_value ? 2 : 1;
+    }
+    return 0;
 }
 
 /* The directory holding path (path itself when it is a directory). */
@@ -85,7 +149,7 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block)
     if (!a->to) {
         fprintf(stderr,
                 "amn %s: --to TARGET is required (bnb-nf4, bnb-nf4-dq, bnb-fp4, "
-                "bnb-fp4-dq, bnb-int8)\n",
+                "bnb-fp4-dq, bnb-int8, or a GGUF file type: Q4_K_M, Q8_0, ...)\n",
                 a->command);
         return EXIT_USAGE;
     }
@@ -94,6 +158,13 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block)
         amn_error_set(&err, AMN_E_UNSUPPORTED, "unsupported: no loaded plugin encodes '%s'%s",
                       a->to, strncmp(a->to, "bnb-", 4) == 0 ? "; install the amn-bnb plugin" : "");
         return cli_fail(&err);
+    }
+    if (a->n_enc_params && strcmp(cli_encode_container(ctx, a->to), "gguf") != 0) {
+        fprintf(stderr,
+                "amn %s: llama-quantize's options (--pure, --tensor-type, ...) apply to GGUF "
+                "file types only, not %s\n",
+                a->command, a->to);
+        return EXIT_USAGE;
     }
     if (a->block_size) {
         char *end;
@@ -108,13 +179,17 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block)
     return EXIT_OK;
 }
 
-/* Encode to safetensors; *qc gets the encoder's quantization_config (the
+/* Encode to the target's container; *qc gets the encoder's quantization_config (the
  * caller frees it). An exit code. */
 static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const char *output,
                uint64_t block, amn_convert_stats *st, char **qc) {
-    const amn_encode_options eo = {.struct_size = sizeof eo, .target = a->to, .block_size = block};
+    const amn_encode_options eo = {.struct_size = sizeof eo,
+                                   .target = a->to,
+                                   .block_size = block,
+                                   .params = a->enc_params,
+                                   .n_params = a->n_enc_params};
     amn_convert_options o = {.mode = AMN_MODE_REMEMBER,
-                             .target = "safetensors",
+                             .target = cli_encode_container(ctx, a->to),
                              .out_dtype = AMN_DTYPE_BF16,
                              .output = output,
                              .overwrite = a->force,
@@ -166,11 +241,11 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     int rc = parse_request(ctx, a, &block);
     if (rc) return rc;
     cli_input in;
-    if ((rc = cli_input_open(ctx, a, NULL, &in))) return rc;
+    if ((rc = cli_input_open(ctx, a, cli_limits(a), &in))) return rc;
     char outbuf[4096];
     const char *output = a->output;
-    if (!output &&
-        !cli_default_output(a->input, in.resolved, a->to, "safetensors", outbuf, sizeof outbuf)) {
+    if (!output && !cli_default_output(a->input, in.resolved, a->to,
+                                       cli_encode_container(ctx, a->to), outbuf, sizeof outbuf)) {
         fprintf(stderr, "amn: output path too long; pass -o\n");
         cli_input_free(&in);
         return EXIT_USAGE;

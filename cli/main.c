@@ -21,8 +21,11 @@ static const char usage_main[] =
     "  plugins [--json]                    loaded plugins, formats, schemes, matrix\n"
     "  scan FILE... [--json]               audit without loading: globals, code paths, anomalies\n"
     "  forget FILE --to TARGET [--block-size N] [--keep GLOB]... [-o OUT] [--force]\n"
+    "         [--pure] [--output-tensor-type T] [--token-embedding-type T]\n"
+    "         [--leave-output-tensor] [--tensor-type PATTERN=T]... [--allow-requantize]\n"
     "         [--threads N] [--json]      quantize (bnb-nf4|bnb-nf4-dq|bnb-fp4|bnb-fp4-dq|\n"
-    "                                      bnb-int8) (alias: quantize)\n"
+    "                                      bnb-int8, or a GGUF file type such as Q4_K_M)\n"
+    "                                      (alias: quantize)\n"
     "\n"
     "every command takes --json (one JSON document on stdout; errors as a JSON\n"
     "object on stderr). Commands that read a file take --from FORMAT to skip\n"
@@ -80,7 +83,19 @@ static const struct {
      "keeps more; --block-size (4-bit: a power of two from 32 to 4096, default 64).\n"
      "Quantized inputs are dequantized first. When FILE's folder has config.json, one\n"
      "with quantization_config is written beside the output. `amn convert FILE --to\n"
-     "bnb-nf4` is the same.\n"},
+     "bnb-nf4` is the same.\n"
+     "A GGUF input with --to one of llama-quantize's file types (Q4_0 Q4_1 Q5_0 Q5_1\n"
+     "Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS\n"
+     "IQ3_S IQ3_M TQ1_0 TQ2_0 MXFP4_MOE Q1_0 Q2_0 F16 BF16 F32, any case) writes the\n"
+     "GGUF llama-quantize writes without an importance matrix: its per-tensor types,\n"
+     "tensor order, data bytes and metadata (also `amn convert FILE --to gguf-Q4_K_M`).\n"
+     "Types that need an importance matrix are refused with its reason. llama-quantize's\n"
+     "options: --pure (the default type everywhere), --output-tensor-type T and\n"
+     "--token-embedding-type T (ggml types: q8_0, Q6_K, f16...), --leave-output-tensor,\n"
+     "--tensor-type PATTERN=T (regex, repeatable, first match wins), --allow-requantize\n"
+     "(a quantized GGUF input, dequantized as ggml does). A non-GGUF input gets the\n"
+     "file type's default type for every 2-D *weight that is not a norm. 1-D tensors\n"
+     "are F32 in every GGUF output.\n"},
     {"scan", NULL,
      "usage: amn scan FILE... [--json] [--from FORMAT]\n"
      "Audit each FILE without loading it (nothing is executed): every pickle global,\n"
@@ -178,6 +193,12 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
         if (lim < 0) return -lim;
         if (lim) {
             i++;
+            continue;
+        }
+        const int enc = cli_encode_option(a, s, next);
+        if (enc < 0) return -enc;
+        if (enc) {
+            i += enc - 1;
             continue;
         }
         if (strcmp(s, "--json") == 0)

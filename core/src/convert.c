@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "amn/checked.h"
@@ -390,7 +391,7 @@ const amn_scheme *amn_ctx_find_encoder(const amn_ctx *ctx, const char *target) {
         const amn_scheme *s = amn_ctx_scheme(ctx, i);
         const amn_encoder *e = amn_scheme_encoder(s);
         for (size_t k = 0; e && e->targets[k]; k++)
-            if (strcmp(e->targets[k], target) == 0) return s;
+            if (strcasecmp(e->targets[k], target) == 0) return s;
     }
     return NULL;
 }
@@ -458,8 +459,10 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
         es->values = (amn_values){
             .struct_size = sizeof(amn_values), .numel = numel, .ctx = &es->vc, .read = read_values};
     }
-    amn_encode_options eo = *o->encode;
+    amn_encode_options eo = {0};
+    memcpy(&eo, o->encode, o->encode->struct_size < sizeof eo ? o->encode->struct_size : sizeof eo);
     eo.struct_size = sizeof eo;
+    eo.model = m;
     int rc = run->e->begin(&eo, srcs, n, &run->ms, err);
     if (rc) {
         run->ms = NULL;
@@ -569,8 +572,23 @@ static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bu
                   buf_size, sink, pr, &st->abs_err_sum, err);
 }
 
-static int build_outputs(const amn_plan *p, const amn_model *m, const amn_convert_options *o,
-                         amn_dtype out, out_entry **entries, size_t *n_out, amn_error *err) {
+/* A 1-D floating tensor's dtype in a container that keeps them F32
+ * (AMN_FORMAT_VECTORS_F32): F32 when convert casts floats (any --out-dtype)
+ * or when forget takes it from another format; d otherwise, so a lossless
+ * conversion (--out-dtype keep) and llama-quantize's copies of a GGUF input
+ * keep it as stored. */
+static amn_dtype vector_dtype(const amn_format *f, const amn_model *m, const amn_convert_options *o,
+                              uint32_t ndim, amn_dtype d) {
+    if (!(amn_format_flags(f) & AMN_FORMAT_VECTORS_F32) || ndim != 1) return d;
+    if (d != AMN_DTYPE_F16 && d != AMN_DTYPE_BF16 && d != AMN_DTYPE_F32) return d;
+    if (o->mode == AMN_MODE_CONVERT) return AMN_DTYPE_F32;
+    if (o->encode && strcmp(amn_model_format(m), f->name) != 0) return AMN_DTYPE_F32;
+    return d;
+}
+
+static int build_outputs(const amn_format *f, const amn_plan *p, const amn_model *m,
+                         const amn_convert_options *o, amn_dtype out, out_entry **entries,
+                         size_t *n_out, amn_error *err) {
     const size_t n = amn_model_tensor_count(m);
     out_entry *e = calloc(n ? n : 1, sizeof *e);
     if (!e) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
@@ -583,6 +601,7 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
             if (o->mode == AMN_MODE_CONVERT && amn_dtype_is_float(d) && d != AMN_DTYPE_F8_E4M3 &&
                 d != AMN_DTYPE_F8_E5M2)
                 d = out;
+            d = vector_dtype(f, m, o, t->ndim, d);
             e[k] = (out_entry){.tensor = i, .group = -1, .dtype = d, .enc = -1};
             e[k].out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
                                         .name = t->name,
@@ -608,13 +627,14 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
         if (!g->spec.out_name || anchor != i) continue;
         uint64_t numel = 1;
         for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d];
-        e[k] = (out_entry){.tensor = i, .group = gi, .dtype = out, .enc = -1};
+        const amn_dtype gd = vector_dtype(f, m, o, g->spec.ndim, out);
+        e[k] = (out_entry){.tensor = i, .group = gi, .dtype = gd, .enc = -1};
         e[k].out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
                                     .name = g->spec.out_name,
-                                    .dtype = out,
+                                    .dtype = gd,
                                     .ndim = g->spec.ndim};
         memcpy(e[k].out.shape, g->spec.shape, sizeof g->spec.shape);
-        if (!amn_mul_u64(numel, amn_dtype_size(out), &e[k].out.nbytes)) {
+        if (!amn_mul_u64(numel, amn_dtype_size(gd), &e[k].out.nbytes)) {
             free(e);
             return amn_error_set(err, AMN_E_LIMIT, "%s: output too large", g->spec.out_name);
         }
@@ -627,14 +647,14 @@ static int build_outputs(const amn_plan *p, const amn_model *m, const amn_conver
 
 /* Split "KEY=VALUE" writer options into keys and values (one allocation,
  * *keys then *values), refusing keys the writer does not declare. */
-static int split_options(const amn_format *f, const amn_convert_options *o, const char ***keys,
-                         const char ***values, amn_error *err) {
+static int split_options(const amn_format *f, const char *const *options, size_t n_options,
+                         const char ***keys, const char ***values, amn_error *err) {
     *keys = *values = NULL;
-    if (!o->n_options) return AMN_OK;
+    if (!n_options) return AMN_OK;
     const char *const *accepted = amni_writer_options(f->writer);
     size_t bytes = 0;
-    for (size_t i = 0; i < o->n_options; i++) {
-        const char *opt = o->options[i], *eq = opt ? strchr(opt, '=') : NULL;
+    for (size_t i = 0; i < n_options; i++) {
+        const char *opt = options[i], *eq = opt ? strchr(opt, '=') : NULL;
         if (!eq || eq == opt)
             return amn_error_set(err, AMN_E_INVALID, "option '%s': want KEY=VALUE",
                                  opt ? opt : "(null)");
@@ -655,27 +675,51 @@ static int split_options(const amn_format *f, const amn_convert_options *o, cons
         bytes += (size_t)(eq - opt) + 1;
     }
     int (*check)(const char *, const char *, amn_error *) = amni_writer_check(f->writer);
-    for (size_t i = 0; check && i < o->n_options; i++) {
-        const char *opt = o->options[i], *eq = strchr(opt, '=');
+    for (size_t i = 0; check && i < n_options; i++) {
+        const char *opt = options[i], *eq = strchr(opt, '=');
         char key[65];
         snprintf(key, sizeof key, "%.*s", (int)(eq - opt), opt); /* declared keys are <= 64 */
         int rc = check(key, eq + 1, err);
         if (rc) return rc;
     }
-    char **kv = malloc(2 * o->n_options * sizeof *kv + bytes);
+    char **kv = malloc(2 * n_options * sizeof *kv + bytes);
     if (!kv) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    char *text = (char *)(kv + 2 * o->n_options);
-    for (size_t i = 0; i < o->n_options; i++) {
-        const char *opt = o->options[i], *eq = strchr(opt, '=');
+    char *text = (char *)(kv + 2 * n_options);
+    for (size_t i = 0; i < n_options; i++) {
+        const char *opt = options[i], *eq = strchr(opt, '=');
         memcpy(text, opt, (size_t)(eq - opt));
         text[eq - opt] = '\0';
         kv[i] = text;
-        kv[o->n_options + i] = (char *)eq + 1;
+        kv[n_options + i] = (char *)eq + 1;
         text += (eq - opt) + 1;
     }
     *keys = (const char **)kv;
-    *values = (const char **)kv + o->n_options;
+    *values = (const char **)kv + n_options;
     return AMN_OK;
+}
+
+/* The writer's options: the encoder's (what its target needs of the
+ * container) first, then the user's, so a user's key wins. */
+static int writer_options(const amn_format *f, const amn_convert_options *o, const enc_run *run,
+                          const char ***keys, const char ***values, size_t *n, amn_error *err) {
+    const char *const *eopts = NULL;
+    size_t n_e = 0;
+    const amn_encoder *e = run->e;
+    if (e && e->struct_size >= offsetof(amn_encoder, writer_options) + sizeof e->writer_options &&
+        e->writer_options) {
+        int rc = e->writer_options(run->ms, &eopts, &n_e, err);
+        if (rc) return rc;
+    }
+    if (n_e > SIZE_MAX / sizeof(char *) - o->n_options)
+        return amn_error_set(err, AMN_E_LIMIT, "too many writer options");
+    const char **all = malloc((n_e + o->n_options + 1) * sizeof *all);
+    if (!all) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n_e; i++) all[i] = eopts[i];
+    for (size_t i = 0; i < o->n_options; i++) all[n_e + i] = o->options[i];
+    *n = n_e + o->n_options;
+    int rc = split_options(f, all, *n, keys, values, err);
+    free(all);
+    return rc;
 }
 
 /* One conversion's state. Everything it allocates is released by
@@ -690,6 +734,7 @@ typedef struct conv {
     amn_dtype out;
     const amn_format *f;
     const char **opt_keys, **opt_values; /* one allocation, from split_options */
+    size_t n_options;
     out_entry *entries;
     size_t n_out;
     enc_run run;
@@ -737,14 +782,15 @@ static int check_storable(const conv *c, amn_error *err) {
     return AMN_OK;
 }
 
-/* The writer's options, then the list of outputs (encoder outputs in place
- * of what they encode). */
+/* The list of outputs (encoder outputs in place of what they encode), then
+ * the writer's options, which may come from the encoder. */
 static int plan_outputs(const amn_ctx *ctx, conv *c, amn_error *err) {
-    int rc = split_options(c->f, c->o, &c->opt_keys, &c->opt_values, err);
-    if (!rc) rc = amni_plan_check_unclaimed(c->p, c->m, err);
-    if (!rc) rc = build_outputs(c->p, c->m, c->o, c->out, &c->entries, &c->n_out, err);
+    int rc = amni_plan_check_unclaimed(c->p, c->m, err);
+    if (!rc) rc = build_outputs(c->f, c->p, c->m, c->o, c->out, &c->entries, &c->n_out, err);
     if (!rc && c->o->encode)
         rc = encode_outputs(ctx, c->p, c->m, c->o, &c->entries, &c->n_out, &c->run, err);
+    if (!rc)
+        rc = writer_options(c->f, c->o, &c->run, &c->opt_keys, &c->opt_values, &c->n_options, err);
     if (!rc) rc = check_storable(c, err);
     return rc;
 }
@@ -764,7 +810,8 @@ static int size_buffers(conv *c, amn_error *err) {
         /* An empty output streams no rows, and nothing in the file backs
          * its row length (a GGUF [0, 2^31] tensor): it sizes nothing. */
         if (numel == 0) continue;
-        const uint64_t rb = s->row_elems * amn_dtype_size(c->out);
+        /* a 1-D output may be F32 whatever c->out (AMN_FORMAT_VECTORS_F32) */
+        const uint64_t rb = s->row_elems * 4;
         if (rb > c->buf_size) c->buf_size = (size_t)rb;
     }
     for (size_t k = 0; k < c->n_out; k++) {
@@ -810,7 +857,7 @@ static int open_output(conv *c, amn_error *err) {
                          .source = c->m,
                          .option_keys = c->opt_keys,
                          .option_values = c->opt_values,
-                         .n_options = o->n_options};
+                         .n_options = c->n_options};
     rc = c->f->writer->begin(&wa, &c->state, c->order, err);
     if (rc) return rc;
     c->begun = true;
@@ -839,7 +886,7 @@ static int write_entry(conv *c, size_t k, amn_error *err) {
     if (e->enc >= 0) {
         rc = write_encoded(&c->pl, &c->run, e, c->bufs, c->buf_size, c->sink, &c->pr, &c->st, err);
     } else if (e->group >= 0) {
-        rc = write_group(&c->pl, c->m, &c->p->cs.groups[e->group], c->out, c->bufs, c->buf_size,
+        rc = write_group(&c->pl, c->m, &c->p->cs.groups[e->group], e->dtype, c->bufs, c->buf_size,
                          c->sink, &c->pr, err);
         c->st.dequantized++;
     } else {

@@ -73,6 +73,10 @@ static bool is_linear_weight(const amn_encode_source *s) {
 static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, size_t n,
                      void **state, amn_error *err) {
     *state = NULL;
+    if (o->struct_size >= offsetof(amn_encode_options, n_params) + sizeof o->n_params &&
+        o->n_params)
+        return amn_error_set(err, AMN_E_INVALID, "%s takes no parameters (got %s)", o->target,
+                             o->params[0]);
     enc_model *mm = calloc(1, sizeof *mm);
     if (!mm) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     const char *t = o->target;

@@ -66,4 +66,6 @@ const amn_format amn_gguf_format = {
     .open = open_model,
     .inspect = inspect,
     .writer = &gguf_writer,
+    /* llama.cpp's converter and quantizer keep norms and biases F32. */
+    .flags = AMN_FORMAT_VECTORS_F32,
 };

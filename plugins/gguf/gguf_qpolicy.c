@@ -548,6 +548,16 @@ static int cmp_weight_names(const void *pa, const void *pb) {
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
+bool gguf_qpolicy_walk_order(const char *const *names, size_t n, size_t *order) {
+    keyed *keys = n <= SIZE_MAX / sizeof *keys ? malloc((n ? n : 1) * sizeof *keys) : NULL;
+    if (!keys) return false;
+    for (size_t i = 0; i < n; i++) keys[i] = (keyed){layer_of(names[i]), names[i], i};
+    qsort(keys, n, sizeof *keys, cmp_weight_names);
+    for (size_t k = 0; k < n; k++) order[k] = keys[k].index;
+    free(keys);
+    return true;
+}
+
 /* ---- --tensor-type patterns -------------------------------------------------- */
 
 /* ECMAScript's \d \w \s (and negations) as POSIX bracket expressions. */

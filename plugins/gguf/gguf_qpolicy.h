@@ -115,4 +115,8 @@ int gguf_qpolicy_choose(const gguf_qpolicy_model *model, const gguf_qpolicy_tens
                         size_t n, const gguf_qpolicy_options *opt, size_t *order, uint32_t *types,
                         amn_error *err);
 
+/* llama-quantize's walk (and output) order of tensors by name:
+ * order[k] = index of the k-th name. False when out of memory. */
+bool gguf_qpolicy_walk_order(const char *const *names, size_t n, size_t *order);
+
 #endif

@@ -9,6 +9,7 @@
 #include "amn/scheme.h"
 #include "gguf_dequant.h"
 #include "gguf_scheme.h"
+#include "gguf_encode.h"
 #include "gguf_types.h"
 
 typedef struct gguf_plan {
@@ -143,4 +144,5 @@ const amn_scheme gguf_block_scheme = {
         "GGUF / ggml block quantization (Q4_0 ... Q6_K, IQ1-IQ4, TQ1/TQ2, MXFP4, Q1_0/Q2_0)",
     .detect = gguf_detect,
     .dequantize = gguf_dequantize_rows,
+    .encoder = &gguf_encoder,
 };

@@ -18,6 +18,7 @@
 
 #include "amn/checked.h"
 #include "gguf_format.h"
+#include "gguf_qpolicy.h"
 #include "gguf_types.h"
 
 /* llama_ftype values for unquantized files (llama.h). */
@@ -145,6 +146,21 @@ static bool ggml_type_of(amn_dtype d, uint32_t *out) {
     }
 }
 
+/* A block output's ggml type: its encoding, when the encoding name says it
+ * is that ggml type (a block tensor of another scheme is not storable). */
+static bool block_type_of(const amn_out_tensor *t, uint32_t *out) {
+    const gguf_type_traits *tr = gguf_type_traits_get(t->encoding);
+    if (t->dtype != AMN_DTYPE_BLOCK || !tr || !t->encoding_name ||
+        strcmp(tr->name, t->encoding_name) != 0)
+        return false;
+    uint64_t nb, numel = 1;
+    for (uint32_t d = 0; d < t->ndim; d++)
+        if (!amn_mul_u64(numel, t->shape[d], &numel)) return false;
+    if (!gguf_type_nbytes(tr, numel, &nb) || nb != t->nbytes) return false;
+    *out = t->encoding;
+    return true;
+}
+
 static bool is_split_key(const char *k) {
     return strncmp(k, "split.", 6) == 0;
 }
@@ -166,6 +182,29 @@ static uint32_t file_type_of(const amn_write_args *a, bool *known) {
     return FTYPE_ALL_F32;
 }
 
+/* general.quantization_version = 2 (GGML_QNT_VERSION) and general.file_type
+ * as llama-quantize writes them: ggml's gguf_set_val_u32 removes a key and
+ * appends it, so both end the list in this order. */
+static int set_llama_ftype(gguf_kvlist *l, const char *value, amn_error *err) {
+    char *end;
+    const unsigned long v = strtoul(value, &end, 10);
+    if (!*value || *end || v > UINT32_MAX)
+        return amn_error_set(err, AMN_E_INVALID, "option llama_ftype %s: not a file type", value);
+    static const char *const keys[2] = {"general.quantization_version", "general.file_type"};
+    const uint32_t vals[2] = {2, (uint32_t)v};
+    for (int k = 0; k < 2; k++) {
+        const ptrdiff_t at = gguf_kvlist_find(l, keys[k]);
+        if (at >= 0) gguf_kvlist_remove(l, (size_t)at);
+        uint32_t *p = amn_model_alloc(l->arena, sizeof *p);
+        if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        *p = vals[k];
+        const amn_kv kv = {.key = keys[k], .type = AMN_KV_U32, .data = p};
+        int rc = gguf_kvlist_set(l, &kv, err);
+        if (rc) return rc;
+    }
+    return AMN_OK;
+}
+
 static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *err) {
     const amn_model *src = a->source;
     int rc = AMN_OK;
@@ -184,8 +223,12 @@ static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *e
             l->items[ft].data = p;
         }
     }
-    /* Options: every metadata file (in order), then every key: a key given
-     * on the command line wins over a file, whatever their order. */
+    /* llama_ftype first, as llama-quantize sets its keys before applying
+     * --override-kv; then every metadata file (in order), then every key: a
+     * key given on the command line wins over a file, whatever their order. */
+    for (size_t i = 0; !rc && i < a->n_options; i++)
+        if (strcmp(a->option_keys[i], "llama_ftype") == 0)
+            rc = set_llama_ftype(l, a->option_values[i], err);
     for (size_t i = 0; !rc && i < a->n_options; i++)
         if (strcmp(a->option_keys[i], "metadata") == 0)
             rc = gguf_metadata_load(a->option_values[i], l, err);
@@ -218,7 +261,9 @@ static void free_state(wstate *s) {
     free(s);
 }
 
-static int build(const amn_write_args *a, const gguf_kvlist *l, wstate *s, buf *b, amn_error *err) {
+/* Tensor infos and data follow perm: perm[k] is the k-th tensor written. */
+static int build(const amn_write_args *a, const gguf_kvlist *l, const size_t *perm, wstate *s,
+                 buf *b, amn_error *err) {
     put(b, GGUF_MAGIC, 4);
     put_u32(b, 3);
     put_u64(b, a->n_tensors);
@@ -231,13 +276,15 @@ static int build(const amn_write_args *a, const gguf_kvlist *l, wstate *s, buf *
         if (rc) return rc;
     }
     uint64_t off = 0;
-    for (size_t i = 0; i < a->n_tensors; i++) {
+    for (size_t k = 0; k < a->n_tensors; k++) {
+        const size_t i = perm[k];
         const amn_out_tensor *t = a->tensors[i];
         uint32_t type;
-        if (!ggml_type_of(t->dtype, &type))
-            return amn_error_set(err, AMN_E_UNSUPPORTED,
-                                 "unsupported: GGUF cannot store tensor %s (%s)", t->name,
-                                 amn_dtype_name(t->dtype));
+        if (!ggml_type_of(t->dtype, &type) && !block_type_of(t, &type))
+            return amn_error_set(
+                err, AMN_E_UNSUPPORTED, "unsupported: GGUF cannot store tensor %s (%s)", t->name,
+                t->dtype == AMN_DTYPE_BLOCK && t->encoding_name ? t->encoding_name
+                                                                : amn_dtype_name(t->dtype));
         if (t->ndim > GGUF_MAX_DIMS)
             return amn_error_set(err, AMN_E_UNSUPPORTED,
                                  "unsupported: tensor %s has %u dimensions; GGUF holds at most %u",
@@ -260,6 +307,22 @@ static int build(const amn_write_args *a, const gguf_kvlist *l, wstate *s, buf *
     return AMN_OK;
 }
 
+/* The input's order, or with llama_ftype llama-quantize's (its loader's
+ * weights map, sorted by layer then name). */
+static int tensor_order(const amn_write_args *a, size_t *order, amn_error *err) {
+    bool llama = false;
+    for (size_t i = 0; i < a->n_options; i++)
+        llama |= strcmp(a->option_keys[i], "llama_ftype") == 0;
+    for (size_t i = 0; i < a->n_tensors; i++) order[i] = i;
+    if (!llama || !a->n_tensors) return AMN_OK;
+    const char **names = malloc(a->n_tensors * sizeof *names);
+    if (!names) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < a->n_tensors; i++) names[i] = a->tensors[i]->name;
+    const bool ok = gguf_qpolicy_walk_order(names, a->n_tensors, order);
+    free(names);
+    return ok ? AMN_OK : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+}
+
 static int begin(const amn_write_args *a, void **state, size_t *order, amn_error *err) {
     *state = NULL;
     gguf_kvlist l;
@@ -271,10 +334,11 @@ static int begin(const amn_write_args *a, void **state, size_t *order, amn_error
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (!rc) rc = gather_metadata(a, &l, err);
     if (!rc) rc = alignment_of(&l, &s->align, err);
+    if (!rc) rc = tensor_order(a, order, err);
     if (!rc) {
         s->sink = a->sink;
         s->n = a->n_tensors;
-        rc = build(a, &l, s, &b, err);
+        rc = build(a, &l, order, s, &b, err);
     }
     const uint64_t base = amn_sink_tell(a->sink);
     if (!rc && !align_up(base + b.n, s->align, &s->data_start))
@@ -287,7 +351,6 @@ static int begin(const amn_write_args *a, void **state, size_t *order, amn_error
         free_state(s);
         return rc;
     }
-    for (size_t i = 0; i < a->n_tensors; i++) order[i] = i;
     *state = s;
     return AMN_OK;
 }
@@ -318,8 +381,11 @@ static void abort_write(void *state) {
 }
 
 /* kv=KEY=VALUE sets one metadata key (--gguf-kv), metadata=FILE.json merges
- * a JSON object of keys (--gguf-metadata). */
-static const char *const gguf_writer_options[] = {"kv", "metadata", NULL};
+ * a JSON object of keys (--gguf-metadata), llama_ftype=N writes the file as
+ * llama-quantize writes one of file type N (what the gguf encoder asks for):
+ * general.quantization_version and general.file_type set, tensors in its
+ * order. */
+static const char *const gguf_writer_options[] = {"kv", "metadata", "llama_ftype", NULL};
 
 /* What can be checked before the metadata exists: the shape of a kv value
  * (its type follows from the key already set), and that a metadata file is
@@ -328,6 +394,8 @@ static int check_option(const char *key, const char *value, amn_error *err) {
     if (strcmp(key, "kv") == 0 && (value[0] == '=' || !strchr(value, '=')))
         return amn_error_set(err, AMN_E_INVALID, "option kv (--gguf-kv) %s: expected KEY=VALUE",
                              value);
+    if (strcmp(key, "llama_ftype") == 0 && (value[0] < '0' || value[0] > '9'))
+        return amn_error_set(err, AMN_E_INVALID, "option llama_ftype %s: not a file type", value);
     if (strcmp(key, "metadata") == 0 && !value[0])
         return amn_error_set(err, AMN_E_INVALID, "option metadata (--gguf-metadata): no file");
     return AMN_OK;
@@ -337,7 +405,7 @@ const amn_writer gguf_writer = {
     .struct_size = sizeof(amn_writer),
     .dtypes = (1ull << AMN_DTYPE_F32) | (1ull << AMN_DTYPE_F16) | (1ull << AMN_DTYPE_BF16) |
               (1ull << AMN_DTYPE_F64) | (1ull << AMN_DTYPE_I8) | (1ull << AMN_DTYPE_I16) |
-              (1ull << AMN_DTYPE_I32) | (1ull << AMN_DTYPE_I64),
+              (1ull << AMN_DTYPE_I32) | (1ull << AMN_DTYPE_I64) | (1ull << AMN_DTYPE_BLOCK),
     .begin = begin,
     .tensor_begin = tensor_begin,
     .finish = finish,

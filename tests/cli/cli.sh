@@ -119,7 +119,10 @@ if "$amn" plugins | grep -q "format gguf"; then
   contains "--opt kv" '"general.name": "opt"'
   contains "--opt metadata" '"general.author": "amn"'
   check "unknown --opt" 2 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf -o "$work/u.gguf" --opt level=9
-  contains "unknown --opt named" "unknown option 'level' for format gguf (it accepts kv, metadata)"
+  contains "unknown --opt named" "unknown option 'level' for format gguf (it accepts kv, metadata, llama_ftype)"
+  check "bad llama_ftype" 2 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf -o "$work/u.gguf" \
+    --opt llama_ftype=x
+  contains "bad llama_ftype named" "option llama_ftype x: not a file type"
   check "gguf option to safetensors" 2 "$amn" convert "$ex/tiny-fp8.safetensors" --to safetensors \
     -o "$work/u.safetensors" --gguf-kv general.name=x
   contains "gguf option refused" "unknown option 'kv' for format safetensors (it accepts none)"

@@ -173,6 +173,13 @@ typedef struct amn_format {
 /* Full-precision checkpoints (npz, pth): `convert` keeps their float dtypes
  * unless the user asks for an output dtype. */
 #define AMN_FORMAT_LOSSLESS (1u << 0)
+/* The writer's convention keeps 1-D tensors F32 (GGUF: norms and biases,
+ * as llama.cpp writes them): the core writes a 1-D floating output as F32
+ * when convert casts floats (--out-dtype f16 narrows nothing 1-D) and when
+ * an encoding conversion (forget) takes it from another format; a lossless
+ * conversion and a copy from the same format (llama-quantize's) keep the
+ * stored dtype. */
+#define AMN_FORMAT_VECTORS_F32 (1u << 1)
 
 /* flags, or 0 for a plugin built before the field existed. */
 static inline uint32_t amn_format_flags(const amn_format *f) {

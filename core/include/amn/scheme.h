@@ -112,6 +112,18 @@ typedef struct amn_encode_options {
     uint32_t struct_size;
     const char *target;  /* one of the encoder's targets */
     uint64_t block_size; /* 0 = the target's default */
+    /* The input model (set by the core): its metadata, for targets whose
+     * per-tensor choice reads it (a GGUF file type reads the layer and head
+     * counts). Valid until end(). */
+    const amn_model *model;
+    /* "KEY=VALUE" parameters of the target, in command-line order (a GGUF
+     * file type takes llama-quantize's options: pure=1, leave_output_tensor=1,
+     * allow_requantize=1, output_tensor_type=T, token_embedding_type=T,
+     * tensor_type=PATTERN=T). An encoder refuses a key it does not take
+     * (AMN_E_INVALID naming it); one built before these fields never sees
+     * them, so callers pass none to such a target. */
+    const char *const *params;
+    size_t n_params;
 } amn_encode_options;
 
 /* One output tensor an encoded tensor turns into. */
@@ -149,6 +161,12 @@ typedef struct amn_encoder {
      * "quantization_config" (malloc'd text), or NULL in *json. */
     int (*config)(void *model_state, char **json, amn_error *err);
     void (*end)(void *model_state);
+    /* Optional, called after every tensor(): "KEY=VALUE" options the
+     * target needs from the output's writer (a GGUF file type: the file-type
+     * keys and tensor order llama-quantize writes), applied before the
+     * user's own. The strings stay valid until end(). */
+    int (*writer_options)(void *model_state, const char *const **options, size_t *n,
+                          amn_error *err);
 } amn_encoder;
 
 typedef struct amn_scheme {
