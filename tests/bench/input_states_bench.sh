@@ -75,6 +75,24 @@ us() { # microseconds since the epoch
     echo "$t"
 }
 
+summarize() { # one cell: "w state a... / c... / b..." -> one line of the table
+    awk '
+    function sort(x, n,   i, j, v) { for (i = 2; i <= n; i++) { v = x[i]; for (j = i - 1; j > 0 && x[j] > v; j--) x[j + 1] = x[j]; x[j + 1] = v } }
+    NF {
+        na = nc = nb = 0; side = 0
+        for (k = 3; k <= NF; k++) {
+            if ($k == "/") { side++; continue }
+            if (side == 0) a[++na] = $k; else if (side == 1) c[++nc] = $k; else b[++nb] = $k
+        }
+        sort(a, na); sort(c, nc); sort(b, nb); m = int((na + 1) / 2)
+        printf "%-5s %-6s %9.3f %9.3f %9.3f %9.3f %7.2f %7.2f", $1, $2, a[1] / 1e6, a[m] / 1e6,
+            c[1] / 1e6, c[m] / 1e6, c[1] / a[1], c[m] / a[m]
+        if (nb) printf " %9.3f %9.3f %7.2f %7.2f", b[1] / 1e6, b[m] / 1e6, b[1] / a[1], b[m] / a[m]
+        printf "\n"
+        fflush()
+    }'
+}
+
 printf '%-5s %-6s %9s %9s %9s %9s %7s %7s' work state amn_best amn_med cp_best cp_med "x_best" "x_med"
 [ -n "${BASE:-}" ] && printf ' %9s %9s %7s %7s' base_best base_med "b_best" "b_med"
 echo
@@ -117,21 +135,7 @@ for w in ${WORKLOADS:-st pth npz gguf fp8 awq}; do
             t1=$(us)
             c+=($((t1 - t0)))
         done
-        echo "$w $st ${a[*]} / ${c[*]} / ${b[*]}"
+        echo "$w $st ${a[*]} / ${c[*]} / ${b[*]}" | summarize
         rm -f "$in" "$out" "$copy"
     done
-done | awk -v r="$R" '
-    function sort(x, n,   i, j, v) { for (i = 2; i <= n; i++) { v = x[i]; for (j = i - 1; j > 0 && x[j] > v; j--) x[j + 1] = x[j]; x[j + 1] = v } }
-    NF {
-        na = nc = nb = 0; side = 0
-        for (k = 3; k <= NF; k++) {
-            if ($k == "/") { side++; continue }
-            if (side == 0) a[++na] = $k; else if (side == 1) c[++nc] = $k; else b[++nb] = $k
-        }
-        sort(a, na); sort(c, nc); sort(b, nb); m = int((na + 1) / 2)
-        printf "%-5s %-6s %9.3f %9.3f %9.3f %9.3f %7.2f %7.2f", $1, $2, a[1] / 1e6, a[m] / 1e6,
-            c[1] / 1e6, c[m] / 1e6, c[1] / a[1], c[m] / a[m]
-        if (nb) printf " %9.3f %9.3f %7.2f %7.2f", b[1] / 1e6, b[m] / 1e6, b[1] / a[1], b[m] / a[m]
-        printf "\n"
-        fflush()
-    }'
+done
