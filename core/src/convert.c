@@ -13,6 +13,7 @@
 #include "amn/checked.h"
 #include "amn/convert.h"
 #include "abi_internal.h"
+#include "input_internal.h"
 #include "io_internal.h"
 #include "plan_internal.h"
 
@@ -235,10 +236,23 @@ static int produce_group(const void *vctx, uint64_t row0, uint64_t n, uint8_t *d
 }
 
 typedef struct cast_ctx {
+    const amn_model *m;
     const amn_tensor *t;
     amn_dtype to;
     size_t ss;
 } cast_ctx;
+
+/* Elements [e0, e0+n) of a tensor as `to`: gathered when it is a view,
+ * converted when the dtype changes. */
+static int cast_error(const cast_ctx *c, amn_error *err) {
+    return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot cast %s to %s", c->t->name,
+                         amn_dtype_name(c->t->dtype), amn_dtype_name(c->to));
+}
+
+/* Source bytes converted per step: the read into this worker's buffer
+ * (pread, where that beats the mapping: input.c) and the conversion of it
+ * stay in the core's L2 cache. */
+#define CAST_PIECE (128u << 10)
 
 /* Elements [e0, e0+n) of a tensor as `to`: gathered when it is a view,
  * converted when the dtype changes. */
@@ -248,21 +262,23 @@ static int produce_cast(const void *vctx, uint64_t e0, uint64_t n, uint8_t *dst,
     const cast_ctx *c = vctx;
     const amn_tensor *t = c->t;
     if (c->to == t->dtype) return amn_tensor_read(t, e0 * c->ss, dst, n * c->ss, err);
-    const void *from = (const uint8_t *)t->data + e0 * c->ss;
-    void *scratch = NULL;
-    if (!amn_tensor_is_plain(t)) {
-        if (!(scratch = malloc(n * c->ss))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        int rc = amn_tensor_read(t, e0 * c->ss, scratch, n * c->ss, err);
-        if (rc) {
-            free(scratch);
-            return rc;
+    if (amn_tensor_is_plain(t)) {
+        const uint64_t per = CAST_PIECE / c->ss, ds = amn_dtype_size(c->to);
+        for (uint64_t done = 0; done < n;) {
+            const uint64_t k = n - done < per ? n - done : per;
+            const void *from = amn_model_fetch(c->m, (const uint8_t *)t->data + (e0 + done) * c->ss,
+                                               (size_t)(k * c->ss), 0, err);
+            if (!from) return err ? err->code : AMN_E_IO;
+            if (amn_convert_elems(t->dtype, from, c->to, dst + done * ds, (size_t)k))
+                return cast_error(c, err);
+            done += k;
         }
-        from = scratch;
+        return AMN_OK;
     }
-    int rc = amn_convert_elems(t->dtype, from, c->to, dst, (size_t)n)
-                 ? amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot cast %s to %s", t->name,
-                                 amn_dtype_name(t->dtype), amn_dtype_name(c->to))
-                 : AMN_OK;
+    void *scratch = malloc(n * c->ss);
+    if (!scratch) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = amn_tensor_read(t, e0 * c->ss, scratch, n * c->ss, err);
+    if (!rc && amn_convert_elems(t->dtype, scratch, c->to, dst, (size_t)n)) rc = cast_error(c, err);
     free(scratch);
     return rc;
 }
@@ -283,22 +299,18 @@ static int write_group(pool *pl, const amn_model *m, const group *g, amn_dtype o
                   g->spec.row_elems * amn_dtype_size(out), bufs, buf_size, sink, pr, NULL, err);
 }
 
-/* Plain same-dtype tensors are written straight from the mapping, a
- * PASS_CHUNK at a time, each range faulted in first by one madvise: left to
- * write() itself, the source is faulted page by page inside the copy, which
- * took 1.8x as long on 302 MB (108 ms against 60), and copy_file_range
- * between unaligned offsets copies page by page in the kernel (120 ms). */
+/* Plain same-dtype tensors pass through a PASS_CHUNK at a time, each chunk
+ * by the way input.c finds cheapest for the input (the mapping faulted in by
+ * one madvise, pread, or splice). */
 #define PASS_CHUNK (2u << 20)
 static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dtype to,
                        uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr,
                        amn_error *err) {
     if (to == t->dtype && amn_tensor_is_plain(t)) {
-        const bool mapped = amni_model_map_for(m, t->data, t->nbytes) != NULL;
         const uint8_t *p = t->data;
         for (uint64_t left = t->nbytes; left;) {
             const size_t n = left < PASS_CHUNK ? (size_t)left : PASS_CHUNK;
-            if (mapped) amni_prefault(p, n);
-            int rc = amn_sink_write(sink, p, n, err);
+            int rc = amni_input_pass(m, p, n, sink, err);
             if (rc) return rc;
             report(pr, sink);
             p += n;
@@ -307,7 +319,7 @@ static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dt
         return AMN_OK;
     }
     const size_t ss = t->dtype == AMN_DTYPE_BLOCK ? 1 : amn_dtype_size(t->dtype);
-    const cast_ctx c = {t, to, ss};
+    const cast_ctx c = {m, t, to, ss};
     return stream(pl, produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to),
                   bufs, buf_size, sink, pr, NULL, err);
 }
@@ -967,6 +979,7 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
         rc = finish_stats(&c, rc, err);
     }
     conv_free(&c);
+    amni_input_thread_release(); /* the workers' went with them */
     if (!rc && stats) *stats = c.st;
     return rc;
 }

@@ -23,6 +23,8 @@ struct amn_map {
     const uint8_t *data;
     uint64_t size;
     char *path;
+    int fd; /* kept open for reads that bypass the mapping (input.c), -1 when empty */
+    amni_input_probe probe;
 };
 
 static int map_open(const char *path, bool willneed, amn_map **out, amn_error *err) {
@@ -49,6 +51,7 @@ static int map_open(const char *path, bool willneed, amn_map **out, amn_error *e
     }
     memcpy(m->path, path, plen);
     m->size = (uint64_t)st.st_size;
+    m->fd = -1;
     if (m->size > 0) {
         void *p = mmap(NULL, (size_t)m->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
@@ -60,7 +63,7 @@ static int map_open(const char *path, bool willneed, amn_map **out, amn_error *e
         }
         if (willneed) madvise(p, (size_t)m->size, MADV_WILLNEED);
         m->data = p;
-        close(fd); /* the mapping keeps the file */
+        m->fd = fd; /* pread and splice read through it (input.c) */
     } else {
         static const uint8_t empty[1];
         m->data = empty;
@@ -91,12 +94,21 @@ const char *amn_map_path(const amn_map *m) {
 void amn_map_close(amn_map *m) {
     if (!m) return;
     if (m->size) munmap((void *)m->data, (size_t)m->size);
+    if (m->fd >= 0) close(m->fd);
     free(m->path);
     free(m);
 }
 
 void amn_map_release(void *m) {
     amn_map_close(m);
+}
+
+int amni_map_fd(const amn_map *m) {
+    return m->fd;
+}
+
+amni_input_probe *amni_map_probe(const amn_map *m) {
+    return (amni_input_probe *)&m->probe; /* the map's only mutable part: see input.c */
 }
 
 void amni_prefault(const void *p, size_t n) {
@@ -212,6 +224,7 @@ struct amn_sink {
     uint64_t written;
     amn_sink_tap_fn tap;
     void *tap_ctx;
+    int pipe[2]; /* for amni_sink_splice, made on first use; -1 until then */
 };
 
 /* ---- pending temporary names: read from signal handlers ---- */
@@ -377,6 +390,7 @@ int amn_sink_open(const char *final_path, bool overwrite, const char *const *inp
     amn_sink *s = calloc(1, sizeof *s);
     if (!s) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     s->fd = -1;
+    s->pipe[0] = s->pipe[1] = -1;
     s->slot = -1;
     s->overwrite = overwrite;
     s->sync = true;
@@ -486,6 +500,64 @@ void amn_sink_set_tap(amn_sink *s, amn_sink_tap_fn tap, void *ctx) {
     s->tap_ctx = ctx;
 }
 
+bool amni_sink_tapped(const amn_sink *s) {
+    return s->tap != NULL;
+}
+
+/* The pipe splice moves pages through, as large as the system lets us make
+ * it (fewer round trips); made once per sink. */
+#define SPLICE_PIPE (1u << 20)
+static bool make_pipe(amn_sink *s) {
+    if (s->pipe[0] >= 0) return true;
+    if (pipe2(s->pipe, O_CLOEXEC) != 0) return false;
+    (void)fcntl(s->pipe[1], F_SETPIPE_SZ, SPLICE_PIPE);
+    return true;
+}
+
+/* Drain `n` bytes the pipe holds into the output. */
+static int drain_pipe(amn_sink *s, size_t n, amn_error *err) {
+    while (n) {
+        ssize_t w = splice(s->pipe[0], NULL, s->fd, NULL, n, SPLICE_F_MOVE);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return amn_error_set(err, AMN_E_IO, "%s: write: %s", s->final_path,
+                                 w < 0 ? strerror(errno) : "no progress");
+        n -= (size_t)w;
+        s->on_disk += (uint64_t)w;
+    }
+    return AMN_OK;
+}
+
+int amni_sink_splice(amn_sink *s, int fd, uint64_t off, uint64_t n, const char *in_name,
+                     amn_error *err) {
+    if (s->tap || s->fail_at || !make_pipe(s)) return AMN_E_UNSUPPORTED;
+    int rc = flush(s, err);
+    if (rc) return rc;
+    bool moved = false;
+    while (n) {
+        loff_t at = (loff_t)off;
+        const size_t want = n < SPLICE_PIPE ? (size_t)n : SPLICE_PIPE;
+        ssize_t r = splice(fd, &at, s->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_MORE);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && !moved && (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
+            return AMN_E_UNSUPPORTED; /* this pair of files cannot splice: nothing written */
+        if (r < 0)
+            return amn_error_set(err, AMN_E_IO, "%s: read at offset %llu: %s", in_name,
+                                 (unsigned long long)off, strerror(errno));
+        if (r == 0)
+            return amn_error_set(err, AMN_E_IO,
+                                 "%s: file shrank while being read (%llu bytes missing at offset "
+                                 "%llu)",
+                                 in_name, (unsigned long long)n, (unsigned long long)off);
+        moved = true;
+        if ((rc = drain_pipe(s, (size_t)r, err))) return rc;
+        s->written += (uint64_t)r;
+        off += (uint64_t)r;
+        n -= (uint64_t)r;
+    }
+    return AMN_OK;
+}
+
 uint64_t amn_sink_tell(const amn_sink *s) {
     return s->written;
 }
@@ -571,6 +643,7 @@ int amn_sink_commit(amn_sink *s, amn_error *err) {
 void amn_sink_abort(amn_sink *s) {
     if (!s) return;
     if (s->fd >= 0) close(s->fd);
+    if (s->pipe[0] >= 0) close(s->pipe[0]), close(s->pipe[1]);
     if (s->tmp_path) unlink(s->tmp_path);
     pending_remove(s->slot);
     free(s->tmp_path);

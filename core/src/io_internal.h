@@ -2,10 +2,37 @@
 #ifndef AMN_IO_INTERNAL_H
 #define AMN_IO_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "amn/io.h"
 #include "amn/model.h"
+
+/* What input.c learns about one mapped input while passing its bytes
+ * through: the CPU time each way of reading took (see input.c). Lives in the
+ * amn_map; only the thread that writes the output touches it. */
+typedef struct amni_input_probe {
+    int chosen;            /* an amni_input_path once decided, else 0 */
+    unsigned tried;        /* ways measured so far */
+    double ns_per_byte[4]; /* by path */
+} amni_input_probe;
+
+/* The mapping's file descriptor (open for as long as the map), -1 when the
+ * file is empty; and its probe. */
+int amni_map_fd(const amn_map *m);
+amni_input_probe *amni_map_probe(const amn_map *m);
+
+/* Whether a tap sees the sink's bytes (then they must pass through user
+ * memory). */
+bool amni_sink_tapped(const amn_sink *s);
+/* Move n bytes of fd from offset off into the output inside the kernel
+ * (splice through a pipe), after the bytes already buffered. Returns
+ * AMN_E_UNSUPPORTED without writing or setting err when this sink or pair of
+ * files cannot (a tap, the ENOSPC test hook, a file system without splice):
+ * the caller then writes the bytes itself. A source that ends early is an
+ * AMN_E_IO error naming in_name. */
+int amni_sink_splice(amn_sink *s, int fd, uint64_t off, uint64_t n, const char *in_name,
+                     amn_error *err);
 
 /* Fault in the pages of [p, p+n) of a read-only mapping in one call, so that
  * a write() from it does not fault them one by one; a hint, ignored where the

@@ -35,7 +35,7 @@ void fp8_dequant_rows(const fp8_layout *l, uint64_t row0, uint64_t nrows, amn_dt
         for (int b = 0; b < 256; b++) lut[b] = fp8_decode((uint8_t)b, e5m2);
     uint8_t *d = dst;
     for (uint64_t r = row0; r < row0 + nrows; r++) {
-        const uint8_t *w = l->weight + r * l->cols;
+        const uint8_t *w = l->weight + (r - l->weight_row0) * l->cols;
         const uint64_t sbase = (r / l->block_rows) * l->grid_cols;
         for (uint64_t c = 0, b = 0; c < l->cols; c += l->block_cols, b++) {
             const size_t n = (size_t)(l->cols - c < l->block_cols ? l->cols - c : l->block_cols);

@@ -21,7 +21,8 @@
 #include "amn/simd.h"
 
 typedef struct fp8_layout {
-    const uint8_t *weight; /* rows * cols bytes, row-major */
+    const uint8_t *weight; /* rows * cols bytes, row-major, from row weight_row0 on */
+    uint64_t weight_row0;  /* the row `weight` points at (0: the whole tensor) */
     amn_dtype wtype;       /* AMN_DTYPE_F8_E4M3 or AMN_DTYPE_F8_E5M2 */
     uint64_t rows, cols;
     const uint8_t *scale;            /* little-endian stype values; NULL = 1.0 */

@@ -19,7 +19,13 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
     const uint8_t *sd = !s ? NULL : p->own_scale ? p->own_scale : s->data;
     if (!w || !wd || w->nbytes != p->rows * p->cols || (p->has_scale && (!s || !sd)))
         return amn_error_set(err, AMN_E_INVALID, "%s: tensor data not loaded", p->name);
-    const fp8_layout l = {.weight = wd,
+    /* This call's rows, read the way the core finds cheapest for the input
+     * (pread into this thread's buffer, or the mapping itself). */
+    const uint8_t *rows =
+        amn_model_fetch(m, wd + row0 * p->cols, (size_t)(nrows * p->cols), 0, err);
+    if (!rows) return err ? err->code : AMN_E_IO;
+    const fp8_layout l = {.weight = rows,
+                          .weight_row0 = row0,
                           .wtype = p->wtype,
                           .rows = p->rows,
                           .cols = p->cols,

@@ -127,7 +127,12 @@ static int gguf_dequantize_rows(const amn_model *m, const void *plan, uint64_t r
     /* In range by the checks of detect: end * row_bytes <= nbytes <= extent. */
     off = row0 * p->row_bytes;
     n_elems = nrows * p->row_elems;
-    int rc = gguf_dequantize(p->type, (const uint8_t *)t->data + off, n_elems, out, dst);
+    /* Read the way the core finds cheapest for the input (pread into this
+     * thread's buffer, or the mapping itself). */
+    const void *src =
+        amn_model_fetch(m, (const uint8_t *)t->data + off, (size_t)(nrows * p->row_bytes), 0, err);
+    if (!src) return err ? err->code : AMN_E_IO;
+    int rc = gguf_dequantize(p->type, src, n_elems, out, dst);
     if (rc == AMN_E_INVALID)
         return amn_error_set(err, rc, "tensor %s: cannot dequantize to %s", t->name,
                              amn_dtype_name(out));

@@ -114,6 +114,21 @@ AMN_API int amn_model_adopt(amn_model *m, void *ptr, void (*free_fn)(void *), am
 /* Sum of the tensors' nbytes. */
 AMN_API uint64_t amn_model_total_bytes(const amn_model *m);
 
+/* Bytes [p, p + n) of the model's input (p inside one of its tensors' data),
+ * readable at the returned pointer: p itself where reading through the
+ * mapping is the cheaper way (short ranges, memory the model owns, or
+ * AMN_INPUT=map in the environment), else a buffer of the calling thread
+ * filled by pread() — faulting in a mapping of a file the page cache holds
+ * in 4 KiB folios (tmpfs, a file written in small blocks) costs about 5x a
+ * pread of it. Each slot (0 .. AMN_FETCH_SLOTS - 1) is its own buffer,
+ * valid until the same thread fetches into that slot again. NULL with err
+ * set when the read fails or the file shrank since it was opened (where the
+ * mapping would have raised SIGBUS). Kernels call it on the range a call
+ * reads, not on a whole tensor: memory stays O(chunk). */
+#define AMN_FETCH_SLOTS 4
+AMN_API const void *amn_model_fetch(const amn_model *m, const void *p, size_t n, unsigned slot,
+                                    amn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

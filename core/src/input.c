@@ -1,0 +1,233 @@
+/* Reading the bytes of a mapped input: through the mapping, by pread() into
+ * reusable per-thread buffers, or (pass-through) by splice() inside the
+ * kernel.
+ *
+ * Why not always the mapping: the cost of a mapping is per page-cache folio,
+ * not per byte. A file the page cache holds in large folios (written in big
+ * blocks, or read ahead from disk) maps cheaply, but one in 4 KiB folios
+ * (tmpfs, where every page is 4 KiB; a file written 4 KiB at a time) costs a
+ * page-table entry, a reference and a mapcount per 4 KiB. Measured on this
+ * project's VM (256 MiB, best of 2, under load from other jobs; figures in
+ * README "Performance"): reading into a 2 MiB buffer through the mapping
+ * took 100-120 ms for large folios but 480-640 ms for small ones and
+ * 340-540 ms on tmpfs, where pread() took 60-75, 110-115 and 65-78 ms.
+ * Passing 256 MiB through to an output: mapping + write() 106-142 ms with
+ * large folios, 625-640 with small, 555-727 on tmpfs; pread + write() 200-275
+ * in every state; splice() 92-132 / 278-321 / 183-237.
+ *
+ * So reads that feed kernels use pread (64 KiB and more; shorter ones, such
+ * as a block of scales, keep the mapping), and pass-through measures: the
+ * first full chunks of each input go each way in turn, timed by the thread's
+ * CPU clock (a loaded machine's preemptions do not count), and the cheapest
+ * way per byte is kept for the rest of that input. Every way yields the same
+ * bytes; AMN_INPUT=map|pread|splice forces one (tests compare them). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "input_internal.h"
+#include "io_internal.h"
+
+#define PREAD_MIN    (64u << 10) /* shorter reads: the system call costs more than the faults */
+#define PROBE_MIN    (1u << 20)  /* pass-through chunks this long are timed */
+#define PROBE_ROUNDS 2           /* each way timed this many times, the best kept */
+
+amni_input_path amni_input_forced(void) {
+    const char *v = getenv("AMN_INPUT");
+    if (!v) return AMNI_INPUT_AUTO;
+    if (strcmp(v, "map") == 0) return AMNI_INPUT_MAP;
+    if (strcmp(v, "pread") == 0) return AMNI_INPUT_PREAD;
+    if (strcmp(v, "splice") == 0) return AMNI_INPUT_SPLICE;
+    return AMNI_INPUT_AUTO;
+}
+
+/* ---- per-thread buffers ----------------------------------------------------
+ * Workers are the core's, but kernels run inside plugins and reach their
+ * bytes through amn_model_fetch with no worker handle: the buffers hang off
+ * a thread-specific key (created once; its destructor frees them when a
+ * worker exits). This key is the only process-wide state of this file. */
+
+#define PASS_SLOT AMN_FETCH_SLOTS /* the pass-through's own buffer */
+
+typedef struct thread_bufs {
+    void *p[AMN_FETCH_SLOTS + 1];
+    size_t cap[AMN_FETCH_SLOTS + 1];
+} thread_bufs;
+
+static pthread_key_t bufs_key;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
+static bool bufs_key_ok;
+
+static void bufs_free(void *v) {
+    thread_bufs *b = v;
+    if (!b) return;
+    for (size_t i = 0; i <= AMN_FETCH_SLOTS; i++) free(b->p[i]);
+    free(b);
+}
+
+static void make_key(void) {
+    bufs_key_ok = pthread_key_create(&bufs_key, bufs_free) == 0;
+}
+
+/* At least n bytes, page-aligned (pread copies whole pages fastest into
+ * aligned memory); NULL when out of memory. */
+static void *thread_buffer(unsigned slot, size_t n) {
+    pthread_once(&bufs_once, make_key);
+    if (!bufs_key_ok) return NULL;
+    thread_bufs *b = pthread_getspecific(bufs_key);
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL;
+        if (pthread_setspecific(bufs_key, b) != 0) {
+            free(b);
+            return NULL;
+        }
+    }
+    if (b->cap[slot] < n) {
+        const size_t cap = (n + 65535) & ~(size_t)65535;
+        if (cap < n) return NULL;
+        void *q = aligned_alloc(4096, cap);
+        if (!q) return NULL;
+        free(b->p[slot]);
+        b->p[slot] = q;
+        b->cap[slot] = cap;
+    }
+    return b->p[slot];
+}
+
+void amni_input_thread_release(void) {
+    if (!bufs_key_ok) return;
+    bufs_free(pthread_getspecific(bufs_key));
+    pthread_setspecific(bufs_key, NULL);
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+/* Exactly n bytes at off, or an error: a file that shrank after it was
+ * mapped is reported here, where the mapping would have raised SIGBUS. */
+static int pread_full(const amn_map *map, uint64_t off, void *dst, size_t n, amn_error *err) {
+    const int fd = amni_map_fd(map);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (uint8_t *)dst + done, n - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0)
+            return amn_error_set(err, AMN_E_IO, "%s: read at offset %llu: %s", amn_map_path(map),
+                                 (unsigned long long)(off + done), strerror(errno));
+        if (r == 0)
+            return amn_error_set(err, AMN_E_IO,
+                                 "%s: file shrank while being read (%zu bytes missing at offset "
+                                 "%llu)",
+                                 amn_map_path(map), n - done, (unsigned long long)(off + done));
+        done += (size_t)r;
+    }
+    return AMN_OK;
+}
+
+const void *amn_model_fetch(const amn_model *m, const void *p, size_t n, unsigned slot,
+                            amn_error *err) {
+    if (slot >= AMN_FETCH_SLOTS) {
+        amn_error_set(err, AMN_E_INVALID, "amn_model_fetch: slot %u (max %d)", slot,
+                      AMN_FETCH_SLOTS - 1);
+        return NULL;
+    }
+    const amni_input_path forced = amni_input_forced();
+    if (n == 0 || forced == AMNI_INPUT_MAP || (forced == AMNI_INPUT_AUTO && n < PREAD_MIN))
+        return p;
+    const amn_map *map = amni_model_map_for(m, p, n);
+    if (!map || amni_map_fd(map) < 0) return p; /* memory the model owns */
+    void *buf = thread_buffer(slot, n);
+    if (!buf) {
+        amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    const uint64_t off = (uint64_t)((const uint8_t *)p - amn_map_data(map));
+    return pread_full(map, off, buf, n, err) ? NULL : buf;
+}
+
+/* ---- pass-through ----------------------------------------------------------- */
+
+static double thread_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Through the mapping: a file cut shorter since it was mapped would raise
+ * SIGBUS inside write(), so its size is checked first (one fstat per chunk;
+ * a truncation racing with the copy itself is still a signal). */
+static int pass_map(const amn_map *map, const uint8_t *p, size_t n, amn_sink *sink,
+                    amn_error *err) {
+    const uint64_t end = (uint64_t)(p - amn_map_data(map)) + n;
+    struct stat st = {0};
+    if (fstat(amni_map_fd(map), &st) != 0 || (uint64_t)st.st_size < end)
+        return amn_error_set(
+            err, AMN_E_IO, "%s: file shrank while being read (%llu bytes, %llu needed)",
+            amn_map_path(map), (unsigned long long)st.st_size, (unsigned long long)end);
+    amni_prefault(p, n); /* one madvise, not a fault per page inside write() */
+    return amn_sink_write(sink, p, n, err);
+}
+
+static int pass_pread(const amn_map *map, uint64_t off, size_t n, amn_sink *sink, amn_error *err) {
+    void *buf = thread_buffer(PASS_SLOT, n);
+    if (!buf) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = pread_full(map, off, buf, n, err);
+    return rc ? rc : amn_sink_write(sink, buf, n, err);
+}
+
+static int pass_by(amni_input_path path, const amn_map *map, const uint8_t *p, size_t n,
+                   amn_sink *sink, amn_error *err) {
+    const uint64_t off = (uint64_t)(p - amn_map_data(map));
+    if (path == AMNI_INPUT_SPLICE) {
+        int rc = amni_sink_splice(sink, amni_map_fd(map), off, n, amn_map_path(map), err);
+        if (rc != AMN_E_UNSUPPORTED) return rc;
+        path = AMNI_INPUT_PREAD; /* a tap wants the bytes, or no splice here */
+    }
+    return path == AMNI_INPUT_MAP ? pass_map(map, p, n, sink, err)
+                                  : pass_pread(map, off, n, sink, err);
+}
+
+/* The next way to time on this input, or the one chosen. Splice is only a
+ * candidate when no tap needs the bytes in user memory. */
+static amni_input_path next_path(amni_input_probe *pr, bool tapped, bool *timed) {
+    static const amni_input_path ways[] = {AMNI_INPUT_SPLICE, AMNI_INPUT_PREAD, AMNI_INPUT_MAP};
+    *timed = false;
+    if (pr->chosen)
+        return (amni_input_path)pr->chosen == AMNI_INPUT_SPLICE && tapped
+                   ? AMNI_INPUT_PREAD
+                   : (amni_input_path)pr->chosen;
+    const unsigned first = tapped ? 1 : 0, n_ways = 3 - first;
+    if (pr->tried >= PROBE_ROUNDS * n_ways) {
+        amni_input_path best = ways[first];
+        for (unsigned k = first; k < 3; k++)
+            if (pr->ns_per_byte[ways[k]] < pr->ns_per_byte[best]) best = ways[k];
+        pr->chosen = (int)best;
+        return best;
+    }
+    *timed = true;
+    return ways[first + pr->tried % n_ways];
+}
+
+int amni_input_pass(const amn_model *m, const uint8_t *p, size_t n, amn_sink *sink,
+                    amn_error *err) {
+    const amn_map *map = n ? amni_model_map_for(m, p, n) : NULL;
+    if (!map || amni_map_fd(map) < 0) return amn_sink_write(sink, p, n, err);
+    const amni_input_path forced = amni_input_forced();
+    if (forced) return pass_by(forced, map, p, n, sink, err);
+    if (n < PROBE_MIN) return pass_by(AMNI_INPUT_PREAD, map, p, n, sink, err);
+    amni_input_probe *pr = amni_map_probe(map);
+    bool timed;
+    const amni_input_path path = next_path(pr, amni_sink_tapped(sink), &timed);
+    const double t0 = timed ? thread_ns() : 0;
+    int rc = pass_by(path, map, p, n, sink, err);
+    if (timed && !rc) {
+        const double per = (thread_ns() - t0) / (double)n;
+        if (!pr->ns_per_byte[path] || per < pr->ns_per_byte[path]) pr->ns_per_byte[path] = per;
+        pr->tried++;
+    }
+    return rc;
+}

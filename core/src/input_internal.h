@@ -1,0 +1,31 @@
+/* Private to core: how conversions read the bytes of a mapped input (input.c). */
+#ifndef AMN_INPUT_INTERNAL_H
+#define AMN_INPUT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amn/io.h"
+#include "amn/model.h"
+
+/* The ways of getting a mapped input's bytes. 0 = choose (auto). */
+typedef enum amni_input_path {
+    AMNI_INPUT_AUTO = 0,
+    AMNI_INPUT_MAP = 1,    /* through the mapping (page faults / MADV_POPULATE_READ) */
+    AMNI_INPUT_PREAD = 2,  /* pread into a reusable buffer of the calling thread */
+    AMNI_INPUT_SPLICE = 3, /* pass-through only: file -> pipe -> output in the kernel */
+} amni_input_path;
+
+/* The path AMN_INPUT=map|pread|splice|auto forces (tests, benchmarks), else
+ * AMNI_INPUT_AUTO. */
+amni_input_path amni_input_forced(void);
+
+/* Write bytes [p, p + n) of m's input to the sink the fastest way this
+ * input allows (see input.c), or from memory when p is not in a mapping. */
+int amni_input_pass(const amn_model *m, const uint8_t *p, size_t n, amn_sink *sink, amn_error *err);
+
+/* Free the calling thread's read buffers (they are freed at thread exit
+ * anyway; the thread that ran a conversion calls this at its end). */
+void amni_input_thread_release(void);
+
+#endif

@@ -1,0 +1,261 @@
+/* The input reader (core/src/input.c): every way of reading a mapped input
+ * — the mapping, pread into per-thread buffers, splice — forced in turn with
+ * AMN_INPUT, gives the same output bytes, pass-through and casts, with and
+ * without a tap on the sink (npz), at 1-3 threads; a pass-through copy
+ * holds the input's own bytes; amn_model_fetch's contract; a file truncated
+ * after it was opened is an I/O error, not SIGBUS, where pread or splice
+ * reads it. */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "amn/amn.h"
+#include "amn_test.h"
+
+#define ROWS  1024
+#define COLS  1024 /* "big": 4 MiB of F32, two pass-through chunks and more */
+#define FP8_N 512  /* an FP8 weight of 256 KiB: fetched by pread in auto */
+
+static const char *const modes[] = {"map", "pread", "splice", "auto"};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t next_u32(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng >> 32);
+}
+
+static void put_u64(FILE *f, uint64_t v) {
+    for (int i = 0; i < 8; i++) fputc((int)(v >> (8 * i)) & 0xff, f);
+}
+
+/* A safetensors file whose data start at an odd offset (the header is not
+ * padded to a page): F32 big [1024, 1024] of finite random values, F32
+ * small [7, 5], I8 ids [3001], and with fp8 an F8_E4M3 weight [512, 512]
+ * beside its 128x128 block scales. Returns the offset of big's bytes. */
+static uint64_t write_model(const char *path, bool fp8) {
+    const uint64_t big = 4ull * ROWS * COLS, small = 4 * 35, ids = 3001,
+                   w = (uint64_t)FP8_N * FP8_N, sc = 4 * 16;
+    char hdr[1024];
+    int n = snprintf(hdr, sizeof hdr,
+                     "{\"big\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[0,%llu]},"
+                     "\"small\":{\"dtype\":\"F32\",\"shape\":[7,5],\"data_offsets\":[%llu,%llu]},"
+                     "\"ids\":{\"dtype\":\"I8\",\"shape\":[3001],\"data_offsets\":[%llu,%llu]}",
+                     ROWS, COLS, (unsigned long long)big, (unsigned long long)big,
+                     (unsigned long long)(big + small), (unsigned long long)(big + small),
+                     (unsigned long long)(big + small + ids));
+    const uint64_t o = big + small + ids;
+    if (fp8)
+        n += snprintf(hdr + n, sizeof hdr - (size_t)n,
+                      ",\"l.weight\":{\"dtype\":\"F8_E4M3\",\"shape\":[%d,%d],\"data_offsets\":"
+                      "[%llu,%llu]},\"l.weight_scale_inv\":{\"dtype\":\"F32\",\"shape\":[4,4],"
+                      "\"data_offsets\":[%llu,%llu]}",
+                      FP8_N, FP8_N, (unsigned long long)o, (unsigned long long)(o + w),
+                      (unsigned long long)(o + w), (unsigned long long)(o + w + sc));
+    n += snprintf(hdr + n, sizeof hdr - (size_t)n, "}");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    put_u64(f, (uint64_t)n);
+    fwrite(hdr, 1, (size_t)n, f);
+    for (uint64_t i = 0; i < (big + small) / 4; i++) {
+        /* sign, exponent 100..163, any mantissa: finite, no NaN payloads */
+        uint32_t r = next_u32(), v = (r & 0x807fffffu) | ((100u + (r >> 23 & 63u)) << 23);
+        fwrite(&v, 4, 1, f);
+    }
+    for (uint64_t i = 0; i < ids; i++) fputc((int)(next_u32() & 0xff), f);
+    for (uint64_t i = 0; fp8 && i < w; i++) {
+        uint8_t b = (uint8_t)next_u32();
+        if ((b & 0x7f) == 0x7f) b = 0; /* E4M3's NaN */
+        fputc(b, f);
+    }
+    for (int i = 0; fp8 && i < 16; i++) {
+        float s = 0.001f * (float)(i + 1);
+        fwrite(&s, 4, 1, f);
+    }
+    assert_int_equal(fclose(f), 0);
+    return 8 + (uint64_t)n;
+}
+
+typedef struct opened {
+    amn_ctx *ctx;
+    amn_model *m;
+    amn_plan *p;
+} opened;
+
+static bool open_model(const char *path, opened *o) {
+    amn_ctx_options co = {0};
+    amn_error err = {0};
+    memset(o, 0, sizeof *o);
+    if (amn_ctx_new(&co, &o->ctx, NULL) || !amn_ctx_find_format(o->ctx, "safetensors")) {
+        amn_ctx_free(o->ctx);
+        return false;
+    }
+    assert_int_equal(amn_open(o->ctx, path, NULL, NULL, &o->m, &err), AMN_OK);
+    assert_int_equal(amn_plan_new(o->ctx, o->m, &o->p, &err), AMN_OK);
+    return true;
+}
+
+static void close_model(opened *o) {
+    amn_plan_free(o->p);
+    amn_model_free(o->m);
+    amn_ctx_free(o->ctx);
+}
+
+static int convert(opened *o, const char *target, amn_dtype dt, unsigned threads, const char *out,
+                   amn_error *err) {
+    amn_convert_options co = {.mode = AMN_MODE_CONVERT,
+                              .target = target,
+                              .out_dtype = dt,
+                              .output = out,
+                              .overwrite = true,
+                              .threads = threads,
+                              .no_sync = true};
+    return amn_convert(o->ctx, o->m, o->p, &co, NULL, err);
+}
+
+/* Every mode, 1-3 threads: the bytes of the map mode (the way amn read
+ * before input.c existed). */
+static void same_bytes(opened *o, const char *target, amn_dtype dt, const char *tag) {
+    size_t ref_n = 0;
+    uint8_t *ref = NULL;
+    for (size_t k = 0; k < sizeof modes / sizeof *modes; k++)
+        for (unsigned th = 1; th <= 3; th++) {
+            setenv("AMN_INPUT", modes[k], 1);
+            amn_error err = {0};
+            char name[64];
+            snprintf(name, sizeof name, "out-%s-%s-%u", tag, modes[k], th);
+            const char *out = amn_test_scratch_path(name);
+            int rc = convert(o, target, dt, th, out, &err);
+            unsetenv("AMN_INPUT");
+            if (rc) fail_msg("%s %s %u threads: %s", tag, modes[k], th, err.msg);
+            size_t n = 0;
+            uint8_t *got = amn_test_read_file(out, &n);
+            assert_non_null(got);
+            unlink(out);
+            if (!ref) {
+                ref = got, ref_n = n;
+                continue;
+            }
+            if (n != ref_n || memcmp(got, ref, n) != 0)
+                fail_msg("%s: AMN_INPUT=%s at %u threads differs from map", tag, modes[k], th);
+            free(got);
+        }
+    free(ref);
+}
+
+static void test_paths_same_bytes(void **state) {
+    (void)state;
+    AMN_REQUIRE_PLUGIN("safetensors");
+    const bool fp8 = amn_test_built("fp8");
+    char in[512]; /* scratch paths are recycled after 15 calls */
+    snprintf(in, sizeof in, "%s", amn_test_scratch_path("in.safetensors"));
+    const uint64_t at = write_model(in, fp8);
+    opened o;
+    if (!open_model(in, &o)) skip();
+    same_bytes(&o, "safetensors", AMN_DTYPE_BF16, "bf16"); /* casts, fp8 via amn_model_fetch */
+    same_bytes(&o, "safetensors", AMN_DTYPE_F32, "f32");   /* pass-through */
+    if (amn_test_built("npz")) same_bytes(&o, "npz", AMN_DTYPE_F32, "npz"); /* a tapped sink */
+    /* The pass-through copy holds the input's bytes (checked against the
+     * file, not against another path). */
+    size_t in_n = 0, out_n = 0;
+    uint8_t *src = amn_test_read_file(in, &in_n);
+    const char *out = amn_test_scratch_path("out-f32");
+    amn_error err = {0};
+    setenv("AMN_INPUT", "splice", 1);
+    assert_int_equal(convert(&o, "safetensors", AMN_DTYPE_F32, 2, out, &err), AMN_OK);
+    unsetenv("AMN_INPUT");
+    uint8_t *dst = amn_test_read_file(out, &out_n);
+    assert_non_null(src);
+    assert_non_null(dst);
+    assert_non_null(memmem(dst, out_n, src + at, 4ull * ROWS * COLS));
+    free(src);
+    free(dst);
+    unlink(out);
+    close_model(&o);
+    unlink(in);
+}
+
+static void test_fetch(void **state) {
+    (void)state;
+    AMN_REQUIRE_PLUGIN("safetensors");
+    const char *in = amn_test_scratch_path("fetch.safetensors");
+    write_model(in, false);
+    opened o;
+    if (!open_model(in, &o)) skip();
+    const amn_tensor *t = amn_model_tensor(o.m, (size_t)amn_model_find(o.m, "big"));
+    const uint8_t *p = t->data;
+    amn_error err = {0};
+    /* Short ranges stay in the mapping; long ones come through a buffer. */
+    assert_ptr_equal(amn_model_fetch(o.m, p + 3, 100, 0, &err), p + 3);
+    const uint8_t *a = amn_model_fetch(o.m, p + 1, 1u << 20, 0, &err);
+    const uint8_t *b = amn_model_fetch(o.m, p + 5, 300000, AMN_FETCH_SLOTS - 1, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(a != p + 1 && b != a);
+    assert_memory_equal(a, p + 1, 1u << 20); /* both slots still hold their bytes */
+    assert_memory_equal(b, p + 5, 300000);
+    setenv("AMN_INPUT", "map", 1);
+    assert_ptr_equal(amn_model_fetch(o.m, p + 1, 1u << 20, 0, &err), p + 1);
+    unsetenv("AMN_INPUT");
+    /* Memory the model does not map comes back as it is. */
+    static uint8_t mine[1u << 17];
+    assert_ptr_equal(amn_model_fetch(o.m, mine, sizeof mine, 0, &err), mine);
+    assert_null(amn_model_fetch(o.m, p, 10, AMN_FETCH_SLOTS, &err));
+    assert_int_equal(err.code, AMN_E_INVALID);
+    assert_non_null(strstr(err.msg, "slot"));
+    close_model(&o);
+    unlink(in);
+}
+
+/* The file loses its tail after it was opened: each way that reads with
+ * system calls reports it, and so does the pass-through from the mapping
+ * (it checks the size first). Reads through the mapping (auto below 64 KiB,
+ * AMN_INPUT=map) would still raise SIGBUS: not run here. */
+static void test_truncated(void **state) {
+    (void)state;
+    AMN_REQUIRE_PLUGIN("safetensors");
+    static const struct {
+        const char *mode;
+        amn_dtype dt;
+    } cases[] = {{"pread", AMN_DTYPE_BF16},
+                 {"pread", AMN_DTYPE_F32},
+                 {"splice", AMN_DTYPE_F32},
+                 {"auto", AMN_DTYPE_F32},
+                 {"map", AMN_DTYPE_F32}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const char *in = amn_test_scratch_path("cut.safetensors");
+        const uint64_t at = write_model(in, false);
+        opened o;
+        if (!open_model(in, &o)) skip();
+        assert_int_equal(truncate(in, (off_t)(at + (1u << 20) + 77)), 0);
+        setenv("AMN_INPUT", cases[k].mode, 1);
+        amn_error err = {0};
+        const char *out = amn_test_scratch_path("cut-out");
+        int rc = convert(&o, "safetensors", cases[k].dt, 2, out, &err);
+        unsetenv("AMN_INPUT");
+        if (rc != AMN_E_IO || !strstr(err.msg, "shrank"))
+            fail_msg("%s %s: rc %d, message %s", cases[k].mode, amn_dtype_name(cases[k].dt), rc,
+                     err.msg);
+        assert_int_equal(access(out, F_OK), -1); /* no output left */
+        close_model(&o);
+        unlink(in);
+    }
+}
+
+static int setup(void **state) {
+    (void)state;
+    return amn_test_scratch_make("input");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return amn_test_scratch_remove();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_paths_same_bytes),
+        cmocka_unit_test(test_fetch),
+        cmocka_unit_test(test_truncated),
+    };
+    return amn_test_exit(cmocka_run_group_tests(tests, setup, teardown));
+}
