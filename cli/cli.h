@@ -41,6 +41,7 @@ typedef struct cli_args {
     const char *keep[64]; /* forget: --keep GLOB */
     size_t n_keep;
     const char *block_size; /* forget: --block-size N */
+    const char *shard_size; /* model folders: --shard-size SIZE */
 } cli_args;
 
 int cli_exit_code(int amn_code);

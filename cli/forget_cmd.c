@@ -12,8 +12,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-
-#define CONFIG_MAX (4u << 20)
+#include "folder.h"
 
 bool cli_is_encode_target(const amn_ctx *ctx, const char *to) {
     return to && amn_ctx_find_encoder(ctx, to) != NULL;
@@ -53,28 +52,15 @@ static const char *write_config(const char *input, const char *output, const cha
                  "(use -o in another folder)");
         return note;
     }
-    if (st.st_size > CONFIG_MAX) {
-        snprintf(note, note_size, "config.json not written: %s is too large", src);
-        return note;
-    }
     if (!force && stat(dst, &st) == 0) {
         snprintf(note, note_size, "config.json not written: %s exists (use --force)", dst);
         return note;
     }
-    json_object *root = json_object_from_file(src);
-    json_object *q = json_tokener_parse(qc);
-    if (!root || !json_object_is_type(root, json_type_object) || !q) {
-        json_object_put(root);
-        json_object_put(q);
-        snprintf(note, note_size, "config.json not written: %s is not a JSON object", src);
-        return note;
-    }
-    json_object_object_add(root, "quantization_config", q);
-    if (json_object_to_file_ext(dst, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED))
-        snprintf(note, note_size, "config.json not written: %s: %s", dst, strerror(errno));
+    amn_error err = {0};
+    if (cli_config_rewrite(src, dst, qc, NULL, false, true, &err))
+        snprintf(note, note_size, "config.json not written: %s", err.msg);
     else
         snprintf(note, note_size, "wrote %s with its quantization_config", dst);
-    json_object_put(root);
     return note;
 }
 
@@ -105,7 +91,18 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block)
         }
         *block = v;
     }
+    uint64_t shard;
+    if (a->shard_size && !cli_parse_shard_size(a->shard_size, &shard))
+        return cli_usage_fail(a->command,
+                              "bad --shard-size (want bytes, or a size as 5GB or 500MB)");
     return EXIT_OK;
+}
+
+/* --shard-size, checked by parse_request. */
+static uint64_t block_shard_size(const cli_args *a) {
+    uint64_t v = CLI_SHARD_SIZE_DEFAULT;
+    if (a->shard_size) cli_parse_shard_size(a->shard_size, &v);
+    return v;
 }
 
 /* Encode to safetensors; *qc gets the encoder's quantization_config (the
@@ -122,8 +119,22 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
                              .encode = &eo,
                              .keep = a->keep,
                              .n_keep = a->n_keep,
-                             .quant_config = qc};
+                             .quant_config = qc,
+                             .no_sync = a->no_sync};
     amn_error err = {0};
+    if (cli_folder_wanted(a, in->path, in->resolved)) { /* folder_out.c */
+        cli_folder_result res;
+        char in_dir[4096];
+        const cli_folder_req fr = {
+            .base = o,
+            .out_dir = output,
+            .in_dir = cli_folder_input_dir(in->path, in->resolved, in_dir, sizeof in_dir),
+            .forget = true,
+            .shard_size = block_shard_size(a)};
+        int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
+        *st = res.st;
+        return rc ? cli_fail(&err) : EXIT_OK;
+    }
     return amn_convert(ctx, in->m, in->p, &o, st, &err) ? cli_fail(&err) : EXIT_OK;
 }
 
@@ -168,9 +179,11 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     cli_input in;
     if ((rc = cli_input_open(ctx, a, NULL, &in))) return rc;
     char outbuf[4096];
-    const char *output = a->output;
-    if (!output &&
-        !cli_default_output(a->input, in.resolved, a->to, "safetensors", outbuf, sizeof outbuf)) {
+    const bool folder = cli_folder_wanted(a, in.path, in.resolved);
+    const char *output = folder ? NULL : a->output;
+    if (folder ? !cli_folder_output(a, in.resolved, a->to, outbuf, sizeof outbuf)
+               : !output && !cli_default_output(a->input, in.resolved, a->to, "safetensors", outbuf,
+                                                sizeof outbuf)) {
         fprintf(stderr, "amn: output path too long; pass -o\n");
         cli_input_free(&in);
         return EXIT_USAGE;
@@ -188,7 +201,8 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     cli_input_free(&in);
     if (rc) return rc;
     char note_buf[PATH_MAX + 128];
-    const char *note = write_config(in.path, output, qc, a->force, note_buf, sizeof note_buf);
+    const char *note =
+        folder ? NULL : write_config(in.path, output, qc, a->force, note_buf, sizeof note_buf);
     free(qc);
     print_report(a, output, &st, note, cli_now() - in.t0);
     return EXIT_OK;
