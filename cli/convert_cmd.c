@@ -84,6 +84,7 @@ static void print_json(const cli_args *a, bool convert, const amn_model *m, cons
     json_object_object_add(root, "bytes", json_object_new_uint64(st->bytes_written));
     if (fr) { /* a model folder */
         json_object_object_add(root, "shards", json_object_new_uint64(fr->shards));
+        json_object_object_add(root, "total_shards", json_object_new_uint64(fr->total_shards));
         json_object_object_add(root, "files_copied", json_object_new_uint64(fr->copied));
         json_object_object_add(root, "config_written", json_object_new_boolean(fr->config));
     }
@@ -203,7 +204,7 @@ static const char *torch_dtype_name(amn_dtype d) {
 
 /* The same into a model folder; an exit code. */
 static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req *rq,
-                      const cli_input *in, const char *output, uint64_t shard_size,
+                      const cli_input *in, const char *output, bool dequantizes,
                       amn_convert_stats *st, double *seconds) {
     cli_progress prog;
     cli_progress_begin(&prog, a);
@@ -221,10 +222,13 @@ static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req 
         .progress_user = &prog,
         .out_dir = output,
         .in_dir = cli_folder_input_dir(in->path, in->resolved, in_dir, sizeof in_dir),
-        .torch_dtype = rq->keep ? NULL : torch_dtype_name(rq->out),
+        /* torch_dtype names what the weights became; a copy keeps it. */
+        .torch_dtype = !rq->keep && (dequantizes || rq->mode == AMN_MODE_CONVERT)
+                           ? torch_dtype_name(rq->out)
+                           : NULL,
         .drop_quant = true,
-        .shard_size = shard_size,
     };
+    cli_folder_args(a, &fr); /* checked by cmd_remember */
     cli_folder_result res;
     amn_error err = {0};
     int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
@@ -235,8 +239,9 @@ static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req 
     if (a->json)
         print_json(a, rq->convert, in->m, in->p, rq->target, output, rq->out, st, &res, *seconds);
     else if (!a->quiet)
-        printf("  %zu shard%s, %zu other file%s copied%s\n", res.shards, res.shards == 1 ? "" : "s",
-               res.copied, res.copied == 1 ? "" : "s", res.config ? ", config.json rewritten" : "");
+        printf("  %zu of %zu shard%s, %zu other file%s copied%s\n", res.shards, res.total_shards,
+               res.total_shards == 1 ? "" : "s", res.copied, res.copied == 1 ? "" : "s",
+               res.config ? ", config.json rewritten" : "");
     return EXIT_OK;
 }
 
@@ -264,8 +269,7 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     amn_plan_summarize(in.p, rq.out, &s);
     char outbuf[4096];
     const bool folder = cli_folder_wanted(a, in.path, in.resolved);
-    uint64_t shard_size = CLI_SHARD_SIZE_DEFAULT;
-    const char *output = NULL;
+    const char *output = NULL, *bad_arg = cli_folder_args(a, NULL);
     if (folder) {
         char tag[16];
         snprintf(tag, sizeof tag, "%s", amn_dtype_name(rq.out));
@@ -278,14 +282,16 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     double seconds = 0;
     if (!output) {
         rc = cli_usage_fail(a->command, "output path too long; pass -o");
-    } else if (a->shard_size && !cli_parse_shard_size(a->shard_size, &shard_size)) {
-        rc = cli_usage_fail(a->command, "bad --shard-size (want bytes, or a size as 5GB or 500MB)");
+    } else if (bad_arg) {
+        rc = cli_usage_fail(a->command, bad_arg);
+    } else if (!folder && (a->only_shards || a->write_index)) {
+        rc = cli_usage_fail(a->command, "--only-shards and --write-index write a model folder");
     } else if (folder && strcmp(rq.target, "safetensors") != 0) {
         rc = cli_usage_fail(a->command,
                             "a model folder is written as safetensors (--to safetensors)");
     } else {
         announce(a, &rq, output, &s);
-        rc = folder ? run_folder(ctx, a, &rq, &in, output, shard_size, &st, &seconds)
+        rc = folder ? run_folder(ctx, a, &rq, &in, output, s.groups > 0, &st, &seconds)
                     : run(ctx, a, &rq, &in, output, &st, &seconds);
     }
     cli_input_free(&in);

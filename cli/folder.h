@@ -26,11 +26,18 @@ typedef struct cli_folder_req {
     bool drop_quant;     /* remember / convert: no quantization_config, no quantize_config.json */
     bool forget;         /* config.json gets the encoder's quantization_config */
     uint64_t shard_size; /* 0: one file */
+    /* Scale-out (--only-shards K[-L], --write-index): shards only_first to
+     * only_last (1-based; 0: none) and, with write_index, the index,
+     * config.json and the copies go straight into out_dir, each file
+     * appearing whole; out_dir is made when missing and may exist. */
+    size_t only_first, only_last;
+    bool write_index;
 } cli_folder_req;
 
 typedef struct cli_folder_result {
     amn_convert_stats st;  /* summed over the shards */
     size_t shards, copied; /* shards written, other files copied */
+    size_t total_shards;   /* shards of the whole folder */
     bool config;           /* config.json written */
 } cli_folder_result;
 
@@ -47,6 +54,12 @@ bool cli_folder_output(const cli_args *a, bool resolved, const char *tag, char *
 /* --shard-size: bytes, or a number with KB/MB/GB/TB (decimal) or
  * KiB/MiB/GiB/TiB, as transformers and huggingface_hub parse it; 0 = one file. */
 bool cli_parse_shard_size(const char *s, uint64_t *out);
+/* --only-shards K or K-L (1 <= K <= L). */
+bool cli_parse_shard_range(const char *s, size_t *first, size_t *last);
+
+/* --shard-size, --only-shards, --write-index from the command line into fr;
+ * a message for a bad value (then fr is unchanged), or NULL. */
+const char *cli_folder_args(const cli_args *a, cli_folder_req *fr);
 
 /* Write the folder; an AMN_E_* code with err set. */
 int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,

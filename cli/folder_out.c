@@ -106,6 +106,39 @@ bool cli_parse_shard_size(const char *s, uint64_t *out) {
     return false;
 }
 
+bool cli_parse_shard_range(const char *s, size_t *first, size_t *last) {
+    char *end;
+    errno = 0;
+    if (*s < '1' || *s > '9') return false;
+    const unsigned long long a = strtoull(s, &end, 10);
+    unsigned long long b = a;
+    if (*end == '-') {
+        const char *t = end + 1;
+        if (*t < '1' || *t > '9') return false;
+        b = strtoull(t, &end, 10);
+    }
+    if (errno || *end || b < a || b > 99999) return false;
+    *first = (size_t)a;
+    *last = (size_t)b;
+    return true;
+}
+
+const char *cli_folder_args(const cli_args *a, cli_folder_req *fr) {
+    uint64_t size = CLI_SHARD_SIZE_DEFAULT;
+    size_t first = 0, last = 0;
+    if (a->shard_size && !cli_parse_shard_size(a->shard_size, &size))
+        return "bad --shard-size (want bytes, or a size as 5GB or 500MB)";
+    if (a->only_shards && !cli_parse_shard_range(a->only_shards, &first, &last))
+        return "bad --only-shards (want K or K-L, shard numbers from 1)";
+    if (fr) {
+        fr->shard_size = size;
+        fr->only_first = first;
+        fr->only_last = last;
+        fr->write_index = a->write_index;
+    }
+    return NULL;
+}
+
 /* ---- the shard plan ---- */
 
 typedef struct fo_tensor {
@@ -322,7 +355,11 @@ static int sync_dir(const char *dir, amn_error *err) {
 static int check_target(const cli_folder_req *rq, const amn_model *m, amn_error *err) {
     struct stat st;
     if (lstat(rq->out_dir, &st) != 0) return AMN_OK;
-    if (!rq->base.overwrite)
+    const bool scale_out = rq->only_first || rq->write_index;
+    if (scale_out && !S_ISDIR(st.st_mode))
+        return amn_error_set(err, AMN_E_INVALID, "output %s exists and is not a folder",
+                             rq->out_dir);
+    if (!rq->base.overwrite && !scale_out)
         return amn_error_set(err, AMN_E_INVALID,
                              "output %s already exists; pass --force to overwrite it", rq->out_dir);
     char out[PATH_MAX], in[PATH_MAX];
@@ -391,19 +428,29 @@ static void add_stats(amn_convert_stats *sum, const amn_convert_stats *s) {
     sum->abs_err_values += s->abs_err_values;
 }
 
+static bool no_tensor(void *user, const char *name) {
+    (void)user, (void)name;
+    return false;
+}
+
+/* Shards [first, last) into dir; first == last: a conversion of nothing
+ * into a scratch file of dir, for the encoder's quantization_config. */
 static int write_shards(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
-                        const cli_folder_req *rq, const fo_plan *p, char **qc,
-                        cli_folder_result *res, amn_error *err) {
+                        const cli_folder_req *rq, const fo_plan *p, size_t first, size_t last,
+                        const char *dir, char **qc, cli_folder_result *res, amn_error *err) {
     job_progress jp = {.rq = rq, .bytes_total = p->total, .tensor_count = p->n};
-    for (size_t k = 0; k < p->n_shards; k++) {
+    const bool scratch = first == last;
+    if (scratch) last = first + 1;
+    for (size_t k = first; k < last; k++) {
         char name[64], path[PATH_MAX + 64];
         shard_name(p, k, name, sizeof name);
-        snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+        if (scratch) snprintf(name, sizeof name, ".quantization_config.safetensors");
+        snprintf(path, sizeof path, "%s/%s", dir, name);
         shard_sel sel = {p, k};
         amn_convert_options o = rq->base;
         o.output = path;
-        o.overwrite = false;
-        o.select = in_shard;
+        o.overwrite = dir == tmp_dir ? false : rq->base.overwrite;
+        o.select = scratch ? no_tensor : in_shard;
         o.select_user = &sel;
         o.progress = rq->progress ? shard_progress : NULL;
         o.progress_user = &jp;
@@ -413,6 +460,10 @@ static int write_shards(const amn_ctx *ctx, const amn_model *m, const amn_plan *
         amn_convert_stats st;
         int rc = amn_convert(ctx, m, ap, &o, &st, err);
         if (rc) return rc;
+        if (scratch) {
+            unlink(path);
+            return AMN_OK;
+        }
         add_stats(&res->st, &st);
         /* Each shard counts the sources it did not encode as passed through. */
         if (rq->base.encode) {
@@ -534,6 +585,63 @@ static int put_in_place(const cli_folder_req *rq, amn_error *err) {
     return rq->base.no_sync ? AMN_OK : sync_dir(parent, err);
 }
 
+/* Scale-out: every file of the temporary folder moved into the target,
+ * an existing one kept unless --force. */
+static int move_into(const cli_folder_req *rq, amn_error *err) {
+    DIR *d = opendir(tmp_dir);
+    if (!d) return amn_error_set(err, AMN_E_IO, "%s: %s", tmp_dir, strerror(errno));
+    int rc = AMN_OK;
+    struct dirent *e;
+    while (!rc && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char from[PATH_MAX + 256], to[PATH_MAX + 256];
+        snprintf(from, sizeof from, "%s/%s", tmp_dir, e->d_name);
+        snprintf(to, sizeof to, "%s/%s", rq->out_dir, e->d_name);
+        if (renameat2(AT_FDCWD, from, AT_FDCWD, to, rq->base.overwrite ? 0 : RENAME_NOREPLACE))
+            rc = errno == EEXIST
+                     ? amn_error_set(err, AMN_E_INVALID,
+                                     "output %s already exists; pass --force to "
+                                     "overwrite it",
+                                     to)
+                     : amn_error_set(err, AMN_E_IO, "%s: rename: %s", to, strerror(errno));
+    }
+    closedir(d);
+    return rc;
+}
+
+/* --only-shards / --write-index: straight into the (shared) target. */
+static int run_scale_out(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
+                         const cli_folder_req *rq, fo_plan *p, cli_folder_result *res,
+                         amn_error *err) {
+    if (rq->only_last > p->n_shards)
+        return amn_error_set(err, AMN_E_INVALID,
+                             "--only-shards %zu-%zu: the output has %zu shard%s", rq->only_first,
+                             rq->only_last, p->n_shards, p->n_shards == 1 ? "" : "s");
+    if (mkdir(rq->out_dir, 0777) != 0 && errno != EEXIST)
+        return amn_error_set(err, AMN_E_IO, "%s: %s", rq->out_dir, strerror(errno));
+    int rc = AMN_OK;
+    char *qc = NULL;
+    if (rq->only_first)
+        rc = write_shards(ctx, m, ap, rq, p, rq->only_first - 1, rq->only_last, rq->out_dir, &qc,
+                          res, err);
+    if (!rc && rq->write_index && !(rc = make_tmp(rq, err))) {
+        tmp_names = p->names;
+        tmp_n_names = p->n_names;
+        tmp_active = 1;
+        if (rq->forget && !qc) rc = write_shards(ctx, m, ap, rq, p, 0, 0, tmp_dir, &qc, res, err);
+        if (!rc && p->n_shards > 1) rc = write_index(p, !rq->base.no_sync, err);
+        if (!rc) rc = write_others(rq, qc, res, err);
+        if (!rc) rc = move_into(rq, err);
+        tmp_active = 0;
+        cli_remove_tree(tmp_dir);
+        tmp_names = NULL;
+        tmp_n_names = 0;
+    }
+    if (!rc && !rq->base.no_sync) rc = sync_dir(rq->out_dir, err);
+    free(qc);
+    return rc;
+}
+
 int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
                    const cli_folder_req *rq, cli_folder_result *res, amn_error *err) {
     memset(res, 0, sizeof *res);
@@ -542,12 +650,18 @@ int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
     int rc = check_target(rq, m, err);
     if (!rc) rc = make_plan(ctx, m, ap, rq, &p, err);
     if (!rc) rc = list_names(&p, rq, err);
+    res->total_shards = p.n_shards;
+    if (!rc && (rq->only_first || rq->write_index)) {
+        rc = run_scale_out(ctx, m, ap, rq, &p, res, err);
+        free_plan(&p);
+        return rc;
+    }
     if (!rc) rc = make_tmp(rq, err);
     if (!rc) {
         tmp_names = p.names;
         tmp_n_names = p.n_names;
         tmp_active = 1;
-        rc = write_shards(ctx, m, ap, rq, &p, &qc, res, err);
+        rc = write_shards(ctx, m, ap, rq, &p, 0, p.n_shards, tmp_dir, &qc, res, err);
         if (!rc && p.n_shards > 1) rc = write_index(&p, !rq->base.no_sync, err);
         if (!rc) rc = write_others(rq, qc, res, err);
         if (!rc) rc = put_in_place(rq, err);

@@ -91,18 +91,9 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block)
         }
         *block = v;
     }
-    uint64_t shard;
-    if (a->shard_size && !cli_parse_shard_size(a->shard_size, &shard))
-        return cli_usage_fail(a->command,
-                              "bad --shard-size (want bytes, or a size as 5GB or 500MB)");
+    const char *bad = cli_folder_args(a, NULL);
+    if (bad) return cli_usage_fail(a->command, bad);
     return EXIT_OK;
-}
-
-/* --shard-size, checked by parse_request. */
-static uint64_t block_shard_size(const cli_args *a) {
-    uint64_t v = CLI_SHARD_SIZE_DEFAULT;
-    if (a->shard_size) cli_parse_shard_size(a->shard_size, &v);
-    return v;
 }
 
 /* Encode to safetensors; *qc gets the encoder's quantization_config (the
@@ -125,12 +116,12 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
     if (cli_folder_wanted(a, in->path, in->resolved)) { /* folder_out.c */
         cli_folder_result res;
         char in_dir[4096];
-        const cli_folder_req fr = {
+        cli_folder_req fr = {
             .base = o,
             .out_dir = output,
             .in_dir = cli_folder_input_dir(in->path, in->resolved, in_dir, sizeof in_dir),
-            .forget = true,
-            .shard_size = block_shard_size(a)};
+            .forget = true};
+        cli_folder_args(a, &fr); /* checked by parse_request */
         int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
         *st = res.st;
         return rc ? cli_fail(&err) : EXIT_OK;

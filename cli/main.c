@@ -51,18 +51,21 @@ static const struct {
     {"remember", "dequantize",
      "usage: amn remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
      "                    [--json] [--quiet | --progress] [--no-sync] [--shard-size SIZE]\n"
-     "                    [--max-... LIMIT]\n"
+     "                    [--only-shards K[-L]] [--write-index] [--max-... LIMIT]\n"
      "Write FILE as safetensors with every quantized weight dequantized to --to\n"
      "(default bf16); other tensors are copied unchanged. Without -o the output is\n"
      "<stem>-<dtype>.safetensors next to FILE. An existing output is kept unless\n"
      "--force; the input is never overwritten.\n"
      "A model folder (or its index) as FILE, or -o DIR/, writes a model folder:\n"
      "shards of at most --shard-size SIZE (default 5GB, 0 = one file) with their\n"
-     "index, config.json without quantization_config, the other files copied.\n"},
+     "index, config.json without quantization_config, the other files copied.\n"
+     "Across machines: --only-shards K[-L] writes just those shards into the\n"
+     "folder, --write-index the index, config.json and the other files.\n"},
     {"convert", NULL,
      "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32|keep] [-o OUT] [--force]\n"
      "                   [--threads N] [--opt KEY=VALUE]... [--gguf-kv KEY=VALUE]...\n"
-     "                   [--gguf-metadata FILE] [--shard-size SIZE]\n"
+     "                   [--gguf-metadata FILE] [--shard-size SIZE] [--only-shards K[-L]]\n"
+     "                   [--write-index]\n"
      "Convert FILE to TARGET (a format name such as safetensors or gguf; bf16 means\n"
      "safetensors). Quantized weights are dequantized and every floating tensor is\n"
      "cast to --out-dtype (default bf16); integer and bool tensors are copied.\n"
@@ -227,6 +230,11 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
         } else if (strcmp(s, "--shard-size") == 0) {
             NEED_VALUE();
             a->shard_size = next;
+        } else if (strcmp(s, "--only-shards") == 0) {
+            NEED_VALUE();
+            a->only_shards = next;
+        } else if (strcmp(s, "--write-index") == 0) {
+            a->write_index = true;
         } else if (strcmp(s, "--threads") == 0) {
             NEED_VALUE();
             char *end;

@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "amn/kit/json_file.h"
+#include "amn/kit/shard_path.h"
 #include "st_internal.h"
 
 #define INDEX_SUFFIX ".safetensors.index.json"
@@ -23,37 +24,9 @@ bool st_is_index_path(const char *path) {
     return path && ends_with(path, INDEX_SUFFIX);
 }
 
-/* A shard must be a file inside the model folder. A symlink may lead
- * elsewhere only inside the Hugging Face cache repository the folder is a
- * snapshot of (models--X/snapshots/REV/f -> ../../blobs/HASH). */
-static int check_shard_file(const char *dir, const char *file, const char *path, amn_error *err) {
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return amn_error_set(err, AMN_E_PARSE, "%s: shard %s does not exist", dir, file);
-    if (!S_ISLNK(st.st_mode)) return AMN_OK;
-    char root[PATH_MAX], target[PATH_MAX];
-    if (!realpath(dir, root) || !realpath(path, target))
-        return amn_error_set(err, AMN_E_PARSE, "%s: shard %s is a broken symlink", dir, file);
-    /* .../models--X/snapshots/REV: the repository is the allowed root. */
-    char up[PATH_MAX];
-    snprintf(up, sizeof up, "%s", root);
-    char *rev = strrchr(up, '/'), *snap = NULL, *repo = NULL;
-    if (rev && rev > up) *rev = '\0', snap = strrchr(up, '/');
-    if (snap && snap > up && strcmp(snap + 1, "snapshots") == 0)
-        *snap = '\0', repo = strrchr(up, '/');
-    if (repo && strncmp(repo + 1, "models--", 8) == 0) snprintf(root, sizeof root, "%s", up);
-    const size_t n = strlen(root);
-    if (!n || strncmp(target, root, n) != 0 || target[n] != '/')
-        return amn_error_set(err, AMN_E_PARSE,
-                             "%s: shard %s is a symlink leading outside the model folder (to %s)",
-                             dir, file, target);
-    return AMN_OK;
-}
-
 /* A shard name from an index must stay inside the index's directory. */
 static bool safe_shard_name(const char *s) {
-    return *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 &&
-           ends_with(s, ".safetensors");
+    return amn_kit_shard_name_ok(s, ".safetensors");
 }
 
 static int add_shard_file(const char *path, bool header_only, const amn_limits *lim, amn_model *m,
@@ -64,7 +37,7 @@ static int add_shard(const char *dir, const char *file, bool header_only, const 
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path)
         return amn_error_set(err, AMN_E_INVALID, "%s/%s: path too long", dir, file);
-    int rc = check_shard_file(dir, file, path, err);
+    int rc = amn_kit_check_shard(dir, file, err);
     if (rc) return rc;
     rc = add_shard_file(path, header_only, lim, m, err);
     /* The model refuses a second tensor of a name: say it is two shards'. */

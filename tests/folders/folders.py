@@ -4,7 +4,8 @@ writes from them; /usr/bin/python3 with numpy only.
   folders.py make ROOT          small model folders under ROOT: plain (BF16),
                                 gptq, awq, fp8; each sharded in two with an
                                 index, config.json and tokenizer-like files
-  folders.py check IN OUT SINGLE MAX [DTYPE]
+  folders.py make-bin ROOT      ROOT/bin: a sharded PyTorch checkpoint (torch)
+  folders.py check IN OUT SINGLE MAX [DTYPE|keep]
                                 OUT, written from IN with --shard-size MAX,
                                 against SINGLE (the same input written to one
                                 file): shard split as huggingface_hub's
@@ -146,9 +147,52 @@ def make(root):
                 f.write(b)
 
 
+def make_bin(root):
+    """A sharded PyTorch checkpoint as save_pretrained wrote them before
+    safetensors: pytorch_model-0000K-of-00002.bin and its index."""
+    import torch
+    d = os.path.join(root, "bin")
+    os.makedirs(d, exist_ok=True)
+    g = torch.Generator().manual_seed(14)
+    sd = {"model.embed_tokens.weight": torch.randn(64, 32, generator=g).half()}
+    # Tied: one storage under two names (torch.save writes it once); the
+    # safetensors output gives each name its own bytes.
+    sd["model.tied_embed.weight"] = sd["model.embed_tokens.weight"]
+    for i in range(4):
+        sd[f"model.layers.{i}.self_attn.q_proj.weight"] = torch.randn(32, 32, generator=g).half()
+        sd[f"model.layers.{i}.input_layernorm.weight"] = torch.randn(32, generator=g).float()
+    sd["lm_head.weight"] = torch.randn(64, 32, generator=g).to(torch.bfloat16)
+    names = list(sd)
+    parts = [names[:5], names[5:]]
+    wm = {}
+    for k, part in enumerate(parts):
+        fn = f"pytorch_model-{k + 1:05d}-of-00002.bin"
+        torch.save({n: sd[n] for n in part}, os.path.join(d, fn))
+        wm.update({n: fn for n in part})
+    total = sum(t.numel() * t.element_size() for t in sd.values())
+    with open(os.path.join(d, "pytorch_model.bin.index.json"), "w") as f:
+        f.write(json.dumps({"metadata": {"total_size": total}, "weight_map": wm}, indent=2) + "\n")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "torch_dtype": "float16"}, f, indent=2)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        f.write('{"chat_template": "{{ messages }}"}')
+    # Beside the folder: the state dicts' order, and every tensor's bytes as
+    # torch holds them (what amn must write), so checks need no torch.
+    with open(os.path.join(root, "bin-order.json"), "w") as f:
+        json.dump(names, f)
+    dt = {torch.float16: "F16", torch.float32: "F32", torch.bfloat16: "BF16"}
+    write_st(os.path.join(root, "bin-expect.safetensors"),
+             [(n, dt[t.dtype], tuple(t.shape),
+               (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes())
+              for n, t in sd.items()])
+
+
 def model_order(in_dir):
     """The input's tensors as amn orders them: shards by first mention in
-    the index, each in data order."""
+    the index, each in data order (a .bin: its state dict's order)."""
+    if os.path.exists(os.path.join(in_dir, "pytorch_model.bin.index.json")):
+        with open(os.path.join(in_dir, "..", "bin-order.json")) as f:
+            return [(n, None) for n in json.load(f)]
     with open(os.path.join(in_dir, "model.safetensors.index.json")) as f:
         wm = json.load(f)["weight_map"]
     shards = []
@@ -232,11 +276,12 @@ def check(in_dir, out_dir, single, max_size, dtype="bfloat16"):
     with open(os.path.join(out_dir, "config.json")) as f:
         cout = json.load(f)
     cin.pop("quantization_config", None)
-    cin["torch_dtype"] = dtype
+    if dtype != "keep":
+        cin["torch_dtype"] = dtype
     if list(cout.items()) != list(cin.items()):
         fails.append(f"config.json {cout}, expected {cin}")
     for f in os.listdir(in_dir):
-        if f.endswith((".safetensors", ".index.json")) or f in ("config.json", "quantize_config.json"):
+        if f.endswith((".safetensors", ".index.json", ".bin")) or f in ("config.json", "quantize_config.json"):
             if f == "quantize_config.json" and os.path.exists(os.path.join(out_dir, f)):
                 fails.append("quantize_config.json kept")
             continue
@@ -256,6 +301,8 @@ def check(in_dir, out_dir, single, max_size, dtype="bfloat16"):
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
+    elif sys.argv[1] == "make-bin":
+        make_bin(sys.argv[2])
     else:
         sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]),
                        *(sys.argv[6:7] or [])))

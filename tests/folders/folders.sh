@@ -36,6 +36,7 @@ no_temporaries() { # nothing named .*.amn-* left in $1
 
 "$py" "$gen" make "$work/in" || { echo "FAIL: folders.py make"; exit 1; }
 declare -A sizes=([plain]="5KB default" [gptq]="5KB 12000" [awq]="5KB" [fp8]="5KB 0")
+declare -A dtype=([plain]=keep [gptq]=bfloat16 [awq]=bfloat16 [fp8]=bfloat16)
 for k in plain gptq awq fp8; do
   run "$k single file" 0 "$amn" remember --no-sync "$work/in/$k" -o "$work/$k.safetensors" -q
   for size in ${sizes[$k]}; do
@@ -44,10 +45,47 @@ for k in plain gptq awq fp8; do
     [ "$size" = 5KB ] && bytes=5000
     run "$k folder $size" 0 "$amn" remember --no-sync "$work/in/$k" -o "$work/out-$k-$size/" "${opt[@]}" -q
     run "$k check $size" 0 "$py" "$gen" check "$work/in/$k" "$work/out-$k-$size" \
-      "$work/$k.safetensors" "$bytes"
+      "$work/$k.safetensors" "$bytes" "${dtype[$k]}"
   done
 done
 no_temporaries "$work" "remember"
+
+# A sharded PyTorch checkpoint (pytorch_model-0000K-of-00002.bin + index) as
+# one model, its folder or its index; every tensor as torch holds it.
+if "$amn" plugins | grep -q "format pth " && "$py" -c "import torch" 2>/dev/null; then
+  "$py" "$gen" make-bin "$work/in" || fail "folders.py make-bin"
+  run "bin single file" 0 "$amn" remember --no-sync "$work/in/bin" -o "$work/bin.safetensors" -q
+  run "bin folder" 0 "$amn" remember --no-sync "$work/in/bin/pytorch_model.bin.index.json" \
+    -o "$work/out-bin" --shard-size 6KB -q
+  run "bin check" 0 "$py" "$gen" check "$work/in/bin" "$work/out-bin" "$work/bin.safetensors" 6000 keep
+  "$py" - "$work/in/bin-expect.safetensors" "$work/bin.safetensors" "$src/tests/folders" <<'EOF2' \
+    && ok || fail "bin: tensors differ from torch's"
+import sys
+sys.path.insert(0, sys.argv[3])
+from folders import read_st
+want, got = read_st(sys.argv[1]), read_st(sys.argv[2])
+assert len(want) == 11 and want == got, sorted(set(want.items()) ^ set(got.items()))
+EOF2
+  # Bad indexes: a parse error saying which, before any output.
+  bad() { # bad WHAT WEIGHT_MAP_JSON WORDS
+    mkdir -p "$work/badbin" && cp "$work/in/bin/"*.bin "$work/badbin/"
+    printf '{"weight_map": {%s}}' "$2" >"$work/badbin/pytorch_model.bin.index.json"
+    run "bad bin index: $1" 1 "$amn" remember --no-sync "$work/badbin" -o "$work/badout/"
+    has "bad bin index: $1" "$3"
+    [ ! -e "$work/badout" ] && ok || fail "bad bin index: $1: output written"
+  }
+  s1=pytorch_model-00001-of-00002.bin s2=pytorch_model-00002-of-00002.bin
+  bad missing "\"a\": \"pytorch_model-00003-of-00003.bin\"" "shard pytorch_model-00003-of-00003.bin does not exist"
+  bad parent "\"a\": \"../$s1\"" "names a bad shard (not a .bin file inside the model folder)"
+  bad absolute "\"a\": \"/tmp/$s1\"" "names a bad shard"
+  cp "$work/badbin/$s2" "$work/dup.bin" && ln -sf "../dup.bin" "$work/badbin/link.bin"
+  bad symlink "\"a\": \"link.bin\"" "is a symlink leading outside the model folder"
+  cp "$work/badbin/$s2" "$work/badbin/copy.bin"
+  bad "two shards" "\"a\": \"$s2\", \"b\": \"copy.bin\"" "is in two shards"
+  bad "not held" "\"nope\": \"$s1\"" "weight_map names nope, no shard holds it"
+else
+  echo "SKIP: sharded .bin (needs the pth plugin and torch)"
+fi
 
 # Default name: <input>-bf16 beside the input, its quantization suffix gone.
 cp -r "$work/in/gptq" "$work/in/Tiny-GPTQ-Int4"
@@ -75,6 +113,23 @@ run "parent kept" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/in" --f
 run "file to folder" 0 "$amn" remember --no-sync "$work/plain.safetensors" -o "$work/single/" -q
 [ "$(ls "$work/single")" = model.safetensors ] && ok || fail "file to folder: $(ls "$work/single")"
 cmp -s "$work/single/model.safetensors" "$work/plain.safetensors" && ok || fail "file to folder bytes"
+
+# Scale-out: shards in separate processes (in any order, one at a time or as
+# a range), then the index and the other files, give the one run's bytes.
+for part in 3 1-2 6 4-5; do
+  run "only-shards $part" 0 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" \
+    --shard-size 5KB --only-shards "$part" -q
+done
+[ ! -e "$work/scaled/config.json" ] && ok || fail "only-shards wrote more than shards"
+run "write-index" 0 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --write-index -q
+diff -r "$work/scaled" "$work/out-gptq-5KB" && ok || fail "scale-out differs from one run"
+run "shard again" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --only-shards 2
+has "shard again message" "already exists; pass --force"
+run "shard past the end" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --only-shards 6-7
+has "past the end message" "the output has 6 shards"
+run "bad range" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --only-shards 2-1
+has "bad range message" "bad --only-shards"
+no_temporaries "$work/scaled" "scale-out"
 
 # Bad options: before any output.
 run "bad shard size" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/bad1" --shard-size 5XB
