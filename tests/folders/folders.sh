@@ -143,6 +143,39 @@ AMN_TEST_ENOSPC_AFTER=100 run "enospc" 6 "$amn" remember --no-sync "$work/in/gpt
 [ ! -e "$work/full" ] && ok || fail "enospc: target left"
 no_temporaries "$work" "enospc"
 
+# Killed (SIGTERM, SIGINT) at a few points of a 48 MiB folder, on the O_TMPFILE
+# and the named path: no temporary folder or file left, and the target absent
+# or whole (the run may finish first on a fast machine).
+"$py" - "$work/big" "$src/tests/folders" <<'EOF2' || fail "big folder"
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from folders import write_st
+os.makedirs(sys.argv[1])
+for k in range(3):
+    write_st(f"{sys.argv[1]}/model-0000{k + 1}-of-00003.safetensors",
+             [(f"w{k}.{j}", "F32", (2 << 20,), bytes(8 << 20)) for j in range(2)])
+EOF2
+echo '{"torch_dtype": "float32"}' >"$work/big/config.json"
+for nt in 0 1; do
+  for sig in TERM; do
+    [ "$nt" = 1 ] && sig=INT
+    for at in 0.05 0.3; do
+      rm -rf "$work/killed"
+      AMN_NO_TMPFILE=$nt "$amn" convert --no-sync "$work/big" --to safetensors -o "$work/killed" \
+        --shard-size 20MB -q >/dev/null 2>&1 &
+      pid=$!
+      sleep "$at"
+      kill -"$sig" "$pid" 2>/dev/null
+      wait "$pid"
+      no_temporaries "$work" "killed by $sig at $at s (named: $nt)"
+      if [ -e "$work/killed" ]; then
+        [ "$(ls "$work/killed" | wc -l)" -eq 4 ] && ok || fail "killed at $at s: partial folder"
+      else ok; fi
+    done
+  done
+done
+rm -rf "$work/big" "$work/killed"
+
 # forget into a folder: quantization_config of the target, the rest copied.
 if "$amn" plugins | grep -q "encode bnb"; then
   run "forget folder" 0 "$amn" forget --no-sync "$work/in/plain" --to bnb-nf4 -o "$work/nf4/" --shard-size 5KB
