@@ -40,7 +40,10 @@ typedef struct cli_args {
     bool limits_set;
     const char *keep[64]; /* forget: --keep GLOB */
     size_t n_keep;
-    const char *block_size; /* forget: --block-size N */
+    const char *block_size;  /* forget: --block-size N */
+    const char *shard_size;  /* model folders: --shard-size SIZE */
+    const char *only_shards; /* --only-shards K[-L] */
+    bool write_index;        /* --write-index */
     /* Every FILE argument, input first; more than one only for inspect
      * (multi_input). The array belongs to main. */
     const char **inputs;

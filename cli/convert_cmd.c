@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "folder.h"
 
 double cli_now(void) {
     struct timespec ts;
@@ -46,7 +47,7 @@ static void first_ext(const amn_format *f, char *buf, size_t size) {
 /* The --json report of a finished run (schema in doc/json.md). */
 static void print_json(const cli_args *a, bool convert, const amn_model *m, const amn_plan *p,
                        const char *target, const char *output, amn_dtype out,
-                       const amn_convert_stats *st, double seconds) {
+                       const amn_convert_stats *st, const cli_folder_result *fr, double seconds) {
     json_object *root = json_object_new_object();
     json_object_object_add(root, "command",
                            json_object_new_string(convert ? "convert" : "remember"));
@@ -81,6 +82,12 @@ static void print_json(const cli_args *a, bool convert, const amn_model *m, cons
     json_object_object_add(root, "cast", json_object_new_uint64(st->cast));
     json_object_object_add(root, "dropped", json_object_new_uint64(st->dropped));
     json_object_object_add(root, "bytes", json_object_new_uint64(st->bytes_written));
+    if (fr) { /* a model folder */
+        json_object_object_add(root, "shards", json_object_new_uint64(fr->shards));
+        json_object_object_add(root, "total_shards", json_object_new_uint64(fr->total_shards));
+        json_object_object_add(root, "files_copied", json_object_new_uint64(fr->copied));
+        json_object_object_add(root, "config_written", json_object_new_boolean(fr->config));
+    }
     json_object_object_add(root, "seconds", json_object_new_double(seconds));
     cli_json_print(root);
 }
@@ -186,7 +193,55 @@ static int run(const amn_ctx *ctx, const cli_args *a, const remember_req *rq, co
     *seconds = cli_now() - in->t0;
     if (rc) return cli_fail(&err);
     if (a->json)
-        print_json(a, rq->convert, in->m, in->p, rq->target, output, rq->out, st, *seconds);
+        print_json(a, rq->convert, in->m, in->p, rq->target, output, rq->out, st, NULL, *seconds);
+    return EXIT_OK;
+}
+
+/* torch_dtype's name for an output dtype. */
+static const char *torch_dtype_name(amn_dtype d) {
+    return d == AMN_DTYPE_F32 ? "float32" : d == AMN_DTYPE_F16 ? "float16" : "bfloat16";
+}
+
+/* The same into a model folder; an exit code. */
+static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req *rq,
+                      const cli_input *in, const char *output, bool dequantizes,
+                      amn_convert_stats *st, double *seconds) {
+    cli_progress prog;
+    cli_progress_begin(&prog, a);
+    char in_dir[4096];
+    cli_folder_req fr = {
+        .base = {.mode = rq->mode,
+                 .target = rq->target,
+                 .out_dtype = rq->out,
+                 .overwrite = a->force,
+                 .threads = a->threads,
+                 .options = a->opts,
+                 .n_options = a->n_opts,
+                 .no_sync = a->no_sync},
+        .progress = prog.mode != CLI_PROGRESS_OFF ? cli_progress_update : NULL,
+        .progress_user = &prog,
+        .out_dir = output,
+        .in_dir = cli_folder_input_dir(in->path, in->resolved, in_dir, sizeof in_dir),
+        /* torch_dtype names what the weights became; a copy keeps it. */
+        .torch_dtype = !rq->keep && (dequantizes || rq->mode == AMN_MODE_CONVERT)
+                           ? torch_dtype_name(rq->out)
+                           : NULL,
+        .drop_quant = true,
+    };
+    cli_folder_args(a, &fr); /* checked by cmd_remember */
+    cli_folder_result res;
+    amn_error err = {0};
+    int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
+    cli_progress_end(&prog);
+    *seconds = cli_now() - in->t0;
+    if (rc) return cli_fail(&err);
+    *st = res.st;
+    if (a->json)
+        print_json(a, rq->convert, in->m, in->p, rq->target, output, rq->out, st, &res, *seconds);
+    else if (!a->quiet)
+        printf("  %zu of %zu shard%s, %zu other file%s copied%s\n", res.shards, res.total_shards,
+               res.total_shards == 1 ? "" : "s", res.copied, res.copied == 1 ? "" : "s",
+               res.config ? ", config.json rewritten" : "");
     return EXIT_OK;
 }
 
@@ -219,15 +274,31 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     amn_plan_summary s;
     amn_plan_summarize(in.p, rq.out, &s);
     char outbuf[4096];
-    const char *output =
-        a->output ? a->output : default_output(a, &rq, &in, &s, outbuf, sizeof outbuf);
+    const bool folder = cli_folder_wanted(a, in.path, in.resolved);
+    const char *output = NULL, *bad_arg = cli_folder_args(a, NULL);
+    if (folder) {
+        char tag[16];
+        snprintf(tag, sizeof tag, "%s", amn_dtype_name(rq.out));
+        for (char *c = tag; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+        output = cli_folder_output(a, in.resolved, tag, outbuf, sizeof outbuf) ? outbuf : NULL;
+    } else {
+        output = a->output ? a->output : default_output(a, &rq, &in, &s, outbuf, sizeof outbuf);
+    }
     amn_convert_stats st;
     double seconds = 0;
     if (!output) {
         rc = cli_usage_fail(a->command, "output path too long; pass -o");
+    } else if (bad_arg) {
+        rc = cli_usage_fail(a->command, bad_arg);
+    } else if (!folder && (a->only_shards || a->write_index)) {
+        rc = cli_usage_fail(a->command, "--only-shards and --write-index write a model folder");
+    } else if (folder && strcmp(rq.target, "safetensors") != 0) {
+        rc = cli_usage_fail(a->command,
+                            "a model folder is written as safetensors (--to safetensors)");
     } else {
         announce(a, &rq, output, &s);
-        rc = run(ctx, a, &rq, &in, output, &st, &seconds);
+        rc = folder ? run_folder(ctx, a, &rq, &in, output, s.groups > 0, &st, &seconds)
+                    : run(ctx, a, &rq, &in, output, &st, &seconds);
     }
     cli_input_free(&in);
     if (!rc) print_report(a, &rq, &st, seconds);

@@ -13,8 +13,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-
-#define CONFIG_MAX (4u << 20)
+#include "folder.h"
 
 bool cli_is_encode_target(const amn_ctx *ctx, const char *to) {
     return to && amn_ctx_find_encoder(ctx, to) != NULL;
@@ -99,6 +98,12 @@ static void dir_of(const char *path, char *buf, size_t size) {
         snprintf(buf, size, "%.*s", (int)(slash - path), path);
 }
 
+static bool names_folder(const char *path) {
+    struct stat st;
+    const size_t n = strlen(path);
+    return (n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
 /* config.json of the input's folder with quantization_config replaced,
  * written beside the output. Returns a note for the report, or NULL. */
 static const char *write_config(const char *input, const char *output, const char *qc, bool force,
@@ -117,28 +122,15 @@ static const char *write_config(const char *input, const char *output, const cha
                  "(use -o in another folder)");
         return note;
     }
-    if (st.st_size > CONFIG_MAX) {
-        snprintf(note, note_size, "config.json not written: %s is too large", src);
-        return note;
-    }
     if (!force && stat(dst, &st) == 0) {
         snprintf(note, note_size, "config.json not written: %s exists (use --force)", dst);
         return note;
     }
-    json_object *root = json_object_from_file(src);
-    json_object *q = json_tokener_parse(qc);
-    if (!root || !json_object_is_type(root, json_type_object) || !q) {
-        json_object_put(root);
-        json_object_put(q);
-        snprintf(note, note_size, "config.json not written: %s is not a JSON object", src);
-        return note;
-    }
-    json_object_object_add(root, "quantization_config", q);
-    if (json_object_to_file_ext(dst, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED))
-        snprintf(note, note_size, "config.json not written: %s: %s", dst, strerror(errno));
+    amn_error err = {0};
+    if (cli_config_rewrite(src, dst, qc, NULL, false, true, &err))
+        snprintf(note, note_size, "config.json not written: %s", err.msg);
     else
         snprintf(note, note_size, "wrote %s with its quantization_config", dst);
-    json_object_put(root);
     return note;
 }
 
@@ -176,13 +168,15 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block)
         }
         *block = v;
     }
+    const char *bad = cli_folder_args(a, NULL);
+    if (bad) return cli_usage_fail(a->command, bad);
     return EXIT_OK;
 }
 
 /* Encode to the target's container; *qc gets the encoder's quantization_config (the
  * caller frees it). An exit code. */
 static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const char *output,
-               uint64_t block, amn_convert_stats *st, char **qc) {
+               bool folder, uint64_t block, amn_convert_stats *st, char **qc) {
     const amn_encode_options eo = {.struct_size = sizeof eo,
                                    .target = a->to,
                                    .block_size = block,
@@ -197,8 +191,22 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
                              .encode = &eo,
                              .keep = a->keep,
                              .n_keep = a->n_keep,
-                             .quant_config = qc};
+                             .quant_config = qc,
+                             .no_sync = a->no_sync};
     amn_error err = {0};
+    if (folder) { /* folder_out.c */
+        cli_folder_result res;
+        char in_dir[4096];
+        cli_folder_req fr = {
+            .base = o,
+            .out_dir = output,
+            .in_dir = cli_folder_input_dir(in->path, in->resolved, in_dir, sizeof in_dir),
+            .forget = true};
+        cli_folder_args(a, &fr); /* checked by parse_request */
+        int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
+        *st = res.st;
+        return rc ? cli_fail(&err) : EXIT_OK;
+    }
     return amn_convert(ctx, in->m, in->p, &o, st, &err) ? cli_fail(&err) : EXIT_OK;
 }
 
@@ -243,9 +251,21 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     cli_input in;
     if ((rc = cli_input_open(ctx, a, cli_limits(a), &in))) return rc;
     char outbuf[4096];
-    const char *output = a->output;
-    if (!output && !cli_default_output(a->input, in.resolved, a->to,
-                                       cli_encode_container(ctx, a->to), outbuf, sizeof outbuf)) {
+    /* A model folder holds safetensors shards; a GGUF file type is one file. */
+    const char *container = cli_encode_container(ctx, a->to);
+    const bool one_file = strcmp(container, "safetensors") != 0;
+    const bool folder = cli_folder_wanted(a, in.path, in.resolved);
+    if (one_file && a->output && names_folder(a->output)) {
+        fprintf(stderr, "amn forget: %s writes one %s file: -o %s names a folder\n", a->to,
+                container, a->output);
+        cli_input_free(&in);
+        return EXIT_USAGE;
+    }
+    const bool to_folder = folder && !one_file;
+    const char *output = to_folder ? NULL : a->output;
+    if (to_folder ? !cli_folder_output(a, in.resolved, a->to, outbuf, sizeof outbuf)
+                  : !output && !cli_default_output(a->input, in.resolved, a->to, container, outbuf,
+                                                   sizeof outbuf)) {
         fprintf(stderr, "amn: output path too long; pass -o\n");
         cli_input_free(&in);
         return EXIT_USAGE;
@@ -259,11 +279,12 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     }
     amn_convert_stats st;
     char *qc = NULL;
-    rc = run(ctx, a, &in, output, block, &st, &qc);
+    rc = run(ctx, a, &in, output, to_folder, block, &st, &qc);
     cli_input_free(&in);
     if (rc) return rc;
     char note_buf[PATH_MAX + 128];
-    const char *note = write_config(in.path, output, qc, a->force, note_buf, sizeof note_buf);
+    const char *note =
+        to_folder ? NULL : write_config(in.path, output, qc, a->force, note_buf, sizeof note_buf);
     free(qc);
     print_report(a, output, &st, note, cli_now() - in.t0);
     return EXIT_OK;

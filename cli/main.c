@@ -32,6 +32,9 @@ static const char usage_main[] =
     "probing, and the limits below. remember and convert show progress on a\n"
     "terminal; --quiet silences it and the summary, --progress prints plain\n"
     "progress lines (for logs); --no-sync skips the fsyncs of the output.\n"
+    "A model folder in (or -o DIR/) makes remember, convert and forget write a\n"
+    "model folder: shards of at most --shard-size SIZE (default 5GB), index,\n"
+    "config.json edited, other files copied.\n"
     "\n" CLI_LIMITS_HELP "\n"
     "amn COMMAND --help shows one command; amn --version the version; man amn.\n";
 
@@ -53,15 +56,22 @@ static const struct {
      "and the others still run; the exit code is that of the first failure.\n"},
     {"remember", "dequantize",
      "usage: amn remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
-     "                    [--json] [--quiet | --progress] [--no-sync] [--max-... LIMIT]\n"
+     "                    [--json] [--quiet | --progress] [--no-sync] [--shard-size SIZE]\n"
+     "                    [--only-shards K[-L]] [--write-index] [--max-... LIMIT]\n"
      "Write FILE as safetensors with every quantized weight dequantized to --to\n"
      "(default bf16); other tensors are copied unchanged. Without -o the output is\n"
      "<stem>-<dtype>.safetensors next to FILE. An existing output is kept unless\n"
-     "--force; the input is never overwritten.\n"},
+     "--force; the input is never overwritten.\n"
+     "A model folder (or its index) as FILE, or -o DIR/, writes a model folder:\n"
+     "shards of at most --shard-size SIZE (default 5GB, 0 = one file) with their\n"
+     "index, config.json without quantization_config, the other files copied.\n"
+     "Across machines: --only-shards K[-L] writes just those shards into the\n"
+     "folder, --write-index the index, config.json and the other files.\n"},
     {"convert", NULL,
      "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32|keep] [-o OUT] [--force]\n"
      "                   [--threads N] [--opt KEY=VALUE]... [--gguf-kv KEY=VALUE]...\n"
-     "                   [--gguf-metadata FILE]\n"
+     "                   [--gguf-metadata FILE] [--shard-size SIZE] [--only-shards K[-L]]\n"
+     "                   [--write-index]\n"
      "Convert FILE to TARGET (a format name such as safetensors or gguf; bf16 means\n"
      "safetensors). Quantized weights are dequantized and every floating tensor is\n"
      "cast to --out-dtype (default bf16); integer and bool tensors are copied.\n"
@@ -69,7 +79,8 @@ static const struct {
      "lists each writer's options; any other key is an error). --gguf-kv KEY=VALUE\n"
      "is --opt kv=KEY=VALUE and --gguf-metadata FILE is --opt metadata=FILE.\n"
      "--out-dtype keep keeps every tensor's dtype (quantized weights become bf16);\n"
-     "conversions from or to npz and pth keep dtypes unless --out-dtype is given.\n"},
+     "conversions from or to npz and pth keep dtypes unless --out-dtype is given.\n"
+     "A model folder as FILE, or -o DIR/, writes a model folder (see remember).\n"},
     {"plugins", NULL,
      "usage: amn plugins [--json]\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"
@@ -83,7 +94,9 @@ static const struct {
      "keeps more; --block-size (4-bit: a power of two from 32 to 4096, default 64).\n"
      "Quantized inputs are dequantized first. When FILE's folder has config.json, one\n"
      "with quantization_config is written beside the output. `amn convert FILE --to\n"
-     "bnb-nf4` is the same.\n"
+     "bnb-nf4` is the same. A model folder as FILE, or -o DIR/, writes a model\n"
+     "folder (shards of at most --shard-size SIZE, config.json with the\n"
+     "quantization_config, the other files copied).\n"
      "A GGUF input with --to one of llama-quantize's file types (Q4_0 Q4_1 Q5_0 Q5_1\n"
      "Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS\n"
      "IQ3_S IQ3_M TQ1_0 TQ2_0 MXFP4_MOE Q1_0 Q2_0 F16 BF16 F32, any case) writes the\n"
@@ -238,6 +251,14 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
         } else if (strcmp(s, "--block-size") == 0) {
             NEED_VALUE();
             a->block_size = next;
+        } else if (strcmp(s, "--shard-size") == 0) {
+            NEED_VALUE();
+            a->shard_size = next;
+        } else if (strcmp(s, "--only-shards") == 0) {
+            NEED_VALUE();
+            a->only_shards = next;
+        } else if (strcmp(s, "--write-index") == 0) {
+            a->write_index = true;
         } else if (strcmp(s, "--threads") == 0) {
             NEED_VALUE();
             char *end;

@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "folder.h"
 
 static const int handled[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 
 static void on_signal(int sig) {
     amn_sink_unlink_pending();
+    cli_folder_on_signal();
     cli_progress_on_signal();
     /* SA_RESETHAND restored the default action and SA_NODEFER left the
      * signal unblocked: raising it again ends the process by it. */

@@ -30,11 +30,11 @@ _amn() {
     "") opts="--plugin-dir --help --version" ;;
     parse) opts="--json --full --from --help $limits" ;;
     inspect | info) opts="--json --full --to --from --help $limits" ;;
-    remember | dequantize) opts="--to -o --output --force --threads --from --json --quiet --progress --no-sync --help $limits" ;;
-    convert) opts="--to --out-dtype -o --output --force --threads --opt --gguf-kv --gguf-metadata --from --json --quiet --progress --no-sync --help $limits" ;;
+    remember | dequantize) opts="--to -o --output --force --threads --shard-size --only-shards --write-index --from --json --quiet --progress --no-sync --help $limits" ;;
+    convert) opts="--to --out-dtype -o --output --force --threads --shard-size --only-shards --write-index --opt --gguf-kv --gguf-metadata --from --json --quiet --progress --no-sync --help $limits" ;;
     plugins) opts="--json --help" ;;
     scan) opts="--json --from --help" ;;
-    forget | quantize) opts="--to --block-size --keep --pure --output-tensor-type --token-embedding-type --leave-output-tensor --tensor-type --allow-requantize -o --output --force --threads --from --json --quiet --progress --no-sync --help $limits" ;;
+    forget | quantize) opts="--to --block-size --keep --pure --output-tensor-type --token-embedding-type --leave-output-tensor --tensor-type --allow-requantize -o --output --force --threads --shard-size --only-shards --write-index --from --json --quiet --progress --no-sync --help $limits" ;;
     esac
     case $prev in
     --plugin-dir)
@@ -53,7 +53,7 @@ _amn() {
         COMPREPLY=($("$prog" plugins 2>/dev/null | awk '$1 == "format" && /read/ { print $2 }' | grep -- "^$cur")); return ;;
     -o | --output | --gguf-metadata)
         COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
-    --threads | --opt | --gguf-kv | --block-size | --keep | --tensor-type | --max-*) COMPREPLY=(); return ;;
+    --threads | --opt | --gguf-kv | --block-size | --keep | --tensor-type | --shard-size | --only-shards | --max-*) COMPREPLY=(); return ;;
     esac
     if [ -z "$cmd" ] && [[ $cur != -* ]]; then
         COMPREPLY=($(compgen -W "$commands" -- "$cur")); return

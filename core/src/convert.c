@@ -794,6 +794,15 @@ static int check_storable(const conv *c, amn_error *err) {
     return AMN_OK;
 }
 
+/* Keep the outputs the caller selected (a shard of a model folder). */
+static void select_outputs(conv *c) {
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_out; i++)
+        if (c->o->select(c->o->select_user, c->entries[i].out.name))
+            c->entries[k++] = c->entries[i];
+    c->n_out = k;
+}
+
 /* The list of outputs (encoder outputs in place of what they encode), then
  * the writer's options, which may come from the encoder. */
 static int plan_outputs(const amn_ctx *ctx, conv *c, amn_error *err) {
@@ -804,6 +813,7 @@ static int plan_outputs(const amn_ctx *ctx, conv *c, amn_error *err) {
     if (!rc)
         rc = writer_options(c->f, c->o, &c->run, &c->opt_keys, &c->opt_values, &c->n_options, err);
     if (!rc) rc = check_storable(c, err);
+    if (!rc && c->o->select) select_outputs(c);
     return rc;
 }
 
@@ -981,6 +991,19 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     conv_free(&c);
     amni_input_thread_release(); /* the workers' went with them */
     if (!rc && stats) *stats = c.st;
+    return rc;
+}
+
+int amn_convert_outputs(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
+                        const amn_convert_options *o, amn_output_fn fn, void *user,
+                        amn_error *err) {
+    amn_convert_options lo = *o;
+    if (!lo.output) lo.output = "";
+    conv c = {.m = m, .p = p, .o = &lo};
+    int rc = check_target(ctx, &c, err);
+    if (!rc) rc = plan_outputs(ctx, &c, err);
+    for (size_t k = 0; !rc && k < c.n_out; k++) fn(user, &c.entries[k].out);
+    conv_free(&c);
     return rc;
 }
 

@@ -15,6 +15,7 @@
 
 #include "pickle_vm.h"
 #include "pth_scan.h"
+#include "pth_shards.h"
 #include "pth_writer.h"
 #include "amn/kit/zip_reader.h"
 
@@ -49,6 +50,11 @@ static bool is_raw_pickle(const amn_probe_data *pd) {
 }
 
 static int pth_probe(const amn_probe_data *pd) {
+    /* A sharded checkpoint: its index, or the folder holding it (above the
+     * safetensors plugin's "possible" for any folder). */
+    if (pd->is_directory) return pth_is_sharded_dir(pd->path) ? AMN_PROBE_LIKELY : AMN_PROBE_NONE;
+    if (pth_is_index_path(pd->path) && pd->head_size > 0 && pd->head[0] == '{')
+        return AMN_PROBE_LIKELY + 10;
     if (pth_is_legacy(pd->head, pd->head_size)) return AMN_PROBE_LIKELY;
     if (is_raw_pickle(pd)) return AMN_PROBE_POSSIBLE;
     zip_probe z;
@@ -560,8 +566,8 @@ static int load(pth_ctx *c, const char *path) {
     return rc;
 }
 
-static int run(const amn_source *src, const uint8_t *map, const char *path, const amn_limits *lim,
-               amn_model **out, amn_error *err) {
+int pth_run(const amn_source *src, const uint8_t *map, const char *path, const amn_limits *lim,
+            amn_model **out, amn_error *err) {
     *out = NULL;
     uint8_t head[LEGACY_HEAD];
     size_t got = 0;
@@ -616,21 +622,25 @@ static int run(const amn_source *src, const uint8_t *map, const char *path, cons
 
 static int pth_open(const amn_open_args *a, amn_model **out, amn_error *err) {
     *out = NULL;
+    if (pth_is_index_path(a->path) || (!a->map && pth_is_sharded_dir(a->path)))
+        return pth_open_sharded(a->path, false, a->limits, out, err);
     if (!a->map) return amn_error_set(err, AMN_E_INVALID, "pth: a directory is not a checkpoint");
     zip_memsrc ms;
     zip_memsrc_init(&ms, amn_map_data(a->map), amn_map_size(a->map), a->path);
-    return run(&ms.src, amn_map_data(a->map), a->path, a->limits, out, err);
+    return pth_run(&ms.src, amn_map_data(a->map), a->path, a->limits, out, err);
 }
 
 static int pth_inspect(const amn_inspect_args *a, amn_model **out, amn_error *err) {
-    return run(a->src, NULL, a->path ? a->path : a->src->name, a->limits, out, err);
+    if (!a->src || pth_is_index_path(a->path))
+        return pth_open_sharded(a->path, true, a->limits, out, err);
+    return pth_run(a->src, NULL, a->path ? a->path : a->src->name, a->limits, out, err);
 }
 
 static const amn_format pth_format = {
     .struct_size = sizeof(amn_format),
     .name = "pth",
     .description = "PyTorch checkpoint (torch.save ZIP)",
-    .extensions = "pth,pt,bin,ckpt",
+    .extensions = "pth,pt,bin,ckpt,json",
     .probe = pth_probe,
     .open = pth_open,
     .inspect = pth_inspect,

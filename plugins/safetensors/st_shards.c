@@ -1,6 +1,7 @@
 /* Sharded models: a model.safetensors.index.json whose weight_map names the
  * shard of every tensor, or a directory of shards. Either opens as one model. */
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "amn/kit/json_file.h"
+#include "amn/kit/shard_path.h"
 #include "st_internal.h"
 
 #define INDEX_SUFFIX ".safetensors.index.json"
@@ -24,15 +26,34 @@ bool st_is_index_path(const char *path) {
 
 /* A shard name from an index must stay inside the index's directory. */
 static bool safe_shard_name(const char *s) {
-    return *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 &&
-           ends_with(s, ".safetensors");
+    return amn_kit_shard_name_ok(s, ".safetensors");
 }
+
+static int add_shard_file(const char *path, bool header_only, const amn_limits *lim, amn_model *m,
+                          amn_error *err);
 
 static int add_shard(const char *dir, const char *file, bool header_only, const amn_limits *lim,
                      amn_model *m, amn_error *err) {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path)
         return amn_error_set(err, AMN_E_INVALID, "%s/%s: path too long", dir, file);
+    int rc = amn_kit_check_shard(dir, file, err);
+    if (rc) return rc;
+    rc = add_shard_file(path, header_only, lim, m, err);
+    /* The model refuses a second tensor of a name: say it is two shards'. */
+    static const char dup[] = "duplicate tensor name ";
+    if (rc == AMN_E_PARSE && err && strncmp(err->msg, dup, sizeof dup - 1) == 0) {
+        char name[256];
+        snprintf(name, sizeof name, "%s", err->msg + sizeof dup - 1);
+        rc = amn_error_set(err, AMN_E_PARSE,
+                           "%s: tensor %s is in two shards (%s and an earlier one)", dir, name,
+                           file);
+    }
+    return rc;
+}
+
+static int add_shard_file(const char *path, bool header_only, const amn_limits *lim, amn_model *m,
+                          amn_error *err) {
     int rc;
     if (header_only) {
         amn_source src;
@@ -80,8 +101,10 @@ static int open_index(const char *path, bool header_only, const amn_limits *lim,
     json_object_object_foreach(map, name, file) {
         if (!json_object_is_type(file, json_type_string) ||
             !safe_shard_name(json_object_get_string(file))) {
-            rc = amn_error_set(err, AMN_E_PARSE, "%s: weight_map entry %s names a bad shard", path,
-                               name);
+            rc = amn_error_set(err, AMN_E_PARSE,
+                               "%s: weight_map entry %s names a bad shard (not a .safetensors "
+                               "file inside the model folder)",
+                               path, name);
             break;
         }
         const char *f = json_object_get_string(file);

@@ -302,6 +302,74 @@ static void write_shard(const char *name, const char *tensor, float v) {
     assert_int_equal(amn_test_write_st(tmp(name), header, data, 8), 0);
 }
 
+/* Indexes naming shards that are missing, outside the folder (by name or by
+ * a symlink), or holding a tensor another shard holds: parse errors with
+ * words that say which, through the index and the folder. */
+static void bad_shard_indexes(const char *dir) {
+    static const amn_test_words words[] = {
+        {"missing", "shard model-00003-of-00003.safetensors does not exist"},
+        {"parent", "names a bad shard (not a .safetensors file inside the model folder)"},
+        {"absolute", "names a bad shard (not a .safetensors file inside the model folder)"},
+        {"symlink out", "is a symlink leading outside the model folder"},
+        {"two shards", "tensor b.weight is in two shards"},
+    };
+    static const struct {
+        const char *what, *map;
+    } cases[] = {
+        {"missing", "\"a.weight\":\"model-00003-of-00003.safetensors\""},
+        {"parent", "\"a.weight\":\"../model-00001-of-00002.safetensors\""},
+        {"absolute", "\"a.weight\":\"/tmp/x.safetensors\""},
+        {"symlink out", "\"a.weight\":\"out.safetensors\""},
+        {"two shards", "\"a.weight\":\"model-00001-of-00002.safetensors\","
+                       "\"b.weight\":\"model-00002-of-00002.safetensors\","
+                       "\"c.weight\":\"dup.safetensors\""},
+    };
+    write_shard("outside.safetensors", "a.weight", 1.0f);
+    char link[1024];
+    snprintf(link, sizeof link, "%s/out.safetensors", dir);
+    assert_int_equal(symlink("../outside.safetensors", link), 0);
+    write_shard("shards/dup.safetensors", "b.weight", 5.0f);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        for (int via_dir = 0; via_dir < 2; via_dir++) {
+            FILE *f = fopen(tmp("shards/model.safetensors.index.json"), "w");
+            fprintf(f, "{\"weight_map\":{%s}}", cases[i].map);
+            fclose(f);
+            amn_model *m = NULL;
+            amn_error err = {0};
+            const char *path = via_dir ? dir : tmp("shards/model.safetensors.index.json");
+            assert_int_equal(amn_open(ctx, path, NULL, NULL, &m, &err), AMN_E_PARSE);
+            amn_test_expect_words(words, sizeof words / sizeof *words, cases[i].what, err.msg);
+            assert_int_equal(amn_inspect(ctx, path, NULL, NULL, &m, &err), AMN_E_PARSE);
+            amn_test_expect_words(words, sizeof words / sizeof *words, cases[i].what, err.msg);
+        }
+    }
+    /* A symlink inside the folder is fine; so is a Hugging Face cache
+     * snapshot's link to its repository's blobs. */
+    unlink(link);
+    unlink(tmp("shards/dup.safetensors"));
+    assert_int_equal(symlink("model-00001-of-00002.safetensors", link), 0);
+    FILE *f = fopen(tmp("shards/model.safetensors.index.json"), "w");
+    fputs("{\"weight_map\":{\"a.weight\":\"out.safetensors\"}}", f);
+    fclose(f);
+    amn_model *m = NULL;
+    amn_error err = {0};
+    assert_int_equal(
+        amn_open(ctx, tmp("shards/model.safetensors.index.json"), NULL, NULL, &m, &err), AMN_OK);
+    amn_model_free(m);
+    unlink(link);
+    unlink(tmp("shards/model.safetensors.index.json"));
+    mkdir(tmp("models--o--m"), 0755);
+    mkdir(tmp("models--o--m/blobs"), 0755);
+    mkdir(tmp("models--o--m/snapshots"), 0755);
+    mkdir(tmp("models--o--m/snapshots/rev"), 0755);
+    write_shard("models--o--m/blobs/0123abcd", "a.weight", 1.0f);
+    assert_int_equal(
+        symlink("../../blobs/0123abcd", tmp("models--o--m/snapshots/rev/model.safetensors")), 0);
+    assert_int_equal(amn_open(ctx, tmp("models--o--m/snapshots/rev"), NULL, NULL, &m, &err),
+                     AMN_OK);
+    amn_model_free(m);
+}
+
 static void sharded_models(void **state) {
     (void)state;
     char dir[512];
@@ -379,7 +447,9 @@ static void sharded_models(void **state) {
     unlink(tmp("shards/model.safetensors.index.json"));
     write_shard("shards/model-00002-of-00002.safetensors", "a.weight", 3.0f);
     assert_int_equal(amn_open(ctx, dir, NULL, NULL, &m, &err), AMN_E_PARSE);
-    assert_non_null(strstr(err.msg, "duplicate tensor name a.weight"));
+    assert_non_null(strstr(err.msg, "tensor a.weight is in two shards"));
+    write_shard("shards/model-00002-of-00002.safetensors", "b.weight", 2.0f);
+    bad_shard_indexes(dir);
 }
 
 /* F32 -> BF16 through the whole pipeline, checked against the BF16 golden

@@ -135,6 +135,11 @@ typedef struct amn_convert_options {
     size_t n_keep;
     char **quant_config; /* if not NULL: the encoder's quantization_config JSON
                             (malloc'd, the caller frees), or NULL */
+    /* When set, only the outputs select(select_user, name) keeps are written
+     * (one shard of a model folder); the plan and the encoder still see the
+     * whole model, so each output's bytes do not depend on the selection. */
+    bool (*select)(void *user, const char *name);
+    void *select_user;
 } amn_convert_options;
 
 typedef struct amn_convert_stats {
@@ -158,6 +163,14 @@ AMN_API const amn_scheme *amn_ctx_find_encoder(const amn_ctx *ctx, const char *t
  * signal handler can remove with amn_sink_unlink_pending). */
 AMN_API int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *plan,
                         const amn_convert_options *opts, amn_convert_stats *stats, amn_error *err);
+
+/* The outputs amn_convert would write for opts (its `output` need not be
+ * set and nothing is written), in the model's order, with their sizes:
+ * fn(user, t) for each; t is valid during the call. */
+typedef void (*amn_output_fn)(void *user, const amn_out_tensor *t);
+AMN_API int amn_convert_outputs(const amn_ctx *ctx, const amn_model *m, const amn_plan *plan,
+                                const amn_convert_options *opts, amn_output_fn fn, void *user,
+                                amn_error *err);
 
 /* The (input format x target) matrix the registry supports: reader formats x
  * writer formats; a cell reason is NULL when feasible. */

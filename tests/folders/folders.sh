@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Model folders out: small sharded BF16, GPTQ, AWQ and FP8 folders (made by
+# folders.py) remembered into folders with --shard-size; folders.py checks
+# the shard split, names, index text, config.json edits, the copies and every
+# tensor bit-exact against the single-file output. Also: -o DIR/ from one
+# file, an existing target kept without --force and replaced with it, the
+# input never replaced, a failed run leaving nothing, forget into a folder.
+set -uo pipefail
+build=$1 src=$2
+amn=$(cd "$build" && pwd)/bin/amn
+py=/usr/bin/python3
+gen=$src/tests/folders/folders.py
+for p in safetensors gptq awq fp8; do
+  "$amn" plugins | grep -Eq "(format|scheme) $p " ||
+    { echo "SKIP: needs the $p plugin, not built"; exit 77; }
+done
+"$py" -c "import numpy" 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no numpy"; exit 77; }
+work=$(mktemp -d /tmp/amn-folders.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fails=0 passes=0
+ok() { passes=$((passes + 1)); }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+run() { # run DESCRIPTION EXPECTED_RC COMMAND... (output in $work/out)
+  local what=$1 want=$2
+  shift 2
+  "$@" >"$work/out" 2>&1
+  local rc=$?
+  [ "$rc" -eq "$want" ] && ok || { fail "$what: exit $rc, wanted $want"; sed 's/^/    /' "$work/out"; }
+}
+has() { grep -q -- "$2" "$work/out" && ok || { fail "$1: no '$2' in:"; sed 's/^/    /' "$work/out"; }; }
+no_temporaries() { # nothing named .*.amn-* left in $1
+  local left
+  left=$(find "$1" -maxdepth 1 -name '.*amn-*')
+  [ -z "$left" ] && ok || fail "$2: temporaries left: $left"
+}
+
+"$py" "$gen" make "$work/in" || { echo "FAIL: folders.py make"; exit 1; }
+declare -A sizes=([plain]="5KB default" [gptq]="5KB 12000" [awq]="5KB" [fp8]="5KB 0")
+declare -A dtype=([plain]=keep [gptq]=bfloat16 [awq]=bfloat16 [fp8]=bfloat16)
+for k in plain gptq awq fp8; do
+  run "$k single file" 0 "$amn" remember --no-sync "$work/in/$k" -o "$work/$k.safetensors" -q
+  for size in ${sizes[$k]}; do
+    opt=(--shard-size "$size") bytes=$size
+    [ "$size" = default ] && opt=() bytes=5000000000
+    [ "$size" = 5KB ] && bytes=5000
+    run "$k folder $size" 0 "$amn" remember --no-sync "$work/in/$k" -o "$work/out-$k-$size/" "${opt[@]}" -q
+    run "$k check $size" 0 "$py" "$gen" check "$work/in/$k" "$work/out-$k-$size" \
+      "$work/$k.safetensors" "$bytes" "${dtype[$k]}"
+  done
+done
+no_temporaries "$work" "remember"
+
+# A sharded PyTorch checkpoint (pytorch_model-0000K-of-00002.bin + index) as
+# one model, its folder or its index; every tensor as torch holds it.
+if "$amn" plugins | grep -q "format pth " && "$py" -c "import torch" 2>/dev/null; then
+  "$py" "$gen" make-bin "$work/in" || fail "folders.py make-bin"
+  run "bin single file" 0 "$amn" remember --no-sync "$work/in/bin" -o "$work/bin.safetensors" -q
+  run "bin folder" 0 "$amn" remember --no-sync "$work/in/bin/pytorch_model.bin.index.json" \
+    -o "$work/out-bin" --shard-size 6KB -q
+  run "bin check" 0 "$py" "$gen" check "$work/in/bin" "$work/out-bin" "$work/bin.safetensors" 6000 keep
+  "$py" - "$work/in/bin-expect.safetensors" "$work/bin.safetensors" "$src/tests/folders" <<'EOF2' \
+    && ok || fail "bin: tensors differ from torch's"
+import sys
+sys.path.insert(0, sys.argv[3])
+from folders import read_st
+want, got = read_st(sys.argv[1]), read_st(sys.argv[2])
+assert len(want) == 11 and want == got, sorted(set(want.items()) ^ set(got.items()))
+EOF2
+  # Bad indexes: a parse error saying which, before any output.
+  bad() { # bad WHAT WEIGHT_MAP_JSON WORDS
+    mkdir -p "$work/badbin" && cp "$work/in/bin/"*.bin "$work/badbin/"
+    printf '{"weight_map": {%s}}' "$2" >"$work/badbin/pytorch_model.bin.index.json"
+    run "bad bin index: $1" 1 "$amn" remember --no-sync "$work/badbin" -o "$work/badout/"
+    has "bad bin index: $1" "$3"
+    [ ! -e "$work/badout" ] && ok || fail "bad bin index: $1: output written"
+  }
+  s1=pytorch_model-00001-of-00002.bin s2=pytorch_model-00002-of-00002.bin
+  bad missing "\"a\": \"pytorch_model-00003-of-00003.bin\"" "shard pytorch_model-00003-of-00003.bin does not exist"
+  bad parent "\"a\": \"../$s1\"" "names a bad shard (not a .bin file inside the model folder)"
+  bad absolute "\"a\": \"/tmp/$s1\"" "names a bad shard"
+  cp "$work/badbin/$s2" "$work/dup.bin" && ln -sf "../dup.bin" "$work/badbin/link.bin"
+  bad symlink "\"a\": \"link.bin\"" "is a symlink leading outside the model folder"
+  cp "$work/badbin/$s2" "$work/badbin/copy.bin"
+  bad "two shards" "\"a\": \"$s2\", \"b\": \"copy.bin\"" "is in two shards"
+  bad "not held" "\"nope\": \"$s1\"" "weight_map names nope, no shard holds it"
+else
+  echo "SKIP: sharded .bin (needs the pth plugin and torch)"
+fi
+
+# Default name: <input>-bf16 beside the input, its quantization suffix gone.
+cp -r "$work/in/gptq" "$work/in/Tiny-GPTQ-Int4"
+run "default name" 0 "$amn" remember --no-sync "$work/in/Tiny-GPTQ-Int4" --to f16 --json
+has "json shards" '"shards": 1'
+has "json copies" '"files_copied": 5'
+[ -f "$work/in/Tiny-f16/model.safetensors" ] && ok || fail "default name: no $work/in/Tiny-f16"
+grep -q '"torch_dtype": "float16"' "$work/in/Tiny-f16/config.json" && ok || fail "f16 torch_dtype"
+# The index as input: the same folder.
+run "index input" 0 "$amn" remember --no-sync "$work/in/fp8/model.safetensors.index.json" -o "$work/from-index" --shard-size 5KB -q
+diff -r "$work/from-index" "$work/out-fp8-5KB" >/dev/null && ok || fail "index input differs"
+
+# An existing target is kept without --force, replaced with it.
+run "exists" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/out-plain-default" --shard-size 5KB
+has "exists message" "already exists; pass --force"
+[ -f "$work/out-plain-default/model.safetensors" ] && ok || fail "existing target changed"
+run "force" 0 "$amn" remember --no-sync "$work/in/plain" -o "$work/out-plain-default" --shard-size 5KB --force -q
+diff -r "$work/out-plain-default" "$work/out-plain-5KB" >/dev/null && ok || fail "--force: not the new folder"
+run "input kept" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/in/plain" --force
+has "input message" "would replace the input"
+run "parent kept" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/in" --force
+[ -f "$work/in/plain/config.json" ] && ok || fail "input folder touched"
+
+# -o DIR/ from a single file: the shards alone.
+run "file to folder" 0 "$amn" remember --no-sync "$work/plain.safetensors" -o "$work/single/" -q
+[ "$(ls "$work/single")" = model.safetensors ] && ok || fail "file to folder: $(ls "$work/single")"
+cmp -s "$work/single/model.safetensors" "$work/plain.safetensors" && ok || fail "file to folder bytes"
+
+# Scale-out: shards in separate processes (in any order, one at a time or as
+# a range), then the index and the other files, give the one run's bytes.
+for part in 3 1-2 6 4-5; do
+  run "only-shards $part" 0 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" \
+    --shard-size 5KB --only-shards "$part" -q
+done
+[ ! -e "$work/scaled/config.json" ] && ok || fail "only-shards wrote more than shards"
+run "write-index" 0 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --write-index -q
+diff -r "$work/scaled" "$work/out-gptq-5KB" && ok || fail "scale-out differs from one run"
+run "shard again" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --only-shards 2
+has "shard again message" "already exists; pass --force"
+run "shard past the end" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --only-shards 6-7
+has "past the end message" "the output has 6 shards"
+run "bad range" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --only-shards 2-1
+has "bad range message" "bad --only-shards"
+no_temporaries "$work/scaled" "scale-out"
+
+# Bad options: before any output.
+run "bad shard size" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/bad1" --shard-size 5XB
+has "bad shard size message" "bad --shard-size"
+run "folder needs safetensors" 2 "$amn" convert "$work/in/plain" --to npz -o "$work/bad2/"
+has "folder target message" "model folder is written as safetensors"
+[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && ok || fail "output left after a refusal"
+
+# A failed write (ENOSPC in the third shard) leaves neither target nor temporaries.
+AMN_TEST_ENOSPC_AFTER=100 run "enospc" 6 "$amn" remember --no-sync "$work/in/gptq" -o "$work/full" --shard-size 5KB
+[ ! -e "$work/full" ] && ok || fail "enospc: target left"
+no_temporaries "$work" "enospc"
+
+# Killed (SIGTERM, SIGINT) at a few points of a 48 MiB folder, on the O_TMPFILE
+# and the named path: no temporary folder or file left, and the target absent
+# or whole (the run may finish first on a fast machine).
+"$py" - "$work/big" "$src/tests/folders" <<'EOF2' || fail "big folder"
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from folders import write_st
+os.makedirs(sys.argv[1])
+for k in range(3):
+    write_st(f"{sys.argv[1]}/model-0000{k + 1}-of-00003.safetensors",
+             [(f"w{k}.{j}", "F32", (2 << 20,), bytes(8 << 20)) for j in range(2)])
+EOF2
+echo '{"torch_dtype": "float32"}' >"$work/big/config.json"
+for nt in 0 1; do
+  for sig in TERM; do
+    [ "$nt" = 1 ] && sig=INT
+    for at in 0.05 0.3; do
+      rm -rf "$work/killed"
+      AMN_NO_TMPFILE=$nt "$amn" convert --no-sync "$work/big" --to safetensors -o "$work/killed" \
+        --shard-size 20MB -q >/dev/null 2>&1 &
+      pid=$!
+      sleep "$at"
+      kill -"$sig" "$pid" 2>/dev/null
+      wait "$pid"
+      no_temporaries "$work" "killed by $sig at $at s (named: $nt)"
+      if [ -e "$work/killed" ]; then
+        [ "$(ls "$work/killed" | wc -l)" -eq 4 ] && ok || fail "killed at $at s: partial folder"
+      else ok; fi
+    done
+  done
+done
+rm -rf "$work/big" "$work/killed"
+
+# forget into a folder: quantization_config of the target, the rest copied.
+if "$amn" plugins | grep -q "encode bnb"; then
+  run "forget folder" 0 "$amn" forget --no-sync "$work/in/plain" --to bnb-nf4 -o "$work/nf4/" --shard-size 5KB
+  [ -f "$work/nf4/model.safetensors.index.json" ] && ok || fail "forget: no index"
+  "$py" - "$work/nf4" "$work/in/plain" <<'EOF' && ok || fail "forget folder contents"
+import json, os, sys
+out, src = sys.argv[1:]
+c = json.load(open(os.path.join(out, "config.json")))
+assert c["quantization_config"]["quant_method"] == "bitsandbytes", c
+assert c["torch_dtype"] == "float16", c  # forget keeps it
+assert list(c)[:4] == list(json.load(open(os.path.join(src, "config.json"))))[:4]
+for f in ("tokenizer.json", "README.md", "tokenizer.model"):
+    assert open(os.path.join(out, f), "rb").read() == open(os.path.join(src, f), "rb").read(), f
+idx = json.load(open(os.path.join(out, "model.safetensors.index.json")))
+assert any(k.endswith(".weight.absmax") for k in idx["weight_map"]), idx
+EOF
+fi
+no_temporaries "$work" "all"
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
