@@ -225,6 +225,8 @@ class ConvertOptions(Structure):
         ("keep", POINTER(c_char_p)),
         ("n_keep", c_size_t),
         ("quant_config", POINTER(c_void_p)),
+        ("select", c_void_p),  # bool (*)(void *, const char *): one shard of a folder
+        ("select_user", c_void_p),
     ]
 
 
