@@ -262,6 +262,10 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
         return EXIT_USAGE;
     }
     const bool to_folder = folder && !one_file;
+    if (!to_folder && (a->only_shards || a->write_index)) {
+        cli_input_free(&in);
+        return cli_usage_fail(a->command, "--only-shards and --write-index write a model folder");
+    }
     const char *output = to_folder ? NULL : a->output;
     if (to_folder ? !cli_folder_output(a, in.resolved, a->to, outbuf, sizeof outbuf)
                   : !output && !cli_default_output(a->input, in.resolved, a->to, container, outbuf,
@@ -271,7 +275,7 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
         return EXIT_USAGE;
     }
     if (!output) output = outbuf;
-    if (!a->json) {
+    if (!a->json && !a->quiet) {
         printf("Forgetting %s -> %s (%s", a->input, output, a->to);
         if (block) printf(", block %llu", (unsigned long long)block);
         printf(")\n");
@@ -286,6 +290,6 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     const char *note =
         to_folder ? NULL : write_config(in.path, output, qc, a->force, note_buf, sizeof note_buf);
     free(qc);
-    print_report(a, output, &st, note, cli_now() - in.t0);
+    if (!a->quiet || a->json) print_report(a, output, &st, note, cli_now() - in.t0);
     return EXIT_OK;
 }

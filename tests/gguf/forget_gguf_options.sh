@@ -161,5 +161,17 @@ head -c 8 "$work/cb.safetensors" | od -An -tu8 | grep -q '[1-9]' || fail "--to b
 # forget reads its input under the --max-* limits.
 expect_fail 4 "exceed the cap" -- forget "$model" --to Q8_0 --max-items 3 -o "$work/bad.gguf"
 
+# --quiet prints nothing (the output is still written); the folder-only
+# flags are refused when the output is one file; -o naming a folder for a
+# GGUF file type is refused before anything is written.
+"$amn" forget "$model" --to Q8_0 -o "$work/q.gguf" --quiet --no-sync >"$work/qlog" 2>&1 ||
+    fail "forget --quiet"
+[ -s "$work/qlog" ] && { fail "forget --quiet printed:"; cat "$work/qlog"; }
+[ -s "$work/q.gguf" ] || fail "forget --quiet wrote nothing"
+expect_fail 2 "write a model folder" -- forget "$model" --to Q8_0 --only-shards 1 -o "$work/os.gguf"
+mkdir "$work/dir"
+expect_fail 2 "writes one gguf file" "names a folder" -- forget "$model" --to Q8_0 -o "$work/dir/"
+[ -z "$(ls -A "$work/dir")" ] || fail "forget -o DIR/ left files"
+
 [ $fails -eq 0 ] && echo "forget gguf options: all passed"
 exit $((fails > 0))
