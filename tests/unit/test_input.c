@@ -257,5 +257,5 @@ int main(void) {
         cmocka_unit_test(test_fetch),
         cmocka_unit_test(test_truncated),
     };
-    return amn_test_exit(cmocka_run_group_tests(tests, setup, teardown));
+    return cmocka_run_group_tests(tests, setup, teardown);
 }
