@@ -15,6 +15,10 @@
 # and ns per quantized element (best wall time / elements of the tensors
 # the file type quantizes, read back from the output with amn parse --json)
 # and the output's SHA-256 (identical at any thread count: compare THREADS=1).
+# With LLAMA_QUANTIZE=/path/to/llama-quantize, each round also runs
+#   llama-quantize MODEL OUT TYPE T
+# right after amn (same rounds, same input), prints its best and median and
+# amn's speed ratio, and checks that both outputs are the same bytes.
 set -eu
 B=${1:?usage: gguf_forget_bench.sh BUILD_DIR [DIR]}
 D=${2:-/tmp/amn-forget-bench}
@@ -35,7 +39,8 @@ kv = [("general.architecture", 8, "llama"), ("general.name", 8, "bench"),
       ("llama.block_count", 4, L), ("llama.context_length", 4, 4096),
       ("llama.embedding_length", 4, E), ("llama.feed_forward_length", 4, F),
       ("llama.attention.head_count", 4, H), ("llama.attention.head_count_kv", 4, HKV),
-      ("llama.rope.dimension_count", 4, E // H), ("general.file_type", 4, 1)]
+      ("llama.rope.dimension_count", 4, E // H),
+      ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5), ("general.file_type", 4, 1)]
 kvd = E // H * HKV
 ts = [("token_embd.weight", [E, V], 1), ("output_norm.weight", [E], 0), ("output.weight", [E, V], 1)]
 for i in range(L):
@@ -47,7 +52,8 @@ for i in range(L):
            (p + "ffn_down.weight", [F, E], 1)]
 head = b"GGUF" + struct.pack("<IQQ", 3, len(ts), len(kv))
 for k, t, v in kv:
-    head += s(k) + struct.pack("<I", t) + (s(v) if t == 8 else struct.pack("<I", v))
+    val = s(v) if t == 8 else struct.pack("<f", v) if t == 6 else struct.pack("<I", v)
+    head += s(k) + struct.pack("<I", t) + val
 off, sizes = 0, []
 for n, ne, t in ts:
     nb = int(np.prod(ne)) * (4 if t == 0 else 2)
@@ -84,6 +90,13 @@ for ty in $TYPES; do
         if [ -z "$best" ] || [ "$(echo "$w < $best" | bc)" = 1 ]; then
             best=$w bcpu=$(echo "$u + $s" | bc)
         fi
+        if [ -n "${LLAMA_QUANTIZE:-}" ]; then
+            /usr/bin/time -f "%e" -o "$D/time" "$LLAMA_QUANTIZE" "$M" "$D/lq-$ty.gguf" "$ty" "$T" \
+                >"$D/lq.log" 2>&1 || { cat "$D/lq.log"; exit 1; }
+            read -r lw <"$D/time"
+            ltimes="${ltimes:-} $lw"
+            if [ -z "${lbest:-}" ] || [ "$(echo "$lw < $lbest" | bc)" = 1 ]; then lbest=$lw; fi
+        fi
         i=$((i + 1))
     done
     med=$(echo "$times" | tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
@@ -97,7 +110,16 @@ for t in d["tensors"]:
         for x in t["shape"]: p *= x
         n += p
 print(n)')
-    ns=$(echo "scale=2; $best * 1000000000 / $elems" | bc)
+    ns=n/a # a plain file type (F16, BF16, F32) quantizes nothing
+    [ "$elems" -gt 0 ] && ns=$(echo "scale=2; $best * 1000000000 / $elems" | bc)
     sha=$(sha256sum "$out" | cut -c1-16)
     echo "$ty: best ${best} s (median ${med} s, CPU ${bcpu} s), $elems quantized elements, ${ns} ns/element, sha256 $sha"
+    if [ -n "${LLAMA_QUANTIZE:-}" ]; then
+        lmed=$(echo "$ltimes" | tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+        same=different
+        cmp -s "$out" "$D/lq-$ty.gguf" && same=identical
+        echo "$ty: llama-quantize best ${lbest} s (median ${lmed} s); amn $(echo "scale=2; $lbest / $best" | bc)x its speed; outputs $same"
+        [ $same = identical ] || exit 1
+    fi
+    ltimes="" lbest=""
 done
