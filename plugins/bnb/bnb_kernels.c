@@ -26,7 +26,7 @@ void bnb4_dequant(const bnb4_layout *l, uint64_t e0, uint64_t count, amn_dtype o
         const float s = bnb4_block_scale(l, b);
         uint64_t i = e;
         if (i & 1) { /* a low nibble first: the vector path takes whole bytes */
-            bnb_store1(l->codebook[nibble_at(l->weight, i)] * s, out, d + (i - e0) * es);
+            qs_store1(l->codebook[nibble_at(l->weight, i)] * s, out, d + (i - e0) * es);
             i++;
         }
         const uint64_t pairs = (bend - i) / 2;
@@ -39,7 +39,7 @@ void bnb4_dequant(const bnb4_layout *l, uint64_t e0, uint64_t count, amn_dtype o
             i += 2 * pairs;
         }
         for (; i < bend; i++)
-            bnb_store1(l->codebook[nibble_at(l->weight, i)] * s, out, d + (i - e0) * es);
+            qs_store1(l->codebook[nibble_at(l->weight, i)] * s, out, d + (i - e0) * es);
         e = bend;
     }
 }
@@ -65,7 +65,7 @@ void bnb8_dequant_rows(const bnb8_layout *l, uint64_t row0, uint64_t nrows, amn_
         }
         for (uint64_t k = 0; k < l->cols; k++) {
             const float p = (float)w[k] * s;
-            bnb_store1(p * c, out, d + k * es);
+            qs_store1(p * c, out, d + k * es);
         }
     }
 }

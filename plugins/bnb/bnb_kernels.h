@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "amn/dtype.h"
+#include "amn/kit/store.h"
 #include "amn/simd.h"
 
 #define BNB_INT8_C_BITS 0x3C010204u /* 7.874015718698502e-3f, bitsandbytes' 1/127 */
@@ -79,23 +80,6 @@ void bnb8_row_avx2(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t 
 void bnb4_run_avx512(const float cb[16], const uint8_t *w, size_t nbytes, float scale,
                      amn_dtype out, uint8_t *dst);
 void bnb8_row_avx512(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t *dst);
-
-static inline void bnb_store1(float y, amn_dtype out, uint8_t *d) {
-    uint16_t h;
-    switch (out) {
-    case AMN_DTYPE_F32:
-        memcpy(d, &y, 4);
-        break;
-    case AMN_DTYPE_F16:
-        h = amn_f32_to_f16(y);
-        memcpy(d, &h, 2);
-        break;
-    default:
-        h = amn_f32_to_bf16(y);
-        memcpy(d, &h, 2);
-        break;
-    }
-}
 
 /* ---- encode (the arithmetic of bitsandbytes' CUDA kernels) ---- */
 

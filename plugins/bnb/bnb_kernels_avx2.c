@@ -34,8 +34,8 @@ void bnb4_run_avx2(const float cb[16], const uint8_t *w, size_t nbytes, float sc
                   _mm256_mul_ps(lookup8(lo, hi, _mm256_cvtepu8_epi32(_mm_srli_si128(n1, 8))), s));
     }
     for (; i < nbytes; i++) {
-        bnb_store1(cb[w[i] >> 4] * scale, out, dst + 2 * i * es);
-        bnb_store1(cb[w[i] & 15] * scale, out, dst + (2 * i + 1) * es);
+        qs_store1(cb[w[i] >> 4] * scale, out, dst + 2 * i * es);
+        qs_store1(cb[w[i] & 15] * scale, out, dst + (2 * i + 1) * es);
     }
 }
 
@@ -55,6 +55,6 @@ void bnb8_row_avx2(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t 
     }
     for (; i < n; i++) {
         const float p = (float)w[i] * scb;
-        bnb_store1(p * c, out, dst + i * es);
+        qs_store1(p * c, out, dst + i * es);
     }
 }

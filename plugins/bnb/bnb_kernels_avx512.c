@@ -55,8 +55,8 @@ void bnb4_run_avx512(const float cb[16], const uint8_t *w, size_t nbytes, float 
         store32(dst + 2 * i * es, _mm512_mul_ps(a, s), _mm512_mul_ps(b, s), out);
     }
     for (; i < nbytes; i++) {
-        bnb_store1(cb[w[i] >> 4] * scale, out, dst + 2 * i * es);
-        bnb_store1(cb[w[i] & 15] * scale, out, dst + (2 * i + 1) * es);
+        qs_store1(cb[w[i] >> 4] * scale, out, dst + 2 * i * es);
+        qs_store1(cb[w[i] & 15] * scale, out, dst + (2 * i + 1) * es);
     }
 }
 
@@ -77,6 +77,6 @@ void bnb8_row_avx512(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_
     }
     for (; i < n; i++) {
         const float p = (float)w[i] * scb;
-        bnb_store1(p * c, out, dst + i * es);
+        qs_store1(p * c, out, dst + i * es);
     }
 }

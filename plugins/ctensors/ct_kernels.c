@@ -44,7 +44,7 @@ int ct_rows_scalar(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype 
         for (uint64_t i = 0; i < l->in; i++) {
             const uint64_t g = l->gidx ? (uint64_t)l->gidx[i] : i / l->group_size;
             const int32_t qz = ct_q(l, o, i) - ct_zero(l, o, g);
-            ct_store1(ct_apply(qz, ct_scale(l, o, g), l->stype), out, d + i * es);
+            qs_store1(ct_apply(qz, ct_scale(l, o, g), l->stype), out, d + i * es);
         }
         d += l->in * es;
     }

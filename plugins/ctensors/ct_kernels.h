@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "amn/dtype.h"
+#include "amn/kit/store.h"
 #include "amn/simd.h"
 
 typedef enum ct_zkind { CT_ZERO_NONE = 0, CT_ZERO_PACKED, CT_ZERO_I8 } ct_zkind;
@@ -75,23 +76,6 @@ static inline float ct_apply(int32_t qz, float s, amn_dtype stype) {
     if (stype == AMN_DTYPE_BF16) return amn_bf16_to_f32(amn_f32_to_bf16(y));
     if (stype == AMN_DTYPE_F16) return amn_f16_to_f32(amn_f32_to_f16(y));
     return y;
-}
-
-static inline void ct_store1(float y, amn_dtype out, uint8_t *d) {
-    uint16_t h;
-    switch (out) {
-    case AMN_DTYPE_F32:
-        memcpy(d, &y, 4);
-        break;
-    case AMN_DTYPE_F16:
-        h = amn_f32_to_f16(y);
-        memcpy(d, &h, 2);
-        break;
-    default:
-        h = amn_f32_to_bf16(y);
-        memcpy(d, &h, 2);
-        break;
-    }
 }
 
 #endif

@@ -93,7 +93,7 @@ static inline __attribute__((always_inline)) void row_vec(const ct_layout *l, ui
     }
     for (uint64_t i = in8; i < l->in; i++) {
         const uint64_t g = gt ? (uint64_t)gt[i] : i / l->group_size;
-        ct_store1(ct_apply(ct_q(l, o, i) - zt[g], st[g], stype), out, d + i * es);
+        qs_store1(ct_apply(ct_q(l, o, i) - zt[g], st[g], stype), out, d + i * es);
     }
 }
 

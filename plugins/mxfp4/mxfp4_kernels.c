@@ -17,7 +17,7 @@ void mxfp4_expert_rows_scalar(const mxfp4_layout *l, uint64_t e, uint64_t k0, ui
         for (uint64_t r = r0; r < R; r++) {
             const uint64_t bg = (e * R + r) * G + g;
             const unsigned code = (l->blocks[bg * 16 + j] >> shift) & 15u;
-            mxfp4_store1(mxfp4_e2m1[code] * mxfp4_pow2(l->scales[bg]), out, d + r * es);
+            qs_store1(mxfp4_e2m1[code] * mxfp4_pow2(l->scales[bg]), out, d + r * es);
         }
     }
 }

@@ -13,7 +13,7 @@ void nvfp4_row_scalar(const uint8_t *w, const float *bs, uint64_t in, const floa
     const size_t es = amn_dtype_size(out);
     for (uint64_t i = 0; i < in; i++) {
         const unsigned code = (w[i / 2] >> (4 * (unsigned)(i & 1))) & 15u;
-        nvfp4_store1(table[code] * bs[i / 16], out, d + i * es);
+        qs_store1(table[code] * bs[i / 16], out, d + i * es);
     }
 }
 
@@ -50,7 +50,7 @@ void nvfp4_bmm_row_scalar(const uint8_t *w, unsigned shift, const float *bs, uin
                           const float *table, amn_dtype out, uint8_t *d) {
     const size_t es = amn_dtype_size(out);
     for (uint64_t o = 0; o < n; o++)
-        nvfp4_store1(table[(w[o] >> shift) & 15u] * bs[o], out, d + o * es);
+        qs_store1(table[(w[o] >> shift) & 15u] * bs[o], out, d + o * es);
 }
 
 int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "amn/dtype.h"
+#include "amn/kit/store.h"
 #include "amn/simd.h"
 
 typedef struct nvfp4_layout {
@@ -72,22 +73,5 @@ void nvfp4_bmm_row_avx2(const uint8_t *w, unsigned shift, const float *bs, uint6
                         const float *table, amn_dtype out, uint8_t *d);
 void nvfp4_bmm_row_avx512(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
                           const float *table, amn_dtype out, uint8_t *d);
-
-static inline void nvfp4_store1(float y, amn_dtype out, uint8_t *d) {
-    uint16_t h;
-    switch (out) {
-    case AMN_DTYPE_F32:
-        memcpy(d, &y, 4);
-        break;
-    case AMN_DTYPE_F16:
-        h = amn_f32_to_f16(y);
-        memcpy(d, &h, 2);
-        break;
-    default:
-        h = amn_f32_to_bf16(y);
-        memcpy(d, &h, 2);
-        break;
-    }
-}
 
 #endif
