@@ -5,7 +5,8 @@
  * (CLOCK_THREAD_CPUTIME_ID), so a loaded machine skews them less than wall
  * time; the whole-file rows give wall time and the children's CPU time.
  * Not a test: it times things. Run from the build tree:
- * bin/scheme_bench [--no-cli | --cli-only]. */
+ * bin/scheme_bench [--no-cli | --cli-only]. The whole-file rows work in
+ * $TMPDIR (default /tmp): TMPDIR=/dev/shm times them on tmpfs. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,7 +293,9 @@ int main(int argc, char **argv) {
     free(dst);
 
     if (!(argc > 1 && strcmp(argv[1], "--no-cli") == 0)) {
-        char dir[] = "/tmp/amn-scheme-bench-XXXXXX";
+        const char *tmp = getenv("TMPDIR");
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/amn-scheme-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
         if (mkdtemp(dir)) {
             entry mxe[4];
             for (int k = 0; k < 2; k++) {

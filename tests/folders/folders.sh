@@ -109,6 +109,19 @@ has "input message" "would replace the input"
 run "parent kept" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/in" --force
 [ -f "$work/in/plain/config.json" ] && ok || fail "input folder touched"
 
+# A config.json that is not a JSON object (an array, a truncated text): a
+# parse error naming it, and no folder, no temporary left.
+mkdir -p "$work/badcfg"
+for text in '[1]' '{"a": '; do
+  rm -rf "$work/badcfg/m" "$work/badcfg/out"
+  cp -r "$work/in/plain" "$work/badcfg/m"
+  printf '%s' "$text" >"$work/badcfg/m/config.json"
+  run "bad config.json $text" 1 "$amn" remember --no-sync "$work/badcfg/m" -o "$work/badcfg/out"
+  has "bad config.json message" "config.json: not a JSON object"
+  [ ! -e "$work/badcfg/out" ] && ok || fail "bad config.json: output left"
+  no_temporaries "$work/badcfg" "bad config.json"
+done
+
 # -o DIR/ from a single file: the shards alone.
 run "file to folder" 0 "$amn" remember --no-sync "$work/plain.safetensors" -o "$work/single/" -q
 [ "$(ls "$work/single")" = model.safetensors ] && ok || fail "file to folder: $(ls "$work/single")"
