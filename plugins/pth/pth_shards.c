@@ -9,9 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <json-c/json.h>
-
-#include "amn/kit/json_file.h"
 #include "amn/kit/shard_path.h"
 #include "amn/kit/zip_reader.h"
 #include "pth_shards.h"
@@ -43,11 +40,11 @@ bool pth_is_sharded_dir(const char *path) {
     return !st_found; /* safetensors, where both are, is what transformers loads */
 }
 
-/* One shard's tensors into m; the shard's model and mapping then belong to m. */
+/* One shard's tensors into m (checked by amn_kit_index_open); the shard's
+ * model and mapping then belong to m. */
 static int add_shard(const char *dir, const char *file, bool header_only, const amn_limits *lim,
                      amn_model *m, amn_error *err) {
-    int rc = amn_kit_check_shard(dir, file, err);
-    if (rc) return rc;
+    int rc;
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path)
         return amn_error_set(err, AMN_E_INVALID, "%s/%s: path too long", dir, file);
@@ -80,64 +77,13 @@ static int add_shard(const char *dir, const char *file, bool header_only, const 
 
 static int open_index(const char *path, bool header_only, const amn_limits *lim, amn_model *m,
                       amn_error *err) {
-    const amn_kit_json_caps caps = {.max_bytes = lim->max_header_bytes,
-                                    .max_depth = lim->max_depth < 32 ? (int)lim->max_depth : 32,
-                                    .bad_code = AMN_E_PARSE};
-    json_object *root = NULL, *map = NULL;
-    int rc = amn_kit_json_read_object(path, NULL, &caps, &root, err);
+    amn_kit_index ix;
+    int rc = amn_kit_index_open(path, ".bin", lim, &ix, err);
     if (rc) return rc;
-    if (!json_object_object_get_ex(root, "weight_map", &map) ||
-        !json_object_is_type(map, json_type_object)) {
-        json_object_put(root);
-        return amn_error_set(err, AMN_E_PARSE, "%s: no weight_map object", path);
-    }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        strcpy(dir, ".");
-    const char **seen = NULL;
-    size_t n_seen = 0;
-    json_object_object_foreach(map, name, file) {
-        const char *f =
-            json_object_is_type(file, json_type_string) ? json_object_get_string(file) : NULL;
-        if (!f || !amn_kit_shard_name_ok(f, ".bin")) {
-            rc = amn_error_set(err, AMN_E_PARSE,
-                               "%s: weight_map entry %s names a bad shard (not a .bin file "
-                               "inside the model folder)",
-                               path, name);
-            break;
-        }
-        bool dup = false;
-        for (size_t i = 0; i < n_seen && !dup; i++) dup = strcmp(seen[i], f) == 0;
-        if (dup) continue;
-        const char **p = realloc(seen, (n_seen + 1) * sizeof *p);
-        if (!p) {
-            rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-            break;
-        }
-        seen = p;
-        seen[n_seen++] = f;
-    }
-    /* Every shard checked before any is read. */
-    for (size_t i = 0; !rc && i < n_seen; i++) rc = amn_kit_check_shard(dir, seen[i], err);
-    for (size_t i = 0; !rc && i < n_seen; i++)
-        rc = add_shard(dir, seen[i], header_only, lim, m, err);
-    free(seen);
-    if (!rc) {
-        json_object_object_foreach(map, name2, file2) {
-            const int64_t at = amn_model_find(m, name2);
-            (void)file2;
-            if (at < 0) {
-                rc = amn_error_set(err, AMN_E_PARSE, "%s: weight_map names %s, no shard holds it",
-                                   path, name2);
-                break;
-            }
-        }
-    }
-    json_object_put(root);
+    for (size_t i = 0; !rc && i < ix.n_shards; i++)
+        rc = add_shard(ix.dir, ix.shards[i], header_only, lim, m, err);
+    if (!rc) rc = amn_kit_index_check_held(&ix, path, m, err);
+    amn_kit_index_free(&ix);
     return rc;
 }
 

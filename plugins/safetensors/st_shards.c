@@ -7,9 +7,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <json-c/json.h>
-
-#include "amn/kit/json_file.h"
 #include "amn/kit/shard_path.h"
 #include "st_internal.h"
 
@@ -24,11 +21,6 @@ bool st_is_index_path(const char *path) {
     return path && ends_with(path, INDEX_SUFFIX);
 }
 
-/* A shard name from an index must stay inside the index's directory. */
-static bool safe_shard_name(const char *s) {
-    return amn_kit_shard_name_ok(s, ".safetensors");
-}
-
 static int add_shard_file(const char *path, bool header_only, const amn_limits *lim, amn_model *m,
                           amn_error *err);
 
@@ -37,9 +29,7 @@ static int add_shard(const char *dir, const char *file, bool header_only, const 
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path)
         return amn_error_set(err, AMN_E_INVALID, "%s/%s: path too long", dir, file);
-    int rc = amn_kit_check_shard(dir, file, err);
-    if (rc) return rc;
-    rc = add_shard_file(path, header_only, lim, m, err);
+    int rc = add_shard_file(path, header_only, lim, m, err);
     /* The model refuses a second tensor of a name: say it is two shards'. */
     static const char dup[] = "duplicate tensor name ";
     if (rc == AMN_E_PARSE && err && strncmp(err->msg, dup, sizeof dup - 1) == 0) {
@@ -70,68 +60,15 @@ static int add_shard_file(const char *path, bool header_only, const amn_limits *
     return st_read_header(&src, amn_map_data(map), lim, m, err);
 }
 
-static int read_json_file(const char *path, const amn_limits *lim, json_object **out,
-                          amn_error *err) {
-    const amn_kit_json_caps caps = {.max_bytes = lim->max_header_bytes,
-                                    .max_depth = lim->max_depth < 32 ? (int)lim->max_depth : 32,
-                                    .bad_code = AMN_E_PARSE};
-    return amn_kit_json_read_object(path, NULL, &caps, out, err);
-}
-
 static int open_index(const char *path, bool header_only, const amn_limits *lim, amn_model *m,
                       amn_error *err) {
-    json_object *root = NULL, *map = NULL;
-    int rc = read_json_file(path, lim, &root, err);
+    amn_kit_index ix;
+    int rc = amn_kit_index_open(path, ".safetensors", lim, &ix, err);
     if (rc) return rc;
-    if (!json_object_object_get_ex(root, "weight_map", &map) ||
-        !json_object_is_type(map, json_type_object)) {
-        json_object_put(root);
-        return amn_error_set(err, AMN_E_PARSE, "%s: no weight_map object", path);
-    }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        strcpy(dir, ".");
-    /* Shards in order of first mention; each opened once. */
-    const char **seen = NULL;
-    size_t n_seen = 0;
-    json_object_object_foreach(map, name, file) {
-        if (!json_object_is_type(file, json_type_string) ||
-            !safe_shard_name(json_object_get_string(file))) {
-            rc = amn_error_set(err, AMN_E_PARSE,
-                               "%s: weight_map entry %s names a bad shard (not a .safetensors "
-                               "file inside the model folder)",
-                               path, name);
-            break;
-        }
-        const char *f = json_object_get_string(file);
-        bool dup = false;
-        for (size_t i = 0; i < n_seen && !dup; i++) dup = strcmp(seen[i], f) == 0;
-        if (dup) continue;
-        const char **p = realloc(seen, (n_seen + 1) * sizeof *p);
-        if (!p) {
-            rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-            break;
-        }
-        seen = p;
-        seen[n_seen++] = f;
-        if ((rc = add_shard(dir, f, header_only, lim, m, err))) break;
-    }
-    free(seen);
-    if (!rc) {
-        json_object_object_foreach(map, name2, file2) {
-            (void)file2;
-            if (amn_model_find(m, name2) < 0) {
-                rc = amn_error_set(err, AMN_E_PARSE, "%s: weight_map names %s, no shard holds it",
-                                   path, name2);
-                break;
-            }
-        }
-    }
-    json_object_put(root);
+    for (size_t i = 0; !rc && i < ix.n_shards; i++)
+        rc = add_shard(ix.dir, ix.shards[i], header_only, lim, m, err);
+    if (!rc) rc = amn_kit_index_check_held(&ix, path, m, err);
+    amn_kit_index_free(&ix);
     return rc;
 }
 
@@ -174,8 +111,10 @@ static int open_dir(const char *dir, bool header_only, const amn_limits *lim, am
     } else if (!rc) {
         if (n == 0) rc = amn_error_set(err, AMN_E_PARSE, "%s: no .safetensors files", dir);
         qsort(names, n, sizeof *names, cmp_str);
-        for (size_t i = 0; !rc && i < n; i++)
-            rc = add_shard(dir, names[i], header_only, lim, m, err);
+        for (size_t i = 0; !rc && i < n; i++) {
+            rc = amn_kit_check_shard(dir, names[i], err);
+            if (!rc) rc = add_shard(dir, names[i], header_only, lim, m, err);
+        }
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
