@@ -17,6 +17,7 @@
 #include "amn/kit/store_avx2.h"
 
 #define AB 8 /* output rows per block: the lanes */
+#define PF 8 /* units prefetched ahead */
 
 typedef struct block_ctx {
     const gptq_layout *l;
@@ -61,10 +62,12 @@ static inline __attribute__((always_inline)) void store_rows(const block_ctx *c,
                                                              const __m256i y[8], uint8_t *d,
                                                              unsigned rlo, unsigned rhi) {
     if (out == AMN_DTYPE_BF16 && c->finite)
+#pragma GCC unroll 8
         for (unsigned r = rlo; r < rhi; r++)
             _mm_storeu_si128((__m128i *)(d + (r - rlo) * c->rowbytes),
                              qs_bf16x8_finite(_mm256_castsi256_ps(y[r])));
     else
+#pragma GCC unroll 8
         for (unsigned r = rlo; r < rhi; r++)
             qs_store8(out, d + (r - rlo) * c->rowbytes, _mm256_castsi256_ps(y[r]));
 }
@@ -77,17 +80,31 @@ static inline __attribute__((always_inline)) void block(const block_ctx *c, amn_
     const unsigned wpu = bits == 3 ? 3 : bits == 8 ? 2 : 1;   /* words per unit */
     const unsigned vpu = bits == 3 ? 32 : bits == 2 ? 16 : 8; /* values per unit */
     const uint64_t units = l->in / vpu;
+    /* Packed rows lie l->out * 4 bytes apart, a stride the hardware
+     * prefetchers do not follow across pages: ask for the words PF units
+     * ahead. The loops are unrolled so every shift is a constant and the
+     * eight values stay in registers (GCC -O2 kept them rolled). */
+    const uint64_t stride = l->out * 4;
+    const uint8_t *words = l->qweight + c->o0 * 4;
     for (uint64_t u = 0; u < units; u++) {
         __m256i w[3];
+        if (u + PF < units)
+#pragma GCC unroll 3
+            for (unsigned k = 0; k < wpu; k++)
+                _mm_prefetch((const char *)(words + ((u + PF) * wpu + k) * stride), _MM_HINT_T0);
+#pragma GCC unroll 8
         for (unsigned k = 0; k < wpu; k++) w[k] = load_words(c, u * wpu + k);
+#pragma GCC unroll 8
         for (unsigned ch = 0; ch < vpu / 8; ch++) {
             const uint64_t i0 = u * vpu + 8 * ch;
             __m256i y[8];
             if (c->gi) {
+#pragma GCC unroll 8
                 for (unsigned j = 0; j < 8; j++)
                     y[j] = dequant(value(w, bits, ch, j), c, (uint64_t)c->gi[i0 + j]);
             } else {
                 const uint64_t g = (uint64_t)c->gc[i0 / 8];
+#pragma GCC unroll 8
                 for (unsigned j = 0; j < 8; j++) y[j] = dequant(value(w, bits, ch, j), c, g);
             }
             qs_transpose8x8(y);
