@@ -58,7 +58,7 @@ static void print_json(const cli_args *a, bool convert, const amn_model *m, cons
     json_object_object_add(root, "out_dtype", json_object_new_string(amn_dtype_name(out)));
     json_object *groups = json_object_new_array(), *labels = json_object_new_object();
     for (size_t i = 0; i < amn_plan_group_count(p); i++) {
-        amn_group_info gi;
+        amn_group_info gi = {.struct_size = sizeof(amn_group_info)};
         if (amn_plan_group(p, i, &gi) || !gi.out_name) continue;
         json_object *g = json_object_new_object();
         json_object_object_add(g, "name", cli_json_str(gi.out_name));
@@ -175,6 +175,7 @@ static int run(const amn_ctx *ctx, const cli_args *a, const remember_req *rq, co
     cli_progress prog;
     cli_progress_begin(&prog, a);
     amn_convert_options o = {
+        .struct_size = sizeof(amn_convert_options),
         .mode = rq->mode,
         .target = rq->target,
         .out_dtype = rq->out,
@@ -210,7 +211,8 @@ static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req 
     cli_progress_begin(&prog, a);
     char in_dir[4096];
     cli_folder_req fr = {
-        .base = {.mode = rq->mode,
+        .base = {.struct_size = sizeof(amn_convert_options),
+                 .mode = rq->mode,
                  .target = rq->target,
                  .out_dtype = rq->out,
                  .overwrite = a->force,
@@ -271,7 +273,7 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     cli_input in;
     if ((rc = cli_input_open(ctx, a, cli_limits(a), &in))) return rc;
     rq.mode = choose_mode(ctx, a, &rq, in.m);
-    amn_plan_summary s;
+    amn_plan_summary s = {.struct_size = sizeof(amn_plan_summary)};
     amn_plan_summarize(in.p, rq.out, &s);
     char outbuf[4096];
     const bool folder = cli_folder_wanted(a, in.path, in.resolved);
@@ -284,7 +286,7 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     } else {
         output = a->output ? a->output : default_output(a, &rq, &in, &s, outbuf, sizeof outbuf);
     }
-    amn_convert_stats st;
+    amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
     double seconds = 0;
     if (!output) {
         rc = cli_usage_fail(a->command, "output path too long; pass -o");

@@ -457,7 +457,7 @@ static int write_shards(const amn_ctx *ctx, const amn_model *m, const amn_plan *
         free(*qc);
         *qc = NULL;
         o.quant_config = rq->forget ? qc : NULL;
-        amn_convert_stats st;
+        amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
         int rc = amn_convert(ctx, m, ap, &o, &st, err);
         if (rc) return rc;
         if (scratch) {

@@ -182,7 +182,8 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
                                    .block_size = block,
                                    .params = a->enc_params,
                                    .n_params = a->n_enc_params};
-    amn_convert_options o = {.mode = AMN_MODE_REMEMBER,
+    amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                             .mode = AMN_MODE_REMEMBER,
                              .target = cli_encode_container(ctx, a->to),
                              .out_dtype = AMN_DTYPE_BF16,
                              .output = output,
@@ -281,7 +282,7 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
         printf(")\n");
         fflush(stdout);
     }
-    amn_convert_stats st;
+    amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
     char *qc = NULL;
     rc = run(ctx, a, &in, output, to_folder, block, &st, &qc);
     cli_input_free(&in);

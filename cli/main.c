@@ -324,7 +324,8 @@ int main(int argc, char **argv) {
             return EXIT_OK;
         }
     if (c == CMD_SCAN) { /* several files, its own arguments */
-        amn_ctx_options so = {.plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
+        amn_ctx_options so = {
+            .struct_size = sizeof(amn_ctx_options), .plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
         amn_ctx *sctx;
         amn_error serr = {0};
         if (amn_ctx_new(&so, &sctx, &serr)) return cli_fail(&serr);
@@ -345,7 +346,8 @@ int main(int argc, char **argv) {
         return usage_error(a.command, "%s", "missing FILE");
     }
     cli_signals_install();
-    amn_ctx_options opts = {.plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
+    amn_ctx_options opts = {
+        .struct_size = sizeof(amn_ctx_options), .plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
     amn_ctx *ctx;
     amn_error err = {0};
     if (amn_ctx_new(&opts, &ctx, &err)) {

@@ -20,7 +20,7 @@ static json_object *format_json(const amn_format *f) {
 static int print_json(const amn_ctx *ctx) {
     json_object *root = json_object_new_object(), *plugins = json_object_new_array();
     for (size_t i = 0; i < amn_ctx_plugin_count(ctx); i++) {
-        amn_plugin_info pi;
+        amn_plugin_info pi = {.struct_size = sizeof(amn_plugin_info)};
         amn_ctx_plugin(ctx, i, &pi);
         json_object *o = json_object_new_object();
         json_object_object_add(o, "name", cli_json_str(pi.name));
@@ -82,7 +82,7 @@ int cmd_plugins(const amn_ctx *ctx, const cli_args *a) {
     size_t n = amn_ctx_plugin_count(ctx);
     printf("Plugins (%zu found):\n", n);
     for (size_t i = 0; i < n; i++) {
-        amn_plugin_info pi;
+        amn_plugin_info pi = {.struct_size = sizeof(amn_plugin_info)};
         amn_ctx_plugin(ctx, i, &pi);
         if (strcmp(pi.status, "loaded") != 0) {
             printf("  %-12s %-9s %s\n               %s\n", pi.name, pi.status, pi.file,

@@ -125,7 +125,7 @@ static bool kv_text(const amn_model *m, const char *key, char *buf, size_t size)
 static void print_text(const amn_model *m, const amn_plan *p, const char *input, bool listing,
                        amn_dtype out) {
     char b1[32], b2[32], dtypes[1024];
-    amn_plan_summary s;
+    amn_plan_summary s = {.struct_size = sizeof(amn_plan_summary)};
     amn_plan_summarize(p, out, &s);
     dtype_list(m, dtypes, sizeof dtypes);
     if (listing) printf("Parsed %s (%s)\n", input, amn_model_label(m));
@@ -201,7 +201,7 @@ static void print_text(const amn_model *m, const amn_plan *p, const char *input,
 
 static json_object *model_json(const amn_model *m, const amn_plan *p, const cli_args *a,
                                const char *input, bool listing, amn_dtype out) {
-    amn_plan_summary s;
+    amn_plan_summary s = {.struct_size = sizeof(amn_plan_summary)};
     amn_plan_summarize(p, out, &s);
     json_object *root = json_object_new_object();
     json_object_object_add(root, "file", cli_json_str(input));

@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "amn/context.h"
+#include "amn/convert.h"
+#include "amn/error.h"
 #include "amn/format.h"
 #include "amn/scheme.h"
 #include "amn/tensor.h"
@@ -28,6 +31,28 @@ static inline void amni_copy_sized(void *dst, size_t dst_size, const void *src) 
     const uint32_t full = (uint32_t)dst_size;
     memcpy(dst, &full, sizeof full);
 }
+
+/* Application ABI (amn/context.h): the sizes of the first release, the
+ * smallest libamn accepts. */
+#define AMNI_CTX_OPTIONS_SIZE_1     AMNI_SIZE_TO(amn_ctx_options, no_builtin)
+#define AMNI_PLUGIN_INFO_SIZE_1     AMNI_SIZE_TO(amn_plugin_info, resolvers)
+#define AMNI_PLAN_SUMMARY_SIZE_1    AMNI_SIZE_TO(amn_plan_summary, missing_plugin)
+#define AMNI_GROUP_INFO_SIZE_1      AMNI_SIZE_TO(amn_group_info, roles)
+#define AMNI_CONVERT_OPTIONS_SIZE_1 AMNI_SIZE_TO(amn_convert_options, select_user)
+#define AMNI_CONVERT_STATS_SIZE_1   AMNI_SIZE_TO(amn_convert_stats, abs_err_values)
+
+/* Read an application's options struct into *dst (dst_size: libamn's
+ * sizeof): the part its struct_size covers, the rest zero. A caller built
+ * with a newer header may pass a larger struct only when the fields this
+ * libamn does not know are zero: a set option must never be ignored. */
+int amni_struct_in(void *dst, size_t dst_size, size_t min_size, const void *src, const char *what,
+                   amn_error *err);
+/* AMN_E_INVALID unless *p's struct_size is at least min_size. */
+int amni_struct_check(const void *p, size_t min_size, const char *what, amn_error *err);
+/* Give an application the first bytes of *full (full_size: libamn's sizeof)
+ * that its struct_size covers; dst's struct_size becomes the bytes given. */
+int amni_struct_out(void *dst, const void *full, size_t full_size, size_t min_size,
+                    const char *what, amn_error *err);
 
 /* The option keys a writer declares; NULL for none or a writer too old to
  * have the slot. */

@@ -867,6 +867,7 @@ static int open_output(conv *c, amn_error *err) {
     int rc = amn_sink_open(o->output, o->overwrite, inputs, inputs[0] ? 1 : 0, &c->sink, err);
     if (!rc && o->no_sync) amn_sink_set_sync(c->sink, false);
     c->pr = (progress){.fn = o->progress, .user = o->progress_user};
+    c->pr.info.struct_size = sizeof c->pr.info;
     c->pr.info.tensor_count = c->n_out;
     pool_init(&c->pl, c->threads);
     c->pool_started = true;
@@ -976,10 +977,20 @@ static void conv_free(conv *c) {
     free(c->entries), free(c->outs), free(c->order), free(c->buf), free(c->opt_keys);
 }
 
+static int options_in(amn_convert_options *dst, const amn_convert_options *o, amn_error *err) {
+    return amni_struct_in(dst, sizeof *dst, AMNI_CONVERT_OPTIONS_SIZE_1, o, "amn_convert_options",
+                          err);
+}
+
 int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
-                const amn_convert_options *o, amn_convert_stats *stats, amn_error *err) {
-    conv c = {.m = m, .p = p, .o = o};
-    int rc = check_target(ctx, &c, err);
+                const amn_convert_options *opts, amn_convert_stats *stats, amn_error *err) {
+    amn_convert_options o;
+    int rc = options_in(&o, opts, err);
+    if (!rc && stats) /* refused before any output, not after */
+        rc = amni_struct_check(stats, AMNI_CONVERT_STATS_SIZE_1, "amn_convert_stats", err);
+    if (rc) return rc;
+    conv c = {.m = m, .p = p, .o = &o};
+    rc = check_target(ctx, &c, err);
     if (!rc) rc = plan_outputs(ctx, &c, err);
     if (!rc) rc = alloc_buffers(&c, err);
     if (!rc) {
@@ -990,17 +1001,23 @@ int amn_convert(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
     }
     conv_free(&c);
     amni_input_thread_release(); /* the workers' went with them */
-    if (!rc && stats) *stats = c.st;
+    if (!rc && stats) {
+        c.st.struct_size = sizeof c.st;
+        rc = amni_struct_out(stats, &c.st, sizeof c.st, AMNI_CONVERT_STATS_SIZE_1,
+                             "amn_convert_stats", err);
+    }
     return rc;
 }
 
 int amn_convert_outputs(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
-                        const amn_convert_options *o, amn_output_fn fn, void *user,
+                        const amn_convert_options *opts, amn_output_fn fn, void *user,
                         amn_error *err) {
-    amn_convert_options lo = *o;
+    amn_convert_options lo;
+    int rc = options_in(&lo, opts, err);
+    if (rc) return rc;
     if (!lo.output) lo.output = "";
     conv c = {.m = m, .p = p, .o = &lo};
-    int rc = check_target(ctx, &c, err);
+    rc = check_target(ctx, &c, err);
     if (!rc) rc = plan_outputs(ctx, &c, err);
     for (size_t k = 0; !rc && k < c.n_out; k++) fn(user, &c.entries[k].out);
     conv_free(&c);

@@ -201,8 +201,8 @@ int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_err
     return AMN_OK;
 }
 
-void amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *s) {
-    memset(s, 0, sizeof *s);
+int amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *dst) {
+    amn_plan_summary sum = {.struct_size = sizeof sum}, *s = &sum;
     const amn_model *m = p->cs.model;
     const uint64_t osz = amn_dtype_size(out) ? amn_dtype_size(out) : 2;
     for (size_t i = 0; i < p->cs.n_tensors; i++) {
@@ -256,6 +256,7 @@ void amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *s) {
                 s->labels_differ = true;
         }
     }
+    return amni_struct_out(dst, s, sizeof *s, AMNI_PLAN_SUMMARY_SIZE_1, "amn_plan_summary", NULL);
 }
 
 size_t amn_plan_group_count(const amn_plan *p) {
@@ -265,7 +266,8 @@ size_t amn_plan_group_count(const amn_plan *p) {
 int amn_plan_group(const amn_plan *p, size_t i, amn_group_info *out) {
     if (i >= p->cs.n_groups) return AMN_E_INVALID;
     const group *g = &p->cs.groups[i];
-    *out = (amn_group_info){
+    const amn_group_info info = {
+        .struct_size = sizeof info,
         .out_name = g->spec.out_name,
         .label = g->spec.label,
         .scheme = g->scheme ? g->scheme->name : NULL,
@@ -275,7 +277,7 @@ int amn_plan_group(const amn_plan *p, size_t i, amn_group_info *out) {
         .members = g->spec.members,
         .roles = g->spec.roles,
     };
-    return AMN_OK;
+    return amni_struct_out(out, &info, sizeof info, AMNI_GROUP_INFO_SIZE_1, "amn_group_info", NULL);
 }
 
 int amn_plan_group_rows(const amn_plan *p, size_t i, uint64_t *rows, uint64_t *row_elems,

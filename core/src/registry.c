@@ -349,8 +349,16 @@ int amn_ctx_new(const amn_ctx_options *opts, amn_ctx **out, amn_error *err) {
     amn_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (lt_dlinit() == 0) ctx->ltdl_ready = 1;
-    amn_ctx_options none = {0};
-    if (!opts) opts = &none;
+    amn_ctx_options o = {.struct_size = sizeof o};
+    if (opts) {
+        int rc =
+            amni_struct_in(&o, sizeof o, AMNI_CTX_OPTIONS_SIZE_1, opts, "amn_ctx_options", err);
+        if (rc) {
+            free(ctx);
+            return rc;
+        }
+    }
+    opts = &o;
     if (!opts->no_builtin) load_builtins(ctx);
     if (ctx->ltdl_ready) {
         for (size_t i = 0; i < opts->n_plugin_dirs; i++) load_dir(ctx, opts->plugin_dirs[i]);
@@ -402,7 +410,8 @@ size_t amn_ctx_plugin_count(const amn_ctx *ctx) {
 int amn_ctx_plugin(const amn_ctx *ctx, size_t i, amn_plugin_info *out) {
     if (i >= ctx->n_plugins) return AMN_E_INVALID;
     const plugin_rec *p = &ctx->plugins[i];
-    *out = (amn_plugin_info){
+    const amn_plugin_info info = {
+        .struct_size = sizeof info,
         .name = p->name ? p->name : "?",
         .version = p->version ? p->version : "",
         .description = p->description ? p->description : "",
@@ -419,7 +428,8 @@ int amn_ctx_plugin(const amn_ctx *ctx, size_t i, amn_plugin_info *out) {
         .n_resolvers = p->n_resolvers,
         .resolvers = p->resolvers,
     };
-    return AMN_OK;
+    return amni_struct_out(out, &info, sizeof info, AMNI_PLUGIN_INFO_SIZE_1, "amn_plugin_info",
+                           NULL);
 }
 
 size_t amn_ctx_format_count(const amn_ctx *ctx) {

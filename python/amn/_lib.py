@@ -98,8 +98,18 @@ class KV(Structure):
     ]
 
 
-class CtxOptions(Structure):
+class _Sized(Structure):
+    """A struct of libamn's application ABI: struct_size first, set here to
+    the size this mirror declares (amn/context.h, "Application ABI")."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(self)
+
+
+class CtxOptions(_Sized):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("plugin_dirs", POINTER(c_char_p)),
         ("n_plugin_dirs", c_size_t),
         ("no_env", c_bool),
@@ -138,8 +148,9 @@ class Scheme(Structure):
     ]
 
 
-class PluginInfo(Structure):
+class PluginInfo(_Sized):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("name", c_char_p),
         ("version", c_char_p),
         ("description", c_char_p),
@@ -158,8 +169,9 @@ class PluginInfo(Structure):
     ]
 
 
-class PlanSummary(Structure):
+class PlanSummary(_Sized):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("groups", c_size_t),
         ("quantized", c_size_t),
         ("scales", c_size_t),
@@ -178,8 +190,9 @@ class PlanSummary(Structure):
     ]
 
 
-class GroupInfo(Structure):
+class GroupInfo(_Sized):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("out_name", c_char_p),
         ("label", c_char_p),
         ("scheme", c_char_p),
@@ -191,8 +204,9 @@ class GroupInfo(Structure):
     ]
 
 
-class Progress(Structure):
+class Progress(_Sized):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("bytes_done", c_uint64),
         ("bytes_total", c_uint64),
         ("tensor_index", c_size_t),
@@ -208,8 +222,9 @@ class EncodeOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("target", c_char_p), ("block_size", c_uint64)]
 
 
-class ConvertOptions(Structure):
+class ConvertOptions(_Sized):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("mode", c_int),
         ("target", c_char_p),
         ("out_dtype", c_int),
@@ -230,8 +245,9 @@ class ConvertOptions(Structure):
     ]
 
 
-class ConvertStats(Structure):
+class ConvertStats(_Sized):
     _fields_ = [
+        ("struct_size", c_uint32),
         ("tensors_written", c_size_t),
         ("dequantized", c_size_t),
         ("cast", c_size_t),
@@ -295,7 +311,7 @@ _PROTOTYPES = {
     "amn_convert_elems": (c_int, [c_int, c_void_p, c_int, c_void_p, c_size_t]),
     "amn_plan_new": (c_int, [P, P, POINTER(P), PERR]),
     "amn_plan_free": (None, [P]),
-    "amn_plan_summarize": (None, [P, c_int, POINTER(PlanSummary)]),
+    "amn_plan_summarize": (c_int, [P, c_int, POINTER(PlanSummary)]),
     "amn_plan_group_count": (c_size_t, [P]),
     "amn_plan_group": (c_int, [P, c_size_t, POINTER(GroupInfo)]),
     "amn_plan_tensor_role": (c_int, [P, c_size_t]),

@@ -60,8 +60,11 @@ static double remember_seconds(amn_ctx *ctx, const char *in, const char *out) {
         fprintf(stderr, "%s: %s\n", in, err.msg);
         exit(1);
     }
-    amn_convert_options o = {.mode = AMN_MODE_REMEMBER, .output = out, .overwrite = true};
-    amn_convert_stats st;
+    amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                             .mode = AMN_MODE_REMEMBER,
+                             .output = out,
+                             .overwrite = true};
+    amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
     if (amn_convert(ctx, m, plan, &o, &st, &err) != AMN_OK) {
         fprintf(stderr, "%s: %s\n", in, err.msg);
         exit(1);

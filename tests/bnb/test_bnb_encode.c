@@ -20,7 +20,8 @@ static int encode_from(const char *in, const char *target, uint64_t bs, unsigned
     if (!rc) rc = amn_plan_new(qe_ctx, m, &p, err);
     const amn_encode_options eo = {.struct_size = sizeof eo, .target = target, .block_size = bs};
     const char *keep[1] = {"*.nothing"};
-    amn_convert_options o = {.mode = AMN_MODE_REMEMBER,
+    amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                             .mode = AMN_MODE_REMEMBER,
                              .out_dtype = AMN_DTYPE_BF16,
                              .output = out,
                              .overwrite = true,
@@ -105,7 +106,7 @@ static void test_bnb_encode_expectations(void **state) {
                 qe_set_simd(lv[li]);
                 qe_path(out, sizeof out, "enc%zu.safetensors", c);
                 snprintf(exp, sizeof exp, FIX "/%s.safetensors", cases[c].file);
-                amn_convert_stats st;
+                amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
                 amn_error err = {0};
                 if (encode(cases[c].target, cases[c].bs, th, out, &st, &err) != AMN_OK)
                     fail_msg("%s: %s", cases[c].target, err.msg);
@@ -133,13 +134,13 @@ static void test_bnb_encode_bad_block(void **state) {
     char out[512];
     qe_path(out, sizeof out, "bad.safetensors");
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
-        amn_convert_stats st;
+        amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
         amn_error err = {0};
         assert_int_equal(encode("bnb-nf4", bad[k], 2, out, &st, &err), AMN_E_INVALID);
         assert_non_null(strstr(err.msg, "power of two from 32 to 4096"));
         assert_int_not_equal(access(out, F_OK), 0);
     }
-    amn_convert_stats st;
+    amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
     amn_error err = {0};
     assert_int_equal(encode("bnb-int8", 64, 2, out, &st, &err), AMN_E_INVALID);
     assert_non_null(strstr(err.msg, "4-bit only"));
@@ -233,7 +234,7 @@ static void test_bnb_encode_quantized_input(void **state) {
     qe_path(out, sizeof out, "requant.safetensors");
     const char *targets[2] = {"bnb-int8", "bnb-fp4-dq"};
     for (int k = 0; k < 2; k++) {
-        amn_convert_stats st;
+        amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
         amn_error err = {0};
         if (encode_from(FIX "/expect-bnb-nf4.safetensors", targets[k], 0, 2, out, &st, &err))
             fail_msg("%s: %s", targets[k], err.msg);
@@ -245,7 +246,7 @@ static void test_bnb_encode_quantized_input(void **state) {
         assert_int_equal(amn_open(qe_ctx, out, NULL, NULL, &m, &err), AMN_OK);
         assert_int_equal(amn_plan_new(qe_ctx, m, &p, &err), AMN_OK);
         assert_int_equal(amn_plan_group_count(p), 3);
-        amn_group_info gi;
+        amn_group_info gi = {.struct_size = sizeof(amn_group_info)};
         assert_int_equal(amn_plan_group(p, 0, &gi), AMN_OK);
         assert_non_null(strstr(gi.label, k ? "FP4, block 64, double quant" : "LLM.int8"));
         amn_plan_free(p);
@@ -268,7 +269,7 @@ static void test_bnb_encode_name_clash(void **state) {
     qe_path(in, sizeof in, "clash.safetensors");
     qe_path(out, sizeof out, "clash-out.safetensors");
     qe_write_st(in, t, 2, NULL);
-    amn_convert_stats st;
+    amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
     amn_error err = {0};
     assert_int_equal(encode_from(in, "bnb-int8", 0, 1, out, &st, &err), AMN_E_PARSE);
     assert_non_null(strstr(err.msg, "layer.weight: an LLM.int8 weight must be 2-D I8"));

@@ -185,7 +185,7 @@ static void test_bnb_reference_header(void **state) {
     assert_int_equal(amn_open(qe_ctx, path, NULL, NULL, &m, &err), AMN_OK);
     amn_plan *p = NULL;
     assert_int_equal(amn_plan_new(qe_ctx, m, &p, &err), AMN_OK);
-    amn_group_info gi;
+    amn_group_info gi = {.struct_size = sizeof(amn_group_info)};
     assert_int_equal(amn_plan_group_count(p), 1);
     assert_int_equal(amn_plan_group(p, 0, &gi), AMN_OK);
     assert_string_equal(gi.out_name, "model.layers.0.weight");

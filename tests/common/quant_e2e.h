@@ -22,8 +22,11 @@ static amn_ctx *qe_ctx;
 static int qe_setup(void **state) {
     (void)state;
     const char *dirs[1] = {AMN_BINARY_DIR "/lib/amn/plugins"};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true};
     amn_error err = {0};
     if (amn_ctx_new(&o, &qe_ctx, &err) != AMN_OK) {
         fprintf(stderr, "amn_ctx_new: %s\n", err.msg);
@@ -91,7 +94,7 @@ static inline int qe_plan(const qe_tensor *ts, size_t n, amn_error *err, char *l
     amn_plan *p = NULL;
     int rc = amn_plan_new(qe_ctx, m, &p, err);
     if (!rc && label) {
-        amn_plan_summary s;
+        amn_plan_summary s = {.struct_size = sizeof(amn_plan_summary)};
         amn_plan_summarize(p, AMN_DTYPE_BF16, &s);
         snprintf(label, label_size, "%s", s.label ? s.label : "");
     }
@@ -107,12 +110,13 @@ static inline void qe_convert(const qe_tensor *ts, size_t n, amn_dtype out, unsi
     amn_plan *p = NULL;
     amn_error err = {0};
     if (amn_plan_new(qe_ctx, m, &p, &err) != AMN_OK) fail_msg("plan: %s", err.msg);
-    amn_convert_options o = {.mode = AMN_MODE_REMEMBER,
+    amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                             .mode = AMN_MODE_REMEMBER,
                              .out_dtype = out,
                              .output = path,
                              .overwrite = true,
                              .threads = threads};
-    amn_convert_stats st;
+    amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
     if (amn_convert(qe_ctx, m, p, &o, &st, &err) != AMN_OK) fail_msg("convert: %s", err.msg);
     amn_plan_free(p);
     amn_model_free(m);

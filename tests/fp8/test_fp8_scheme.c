@@ -216,7 +216,7 @@ static void test_fp8_not_scales(void **state) {
     amn_plan *p = NULL;
     amn_error err = {0};
     assert_int_equal(amn_plan_new(qe_ctx, m, &p, &err), AMN_OK);
-    amn_plan_summary sum;
+    amn_plan_summary sum = {.struct_size = sizeof(amn_plan_summary)};
     amn_plan_summarize(p, AMN_DTYPE_BF16, &sum);
     assert_int_equal(sum.groups, 0);
     assert_int_equal(sum.passthrough, 4);

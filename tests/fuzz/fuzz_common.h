@@ -30,8 +30,11 @@ static amn_ctx *fuzz_ctx_;
 static amn_ctx *fuzz_ctx(void) {
     if (fuzz_ctx_) return fuzz_ctx_;
     const char *dirs[] = {AMN_BINARY_DIR "/lib/amn/plugins"};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true};
     if (amn_ctx_new(&o, &fuzz_ctx_, NULL)) abort();
     return fuzz_ctx_;
 }
@@ -98,8 +101,12 @@ static void fuzz_check_same_tensors(const amn_model *in, const amn_model *op) {
 static void fuzz_convert(const amn_model *m, const amn_plan *p, const char *target) {
     char out[96];
     snprintf(out, sizeof out, "/tmp/amn-fuzz-%d.%s", (int)getpid(), target);
-    amn_convert_options o = {
-        .mode = AMN_MODE_CONVERT, .target = target, .output = out, .overwrite = true, .threads = 1};
+    amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                             .mode = AMN_MODE_CONVERT,
+                             .target = target,
+                             .output = out,
+                             .overwrite = true,
+                             .threads = 1};
     amn_error err;
     fuzz_err_reset(&err);
     int rc = amn_convert(fuzz_ctx(), m, p, &o, NULL, &err);

@@ -30,8 +30,11 @@ static json_object *expect;
 static int setup(void **state) {
     (void)state;
     const char *dirs[1] = {AMN_BINARY_DIR "/lib/amn/plugins"};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true};
     amn_error err = {0};
     if (amn_ctx_new(&o, &ctx, &err) != AMN_OK) {
         fprintf(stderr, "amn_ctx_new: %s\n", err.msg);

@@ -18,8 +18,11 @@ static amn_ctx *ctx;
 static int setup(void **state) {
     (void)state;
     const char *dirs[1] = {AMN_BINARY_DIR "/lib/amn/plugins"};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true};
     amn_error err = {0};
     if (amn_ctx_new(&o, &ctx, &err) != AMN_OK) {
         fprintf(stderr, "amn_ctx_new: %s\n", err.msg);
@@ -65,7 +68,7 @@ static void test_plugin_loaded(void **state) {
     assert_non_null(s->dequantize);
     bool found = false;
     for (size_t i = 0; i < amn_ctx_plugin_count(ctx); i++) {
-        amn_plugin_info info;
+        amn_plugin_info info = {.struct_size = sizeof(amn_plugin_info)};
         assert_int_equal(amn_ctx_plugin(ctx, i, &info), AMN_OK);
         if (strcmp(info.name, "gguf") == 0) {
             found = true;
@@ -87,10 +90,12 @@ static int plan_one(const amn_tensor *t, amn_error *err) {
     if (rc == AMN_OK) {
         /* A type with no kernel is left unclaimed: inspect still describes
          * the file, and conversion refuses the tensor by name. */
-        amn_plan_summary s;
+        amn_plan_summary s = {.struct_size = sizeof(amn_plan_summary)};
         amn_plan_summarize(p, AMN_DTYPE_BF16, &s);
         if (s.unhandled) {
-            amn_convert_options o = {.target = "gguf", .output = "/nonexistent/out.gguf"};
+            amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                                     .target = "gguf",
+                                     .output = "/nonexistent/out.gguf"};
             rc = amn_convert(ctx, m, p, &o, NULL, err);
         }
     }
@@ -122,7 +127,7 @@ static void test_detect_groups(void **state) {
     amn_plan *p = NULL;
     if (amn_plan_new(ctx, m, &p, &err) != AMN_OK) fail_msg("plan: %s", err.msg);
     assert_int_equal(amn_plan_group_count(p), 2);
-    amn_group_info g;
+    amn_group_info g = {.struct_size = sizeof(amn_group_info)};
     assert_int_equal(amn_plan_group(p, 0, &g), AMN_OK);
     assert_string_equal(g.out_name, "blk.0.ffn_up.weight");
     assert_string_equal(g.label, "GGUF Q4_K");
@@ -138,7 +143,7 @@ static void test_detect_groups(void **state) {
     assert_string_equal(g.label, "GGUF Q8_0");
     assert_int_equal(g.members[0], 2);
     assert_int_equal(amn_plan_tensor_role(p, 1), 0); /* passthrough */
-    amn_plan_summary s;
+    amn_plan_summary s = {.struct_size = sizeof(amn_plan_summary)};
     amn_plan_summarize(p, AMN_DTYPE_BF16, &s);
     assert_int_equal(s.groups, 2);
     assert_int_equal(s.passthrough, 1);
@@ -271,12 +276,13 @@ static void test_convert_goldens(void **state) {
             assert_int_equal(setenv("AMN_SIMD", k < 2 ? "avx2" : "scalar", 1), 0);
             char out[128];
             snprintf(out, sizeof out, "%s/out-%zu-%d.safetensors", dir, c, k);
-            amn_convert_options co = {.mode = AMN_MODE_REMEMBER,
+            amn_convert_options co = {.struct_size = sizeof(amn_convert_options),
+                                      .mode = AMN_MODE_REMEMBER,
                                       .out_dtype = outs[o],
                                       .output = out,
                                       .overwrite = true,
                                       .threads = 2};
-            amn_convert_stats st;
+            amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
             if (amn_convert(ctx, m, p, &co, &st, &err) != AMN_OK) fail_msg("convert: %s", err.msg);
             assert_int_equal(st.dequantized, 1);
             size_t size = 0, len = 0;
@@ -337,8 +343,11 @@ static void test_long_row_memory(void **state) {
     snprintf(out, sizeof out, "%s/long.safetensors", dir);
     struct rusage before, after;
     getrusage(RUSAGE_SELF, &before);
-    amn_convert_options co = {
-        .mode = AMN_MODE_REMEMBER, .out_dtype = AMN_DTYPE_F32, .output = out, .threads = 2};
+    amn_convert_options co = {.struct_size = sizeof(amn_convert_options),
+                              .mode = AMN_MODE_REMEMBER,
+                              .out_dtype = AMN_DTYPE_F32,
+                              .output = out,
+                              .threads = 2};
     if (amn_convert(ctx, m, p, &co, NULL, &err) != AMN_OK) fail_msg("convert: %s", err.msg);
     getrusage(RUSAGE_SELF, &after);
     const long grew_kib = after.ru_maxrss - before.ru_maxrss;

@@ -12,8 +12,11 @@
 static amn_ctx *ctx;
 
 static int make_ctx(const char *const *dirs, size_t n) {
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = n, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = n,
+                         .no_env = true,
+                         .no_default = true};
     return amn_ctx_new(&o, &ctx, NULL);
 }
 
@@ -55,7 +58,8 @@ static int convert(const amn_model *m, const char *target, amn_mode mode, const 
     amn_plan *p = NULL;
     int rc = amn_plan_new(ctx, m, &p, err);
     if (rc) return rc;
-    amn_convert_options o = {.mode = mode,
+    amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                             .mode = mode,
                              .target = target,
                              .out_dtype = AMN_DTYPE_F32,
                              .output = out,
@@ -84,7 +88,7 @@ static void probe_and_plan(void **state) {
     amn_plan *p = NULL;
     amn_error err = {0};
     assert_int_equal(amn_plan_new(ctx, m, &p, &err), AMN_OK);
-    amn_plan_summary s;
+    amn_plan_summary s = {.struct_size = sizeof(amn_plan_summary)};
     amn_plan_summarize(p, AMN_DTYPE_F32, &s);
     assert_int_equal(s.groups, 1);
     assert_int_equal(s.passthrough, 2);

@@ -22,8 +22,11 @@ static char fixdir[1024];
 static int setup(void **state) {
     (void)state;
     const char *dirs[1] = {AMN_BINARY_DIR "/lib/amn/plugins"};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true};
     amn_error err = {0};
     if (amn_ctx_new(&o, &ctx, &err) != AMN_OK) return -1;
     snprintf(fixdir, sizeof fixdir, "%s/fixtures/%s", AMN_SOURCE_DIR, FAMILY);
@@ -136,12 +139,13 @@ static void run_ok(const char *name) {
                 amn_error err = {0};
                 if (amn_plan_new(ctx, m, &p, &err) != AMN_OK)
                     fail_msg("%s: plan: %s", what, err.msg);
-                amn_convert_options opt = {.mode = AMN_MODE_REMEMBER,
+                amn_convert_options opt = {.struct_size = sizeof(amn_convert_options),
+                                           .mode = AMN_MODE_REMEMBER,
                                            .out_dtype = outs[o].t,
                                            .output = out,
                                            .overwrite = true,
                                            .threads = threads};
-                amn_convert_stats st;
+                amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
                 if (amn_convert(ctx, m, p, &opt, &st, &err) != AMN_OK)
                     fail_msg("%s: convert: %s", what, err.msg);
                 amn_plan_free(p);

@@ -82,7 +82,7 @@ typedef struct opened {
 } opened;
 
 static bool open_model(const char *path, opened *o) {
-    amn_ctx_options co = {0};
+    amn_ctx_options co = {.struct_size = sizeof(amn_ctx_options)};
     amn_error err = {0};
     memset(o, 0, sizeof *o);
     if (amn_ctx_new(&co, &o->ctx, NULL) || !amn_ctx_find_format(o->ctx, "safetensors")) {
@@ -102,7 +102,8 @@ static void close_model(opened *o) {
 
 static int convert(opened *o, const char *target, amn_dtype dt, unsigned threads, const char *out,
                    amn_error *err) {
-    amn_convert_options co = {.mode = AMN_MODE_CONVERT,
+    amn_convert_options co = {.struct_size = sizeof(amn_convert_options),
+                              .mode = AMN_MODE_CONVERT,
                               .target = target,
                               .out_dtype = dt,
                               .output = out,

@@ -17,7 +17,7 @@ static const amn_plugin_info *find(amn_ctx *ctx, const char *file_part, amn_plug
 }
 
 static void expect(amn_ctx *ctx, const char *file_part, const char *status, const char *reason) {
-    amn_plugin_info pi;
+    amn_plugin_info pi = {.struct_size = sizeof(amn_plugin_info)};
     if (!find(ctx, file_part, &pi)) fail_msg("no record for %s", file_part);
     if (strcmp(pi.status, status) != 0 || (reason && (!pi.reason || !strstr(pi.reason, reason))))
         fail_msg("%s: %s (%s), wanted %s (%s)", file_part, pi.status, pi.reason ? pi.reason : "",
@@ -27,7 +27,8 @@ static void expect(amn_ctx *ctx, const char *file_part, const char *status, cons
 static void broken_plugins_are_reported_and_skipped(void **state) {
     (void)state;
     const char *dirs[] = {DIR_A, DIR_B};
-    amn_ctx_options o = {.plugin_dirs = dirs,
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
                          .n_plugin_dirs = 2,
                          .no_env = true,
                          .no_default = true,
@@ -61,7 +62,8 @@ static void broken_plugins_are_reported_and_skipped(void **state) {
 static void probe_ties_are_errors(void **state) {
     (void)state;
     const char *dirs[] = {DIR_A};
-    amn_ctx_options o = {.plugin_dirs = dirs,
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
                          .n_plugin_dirs = 1,
                          .no_env = true,
                          .no_default = true,
@@ -86,7 +88,8 @@ static void probe_ties_are_errors(void **state) {
 /* The name of the format detected for `name` with only dir's plugins, or NULL. */
 static const char *detect_in(const char *dir, const char *name, amn_error *err, int *rc) {
     const char *dirs[] = {dir};
-    amn_ctx_options o = {.plugin_dirs = dirs,
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
                          .n_plugin_dirs = 1,
                          .no_env = true,
                          .no_default = true,
@@ -127,7 +130,7 @@ static void probe_extension_only_breaks_ties(void **state) {
 /* Plugins linked into libamn (a -DAMN_STATIC_PLUGINS=ON build), else 0. */
 static size_t builtin_count(amn_ctx *ctx) {
     size_t n = 0;
-    amn_plugin_info pi;
+    amn_plugin_info pi = {.struct_size = sizeof(amn_plugin_info)};
     for (size_t i = 0; i < amn_ctx_plugin_count(ctx); i++)
         if (amn_ctx_plugin(ctx, i, &pi) == AMN_OK && strcmp(pi.file, "(built-in)") == 0) n++;
     return n;
@@ -138,12 +141,15 @@ static size_t builtin_count(amn_ctx *ctx) {
 static void builtin_plugins_shadow_modules(void **state) {
     (void)state;
     const char *dirs[] = {AMN_BINARY_DIR "/test-plugins/s"};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true};
     amn_ctx *ctx;
     amn_error err;
     assert_int_equal(amn_ctx_new(&o, &ctx, &err), AMN_OK);
-    amn_plugin_info pi;
+    amn_plugin_info pi = {.struct_size = sizeof(amn_plugin_info)};
     bool builtin_safetensors = false;
     for (size_t i = 0; i < amn_ctx_plugin_count(ctx); i++) {
         amn_ctx_plugin(ctx, i, &pi);
@@ -199,7 +205,8 @@ static void environment_search_path(void **state) {
 static void unknown_files_name_the_missing_plugin(void **state) {
     (void)state;
     const char *dirs[] = {DIR_B};
-    amn_ctx_options o = {.plugin_dirs = dirs,
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
                          .n_plugin_dirs = 1,
                          .no_env = true,
                          .no_default = true,
@@ -239,7 +246,8 @@ static void unknown_files_name_the_missing_plugin(void **state) {
 static void keep_modules_leaves_plugins_loaded(void **state) {
     (void)state;
     const char *dirs[] = {DIR_A};
-    amn_ctx_options o = {.plugin_dirs = dirs,
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
                          .n_plugin_dirs = 1,
                          .no_env = true,
                          .no_default = true,

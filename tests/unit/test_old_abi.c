@@ -22,7 +22,10 @@ static const float expect_w[6] = {0.5f, -1.0f, 1.5f, 8.0f, 10.0f, -12.0f};
 static int setup(void **state) {
     (void)state;
     const char *dirs[] = {DIR_OLD};
-    amn_ctx_options o = {.plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true};
     amn_error err;
     if (amn_ctx_new(&o, &ctx, &err)) return -1;
     snprintf(input, sizeof input, "/tmp/amn-oldabi-%d.old", (int)getpid());
@@ -42,7 +45,7 @@ static int teardown(void **state) {
 
 static void loads_as_abi_2_0(void **state) {
     (void)state;
-    amn_plugin_info pi;
+    amn_plugin_info pi = {.struct_size = sizeof(amn_plugin_info)};
     bool found = false;
     for (size_t i = 0; i < amn_ctx_plugin_count(ctx); i++) {
         amn_ctx_plugin(ctx, i, &pi);
@@ -72,7 +75,7 @@ static void reads_and_inspects(void **state) {
     assert_null(amn_model_tensor(m, 0)->data);
     amn_plan *p;
     assert_int_equal(amn_plan_new(ctx, m, &p, &err), AMN_OK);
-    amn_plan_summary s;
+    amn_plan_summary s = {.struct_size = sizeof(amn_plan_summary)};
     amn_plan_summarize(p, AMN_DTYPE_F32, &s);
     assert_int_equal(s.groups, 1);
     assert_string_equal(s.scheme, "oldq");
@@ -92,7 +95,8 @@ static int convert_to(const char *target, const char *out, const char *const *op
         amn_model_free(m);
         return rc;
     }
-    amn_convert_options o = {.mode = AMN_MODE_REMEMBER,
+    amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                             .mode = AMN_MODE_REMEMBER,
                              .target = target,
                              .out_dtype = AMN_DTYPE_F32,
                              .output = out,

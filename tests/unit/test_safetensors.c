@@ -15,8 +15,11 @@ static amn_ctx *ctx;
 static int setup(void **state) {
     (void)state;
     const char *dirs[] = {AMN_BINARY_DIR "/lib/amn/plugins"};
-    amn_ctx_options o = {
-        .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_env = true, .no_default = true};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options),
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_env = true,
+                         .no_default = true};
     if (amn_ctx_new(&o, &ctx, NULL) || !amn_ctx_find_format(ctx, "safetensors")) return -1;
     return amn_test_scratch_make("st-test");
 }
@@ -477,11 +480,12 @@ static void convert_f32_to_bf16(void **state) {
     assert_int_equal(amn_open(ctx, tmp("f32.safetensors"), NULL, NULL, &m, &err), AMN_OK);
     assert_int_equal(amn_plan_new(ctx, m, &p, &err), AMN_OK);
     for (unsigned threads = 1; threads <= 3; threads++) {
-        amn_convert_options o = {.mode = AMN_MODE_CONVERT,
+        amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                                 .mode = AMN_MODE_CONVERT,
                                  .output = tmp("bf16.safetensors"),
                                  .overwrite = true,
                                  .threads = threads};
-        amn_convert_stats st;
+        amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
         assert_int_equal(amn_convert(ctx, m, p, &o, &st, &err), AMN_OK);
         assert_int_equal(st.cast, 1);
         amn_model *out;
@@ -493,8 +497,10 @@ static void convert_f32_to_bf16(void **state) {
         amn_model_free(out);
     }
     /* remember keeps unquantized tensors as they are. */
-    amn_convert_options o = {
-        .mode = AMN_MODE_REMEMBER, .output = tmp("same.safetensors"), .overwrite = true};
+    amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                             .mode = AMN_MODE_REMEMBER,
+                             .output = tmp("same.safetensors"),
+                             .overwrite = true};
     assert_int_equal(amn_convert(ctx, m, p, &o, NULL, &err), AMN_OK);
     size_t a_len, b_len;
     uint8_t *a = amn_test_read_file(tmp("f32.safetensors"), &a_len);

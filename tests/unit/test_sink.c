@@ -173,7 +173,7 @@ static void on_progress(void *user, const amn_progress *p) {
 static void test_progress(void **state) {
     (void)state;
     amn_ctx *ctx = NULL;
-    amn_ctx_options o = {0};
+    amn_ctx_options o = {.struct_size = sizeof(amn_ctx_options)};
     if (amn_ctx_new(&o, &ctx, NULL) || !amn_ctx_find_format(ctx, "safetensors")) {
         amn_ctx_free(ctx);
         skip();
@@ -188,12 +188,13 @@ static void test_progress(void **state) {
     char out[300];
     snprintf(out, sizeof out, "%s/p.safetensors", dir);
     seen s = {.monotonic = true};
-    amn_convert_options co = {.mode = AMN_MODE_CONVERT,
+    amn_convert_options co = {.struct_size = sizeof(amn_convert_options),
+                              .mode = AMN_MODE_CONVERT,
                               .output = out,
                               .progress = on_progress,
                               .progress_user = &s,
                               .no_sync = true};
-    amn_convert_stats st;
+    amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
     assert_int_equal(amn_convert(ctx, m, p, &co, &st, &err), AMN_OK);
     assert_true(s.monotonic);
     assert_true(s.ended);

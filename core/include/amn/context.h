@@ -27,7 +27,15 @@ extern "C" {
 
 typedef struct amn_ctx amn_ctx;
 
+/* Application ABI: the structs an application fills (options) or lends to
+ * libamn to fill (info, summaries, stats) start with struct_size, set by the
+ * caller to sizeof the struct as its header declares it. libamn reads or
+ * writes only the bytes struct_size covers, so a program built against an
+ * older header keeps working when fields are appended; options larger than
+ * this libamn knows are accepted only when the unknown tail is zero.
+ * A struct_size below the first release's size is AMN_E_INVALID. */
 typedef struct amn_ctx_options {
+    uint32_t struct_size;           /* sizeof(amn_ctx_options) */
     const char *const *plugin_dirs; /* searched before the environment */
     size_t n_plugin_dirs;
     bool no_env;     /* ignore AMN_PLUGIN_PATH and AMN_PLUGIN_SYSTEM_PATH */
@@ -50,6 +58,7 @@ AMN_API void amn_ctx_free_keep_modules(amn_ctx *ctx);
  * "rejected"; reason explains the last two. */
 AMN_API size_t amn_ctx_plugin_count(const amn_ctx *ctx);
 typedef struct amn_plugin_info {
+    uint32_t struct_size; /* set by the caller; see amn_ctx_options */
     const char *name;
     const char *version;
     const char *description;

@@ -30,7 +30,9 @@ typedef struct amn_plan amn_plan;
 AMN_API int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_error *err);
 AMN_API void amn_plan_free(amn_plan *p);
 
+/* struct_size first, set by the caller (amn/context.h, "Application ABI"). */
 typedef struct amn_plan_summary {
+    uint32_t struct_size;
     size_t groups;    /* quantized weights (output tensors from a scheme) */
     size_t quantized; /* member tensors with role WEIGHT */
     size_t scales, zeros, group_indices, aux;
@@ -45,12 +47,14 @@ typedef struct amn_plan_summary {
     const char *missing_plugin; /* the plugin that would claim them ("fp8", ...), or NULL */
 } amn_plan_summary;
 
-/* Sizes computed as if dequantizing to `out`. */
-AMN_API void amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *s);
+/* Sizes computed as if dequantizing to `out`. AMN_E_INVALID when
+ * s->struct_size is too small. */
+AMN_API int amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *s);
 
 /* Per group: name, label, scheme, output shape. */
 AMN_API size_t amn_plan_group_count(const amn_plan *p);
 typedef struct amn_group_info {
+    uint32_t struct_size; /* set by the caller */
     const char *out_name;
     const char *label;
     const char *scheme;
@@ -97,6 +101,7 @@ typedef enum amn_mode {
 
 /* Where a conversion stands, for a progress display. */
 typedef struct amn_progress {
+    uint32_t struct_size; /* set by libamn: check it before reading a field appended later */
     uint64_t bytes_done;  /* bytes of the output written so far */
     uint64_t bytes_total; /* the output's size */
     size_t tensor_index;  /* the tensor being written, 0-based; tensor_count when done */
@@ -112,6 +117,7 @@ typedef struct amn_progress {
 typedef void (*amn_progress_fn)(void *user, const amn_progress *p);
 
 typedef struct amn_convert_options {
+    uint32_t struct_size; /* sizeof(amn_convert_options) (amn/context.h, "Application ABI") */
     amn_mode mode;
     const char *target;  /* format name; NULL = "safetensors" */
     amn_dtype out_dtype; /* F32, F16 or BF16; INVALID = BF16 */
@@ -143,6 +149,7 @@ typedef struct amn_convert_options {
 } amn_convert_options;
 
 typedef struct amn_convert_stats {
+    uint32_t struct_size; /* set by the caller */
     size_t tensors_written;
     size_t dequantized;
     size_t cast;
