@@ -146,6 +146,8 @@ static int claim_weight(const amn_model *m, amn_claimset *cs, size_t wi, size_t 
         p->scale = (size_t)si;
         p->has_scale = true;
         p->stype = s->dtype;
+        if (strcmp(qc->method, "compressed-tensors") == 0 && s->dtype != AMN_DTYPE_F32)
+            p->round_to = s->dtype;
         rc = scale_layout(w, s, qc, p, what, sizeof what, err);
         if (!rc) rc = quant_tensor_bytes(s, &p->own_scale, &unused, err);
     } else {

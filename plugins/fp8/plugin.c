@@ -1,12 +1,37 @@
 /* amn-fp8: FP8 (E4M3 / E5M2) weights with per-tensor, per-channel or
  * fine-grained block scales, as Hugging Face FP8 checkpoints store them. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "amn/checked.h"
+#include "amn/dtype.h"
 
 #include "amn/plugin.h"
 #include "amn/simd.h"
 #include "amn/kit/quant_common.h"
 #include "fp8_kernels.h"
 #include "fp8_plan.h"
+
+/* Products in the scale's dtype first, then converted to `out` as
+ * compressed-tensors' .to(dtype) does (BF16 -> F16 rounds a second time).
+ * A call covers about one output chunk, so the staging buffer is small. */
+static int dequantize_rounded(const fp8_plan *p, const fp8_layout *l, uint64_t row0, uint64_t nrows,
+                              amn_dtype out, void *dst, amn_error *err) {
+    uint64_t n, bytes;
+    if (!amn_mul_u64(nrows, p->cols, &n) || !amn_mul_u64(n, 2, &bytes) || bytes > SIZE_MAX)
+        return amn_error_set(err, AMN_E_LIMIT, "%s: %llu rows too large", p->name,
+                             (unsigned long long)nrows);
+    void *tmp = malloc(bytes ? (size_t)bytes : 1);
+    if (!tmp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    fp8_dequant_rows(l, row0, nrows, p->round_to, tmp, amn_simd_level());
+    const int rc = amn_convert_elems(p->round_to, tmp, out, dst, (size_t)n);
+    free(tmp);
+    if (rc)
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: no conversion from %s to %s", p->name,
+                             amn_dtype_name(p->round_to), amn_dtype_name(out));
+    return AMN_OK;
+}
 
 static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint64_t nrows,
                       amn_dtype out, void *dst, amn_error *err) {
@@ -34,8 +59,11 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
                           .block_rows = p->block_rows,
                           .block_cols = p->block_cols,
                           .grid_cols = p->grid_cols};
-    fp8_dequant_rows(&l, row0, nrows, out, dst, amn_simd_level());
-    return AMN_OK;
+    if (!p->round_to || p->round_to == out) {
+        fp8_dequant_rows(&l, row0, nrows, out, dst, amn_simd_level());
+        return AMN_OK;
+    }
+    return dequantize_rounded(p, &l, row0, nrows, out, dst, err);
 }
 
 static const amn_scheme fp8_scheme = {
