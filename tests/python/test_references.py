@@ -187,12 +187,12 @@ CLASSES = {"parse": amn.ParseError, "unsupported": amn.UnsupportedError,
 
 
 def test_scheme_fixture_cases(need):
-    """fixtures/{ctensors,mxfp4,nvfp4}/cases.txt, as tests/schemes reads it:
+    """fixtures/{ctensors,mxfp4,nvfp4,fp8}/cases.txt, as the C fixture tests read them:
     every ok case's weights equal its expected-<dtype>.safetensors (made by
     the generators from the reference libraries' code), every bad case
     raises its class with its words."""
     n = 0
-    for fam in ("ctensors", "mxfp4", "nvfp4"):
+    for fam in ("ctensors", "mxfp4", "nvfp4", "fp8"):
         need("safetensors", fam)
         for line in open(fixture_path(fam, "cases.txt")):
             if not line.strip() or line.startswith("#"):
