@@ -482,10 +482,19 @@ static bool in_manifest(const cli_manifest *mf, const char *name) {
 
 /* AMN_TEST_FOLDER_KILL_AFTER=N (tests only): SIGKILL after the N-th shard
  * of the temporary folder is complete and in the manifest; past the last
- * shard, just before the rename. Stands for a crash or an OOM kill. */
+ * shard, just before the rename. Stands for a crash or an OOM kill (or,
+ * with AMN_TEST_FOLDER_KILL_SIGNAL, a Ctrl-C). */
 static size_t kill_after(void) {
     const char *v = getenv("AMN_TEST_FOLDER_KILL_AFTER");
     return v && *v ? (size_t)strtoull(v, NULL, 10) : 0;
+}
+
+/* The signal the hook raises: AMN_TEST_FOLDER_KILL_SIGNAL (a number, e.g. 2
+ * for SIGINT, which the CLI handles), else SIGKILL. */
+static void test_kill(void) {
+    const char *v = getenv("AMN_TEST_FOLDER_KILL_SIGNAL");
+    const int sig = v && *v ? atoi(v) : SIGKILL;
+    raise(sig > 0 && sig < 32 ? sig : SIGKILL);
 }
 
 /* After a shard is complete: its size and CRC-32 into the manifest. */
@@ -549,7 +558,7 @@ static int write_shards(const amn_ctx *ctx, const amn_model *m, const amn_plan *
         jp.tensors_before += st.tensors_written;
         res->shards++;
         if (mf && (rc = record_shard(rq, mf, name, path, err))) return rc;
-        if (kill && res->shards + res->resumed == kill) raise(SIGKILL);
+        if (kill && res->shards + res->resumed == kill) test_kill();
     }
     return AMN_OK;
 }
@@ -804,7 +813,7 @@ int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
             rc = write_shards(ctx, m, ap, rq, &p, 0, 0, tmp_dir, &qc, NULL, res, err);
         if (!rc && p.n_shards > 1) rc = write_index(&p, !rq->base.no_sync, err);
         if (!rc) rc = write_others(rq, qc, res, err);
-        if (!rc && kill_after() > p.n_shards) raise(SIGKILL);
+        if (!rc && kill_after() > p.n_shards) test_kill();
         if (!rc) {
             char path[PATH_MAX + 64];
             snprintf(path, sizeof path, "%s/%s", tmp_dir, CLI_MANIFEST_NAME);

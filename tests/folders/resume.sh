@@ -55,7 +55,7 @@ killed() { # killed N [OPTIONS]: a run SIGKILLed after N shards, its folder left
   [ -n "$(leftovers)" ] && [ ! -e "$work/outd" ] && ok || fail "kill after $1: no temporary folder"
 }
 
-# Killed after 1, 3, 5 and 6 shards and before the rename; resumed.
+# Killed after 1, 3 and 6 shards and before the rename; resumed.
 for n in 1 3 6 7; do
   killed $n
   run "resume after $n" 0 "${conv[@]}" --resume
@@ -75,6 +75,15 @@ rm -rf "$work/outd"
 run "then --resume" 0 "${conv[@]}" --resume
 has "then --resume" "2 shards kept"
 same "then --resume"
+
+# SIGINT (handled): without --resume the folder goes, with it it stays.
+AMN_TEST_FOLDER_KILL_AFTER=2 AMN_TEST_FOLDER_KILL_SIGNAL=2 "${conv[@]}" -q >/dev/null 2>&1
+[ $? -eq 130 ] && [ -z "$(leftovers)" ] && ok || fail "SIGINT without --resume: $(leftovers)"
+AMN_TEST_FOLDER_KILL_AFTER=2 AMN_TEST_FOLDER_KILL_SIGNAL=2 "${conv[@]}" -q --resume >/dev/null 2>&1
+[ $? -eq 130 ] && [ -n "$(leftovers)" ] && ok || fail "SIGINT with --resume: nothing kept"
+run "resume after SIGINT" 0 "${conv[@]}" --resume
+has "resume after SIGINT" "2 shards kept"
+same "resume after SIGINT"
 
 # Damaged shards are written again; stray files go.
 killed 3
