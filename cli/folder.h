@@ -82,7 +82,7 @@ void cli_folder_on_signal(void);
 typedef struct cli_manifest_shard {
     char name[64];
     uint64_t size;
-    uint32_t crc32; /* zlib's crc32 of the whole file */
+    uint64_t xxh64; /* XXH64 (seed 0) of the whole file */
 } cli_manifest_shard;
 typedef struct cli_manifest {
     char *identity; /* what the output depends on, as cli_resume_identity writes it */
@@ -96,12 +96,12 @@ char *cli_resume_identity(const cli_folder_req *rq, uint64_t plan_digest);
 int cli_manifest_write(const char *dir, const cli_manifest *mf, bool sync, amn_error *err);
 /* Our manifest from dir; false (mf empty) for anything else. */
 bool cli_manifest_read(const char *dir, cli_manifest *mf);
-int cli_manifest_add(cli_manifest *mf, const char *name, uint64_t size, uint32_t crc,
+int cli_manifest_add(cli_manifest *mf, const char *name, uint64_t size, uint64_t hash,
                      amn_error *err);
 void cli_manifest_free(cli_manifest *mf);
-/* True when dir/name is a regular file of the size and CRC-32 mf records. */
+/* True when dir/name is a regular file of the size and XXH64 mf records. */
 bool cli_manifest_shard_ok(const cli_manifest *mf, const char *dir, const char *name);
-int cli_file_crc(const char *path, uint64_t *size, uint32_t *crc, amn_error *err);
+int cli_file_hash(const char *path, uint64_t *size, uint64_t *hash, amn_error *err);
 /* An exclusive flock on a folder (held while a run writes it): its fd, or -1
  * when another process holds it. */
 int cli_dir_lock(const char *dir);

@@ -497,13 +497,12 @@ static void test_kill(void) {
     raise(sig > 0 && sig < 32 ? sig : SIGKILL);
 }
 
-/* After a shard is complete: its size and CRC-32 into the manifest. */
+/* After a shard is complete: its size and XXH64 into the manifest. */
 static int record_shard(const cli_folder_req *rq, cli_manifest *mf, const char *name,
                         const char *path, amn_error *err) {
-    uint64_t size;
-    uint32_t crc;
-    int rc = cli_file_crc(path, &size, &crc, err);
-    if (!rc) rc = cli_manifest_add(mf, name, size, crc, err);
+    uint64_t size, hash;
+    int rc = cli_file_hash(path, &size, &hash, err);
+    if (!rc) rc = cli_manifest_add(mf, name, size, hash, err);
     if (!rc) rc = cli_manifest_write(tmp_dir, mf, !rq->base.no_sync, err);
     return rc;
 }
@@ -739,7 +738,7 @@ static int adopt(const fo_plan *p, cli_manifest *mf, amn_error *err) {
         shard_name(p, k, name, sizeof name);
         for (size_t i = 0; i < mf->n; i++)
             if (strcmp(mf->shards[i].name, name) == 0 && cli_manifest_shard_ok(mf, tmp_dir, name))
-                rc = cli_manifest_add(&kept, name, mf->shards[i].size, mf->shards[i].crc32, err);
+                rc = cli_manifest_add(&kept, name, mf->shards[i].size, mf->shards[i].xxh64, err);
     }
     DIR *d = rc ? NULL : opendir(tmp_dir);
     if (!rc && !d) rc = amn_error_set(err, AMN_E_IO, "%s: %s", tmp_dir, strerror(errno));

@@ -133,7 +133,7 @@ h=0
 copy() { h=$((h + 1)); tmp=$work/.outd.amn-hostl$h; cp -a "$work/saved" "$tmp"; }
 copy && printf '\x00\xff{garbage' >"$tmp/$m" && hostile garbage
 copy && echo '{"amn_resume": 1, "identity": 7, "shards": []}' >"$tmp/$m" && hostile types
-copy && echo '{"amn_resume": 1, "identity": "x", "shards": {"../../x": {"size": -1, "crc32": 1e99}}}' >"$tmp/$m" && hostile "bad shard"
+copy && echo '{"amn_resume": 1, "identity": "x", "shards": {"../../x": {"size": -1, "xxh64": "zz"}}}' >"$tmp/$m" && hostile "bad shard"
 copy && "$py" -c "print('[' * 100000 + ']' * 100000)" >"$tmp/$m" && hostile deep
 copy && truncate -s 20M "$tmp/$m" && hostile huge
 copy && mv "$tmp/$m" "$work/elsewhere.json" && ln -s "$work/elsewhere.json" "$tmp/$m" && hostile symlink
@@ -143,10 +143,10 @@ rm -rf "$work/saved"
 # The right identity with a shard's record changed: that shard written again.
 killed 3
 tmp=$(leftovers)
-"$py" -c "import json, sys; p = sys.argv[1]; m = json.load(open(p)); m['shards']['model-00001-of-00006.safetensors']['crc32'] ^= 1; json.dump(m, open(p, 'w'))" "$tmp/$m"
-run "resume, a crc changed" 0 "${conv[@]}" --resume
-has "resume, a crc changed" "2 shards kept"
-same "resume, a crc changed"
+"$py" -c "import json, sys; p = sys.argv[1]; m = json.load(open(p)); e = m['shards']['model-00001-of-00006.safetensors']; e['xxh64'] = '%016x' % (int(e['xxh64'], 16) ^ 1); json.dump(m, open(p, 'w'))" "$tmp/$m"
+run "resume, a hash changed" 0 "${conv[@]}" --resume
+has "resume, a hash changed" "2 shards kept"
+same "resume, a hash changed"
 
 # A folder another amn holds locked is not taken.
 killed 3
