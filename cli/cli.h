@@ -44,6 +44,7 @@ typedef struct cli_args {
     const char *shard_size;  /* model folders: --shard-size SIZE */
     const char *only_shards; /* --only-shards K[-L] */
     bool write_index;        /* --write-index */
+    bool resume, dedup_tied; /* --resume, --dedup-tied */
     /* Every FILE argument, input first; more than one only for inspect
      * (multi_input). The array belongs to main. */
     const char **inputs;

@@ -87,6 +87,9 @@ static void print_json(const cli_args *a, bool convert, const amn_model *m, cons
         json_object_object_add(root, "total_shards", json_object_new_uint64(fr->total_shards));
         json_object_object_add(root, "files_copied", json_object_new_uint64(fr->copied));
         json_object_object_add(root, "config_written", json_object_new_boolean(fr->config));
+        json_object_object_add(root, "shards_resumed", json_object_new_uint64(fr->resumed));
+        if (fr->tied[0])
+            json_object_object_add(root, "tied_dropped", json_object_new_string(fr->tied));
     }
     json_object_object_add(root, "seconds", json_object_new_double(seconds));
     cli_json_print(root);
@@ -224,6 +227,7 @@ static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req 
         .progress_user = &prog,
         .out_dir = output,
         .in_dir = cli_folder_input_dir(in->path, in->resolved, in_dir, sizeof in_dir),
+        .in_path = in->path,
         /* torch_dtype names what the weights became; a copy keeps it. */
         .torch_dtype = !rq->keep && (dequantizes || rq->mode == AMN_MODE_CONVERT)
                            ? torch_dtype_name(rq->out)
@@ -244,6 +248,11 @@ static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req 
         printf("  %zu of %zu shard%s, %zu other file%s copied%s\n", res.shards, res.total_shards,
                res.total_shards == 1 ? "" : "s", res.copied, res.copied == 1 ? "" : "s",
                res.config ? ", config.json rewritten" : "");
+    if (!a->json && !a->quiet && res.resumed)
+        printf("  %zu shard%s kept from the interrupted run\n", res.resumed,
+               res.resumed == 1 ? "" : "s");
+    if (!a->json && !a->quiet && res.tied[0])
+        printf("  lm_head.weight left out (tied to %s)\n", res.tied);
     return EXIT_OK;
 }
 
@@ -292,8 +301,10 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
         rc = cli_usage_fail(a->command, "output path too long; pass -o");
     } else if (bad_arg) {
         rc = cli_usage_fail(a->command, bad_arg);
-    } else if (!folder && (a->only_shards || a->write_index)) {
-        rc = cli_usage_fail(a->command, "--only-shards and --write-index write a model folder");
+    } else if (!folder && (a->only_shards || a->write_index || a->resume || a->dedup_tied)) {
+        rc = cli_usage_fail(
+            a->command,
+            "--only-shards, --write-index, --resume and --dedup-tied write a model folder");
     } else if (folder && strcmp(rq.target, "safetensors") != 0) {
         rc = cli_usage_fail(a->command,
                             "a model folder is written as safetensors (--to safetensors)");

@@ -32,6 +32,14 @@ typedef struct cli_folder_req {
      * appearing whole; out_dir is made when missing and may exist. */
     size_t only_first, only_last;
     bool write_index;
+    const char *in_path; /* the input file or folder (its identity goes in the manifest) */
+    /* --resume: adopt a leftover temporary folder whose manifest matches
+     * (folder_resume.c), keep its verified shards; a failure or a signal
+     * then keeps the temporary folder for the next --resume. */
+    bool resume;
+    /* --dedup-tied: no lm_head.weight when it holds the input embeddings'
+     * bytes and config.json has "tie_word_embeddings": true. */
+    bool dedup_tied;
 } cli_folder_req;
 
 typedef struct cli_folder_result {
@@ -39,6 +47,8 @@ typedef struct cli_folder_result {
     size_t shards, copied; /* shards written, other files copied */
     size_t total_shards;   /* shards of the whole folder */
     bool config;           /* config.json written */
+    size_t resumed;        /* shards kept from an interrupted run */
+    char tied[128];        /* the embeddings lm_head.weight was dropped for, or "" */
 } cli_folder_result;
 
 /* True when the command writes a model folder: -o names a folder (ends with
@@ -66,6 +76,49 @@ int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
                    const cli_folder_req *rq, cli_folder_result *res, amn_error *err);
 /* Async-signal-safe: remove the temporary folder being written. */
 void cli_folder_on_signal(void);
+
+/* ---- folder_resume.c ---- */
+#define CLI_MANIFEST_NAME ".amn-resume.json"
+typedef struct cli_manifest_shard {
+    char name[64];
+    uint64_t size;
+    uint64_t xxh64; /* XXH64 (seed 0) of the whole file */
+} cli_manifest_shard;
+typedef struct cli_manifest {
+    char *identity; /* what the output depends on, as cli_resume_identity writes it */
+    cli_manifest_shard *shards;
+    size_t n;
+} cli_manifest;
+/* Inputs (names, sizes, mtimes), byte-changing options and the plan digest
+ * as text; malloc'd, NULL when out of memory. */
+char *cli_resume_identity(const cli_folder_req *rq, uint64_t plan_digest);
+/* dir/.amn-resume.json written atomically (temporary file, fsync, rename). */
+int cli_manifest_write(const char *dir, const cli_manifest *mf, bool sync, amn_error *err);
+/* Our manifest from dir; false (mf empty) for anything else. */
+bool cli_manifest_read(const char *dir, cli_manifest *mf);
+int cli_manifest_add(cli_manifest *mf, const char *name, uint64_t size, uint64_t hash,
+                     amn_error *err);
+void cli_manifest_free(cli_manifest *mf);
+/* True when dir/name is a regular file of the size and XXH64 mf records. */
+bool cli_manifest_shard_ok(const cli_manifest *mf, const char *dir, const char *name);
+int cli_file_hash(const char *path, uint64_t *size, uint64_t *hash, amn_error *err);
+/* An exclusive flock on a folder (held while a run writes it): its fd, or -1
+ * when another process holds it. */
+int cli_dir_lock(const char *dir);
+/* The leftover temporary folders ".<base>.amn-XXXXXX" in parent holding a
+ * manifest and not locked by a running amn. Without resume, a note for each.
+ * With resume: the first whose identity matches is adopted (1: dir, its lock
+ * and manifest returned), every other one removed with a note; 0: none. */
+int cli_resume_find(const char *parent, const char *base, const char *identity, bool resume,
+                    char *dir, size_t size, int *lock_fd, cli_manifest *mf);
+
+/* ---- folder_tied.c ---- */
+#define CLI_TIED_HEAD "lm_head.weight"
+/* --dedup-tied: true when in_dir's config.json has "tie_word_embeddings":
+ * true and the input's lm_head.weight has the dtype, shape and bytes of its
+ * input embeddings (their name into name); else a note on stderr saying why
+ * it is kept. */
+bool cli_tied_embeddings(const amn_model *m, const char *in_dir, char *name, size_t size);
 
 /* ---- folder_files.c ---- */
 /* config.json at src edited into dst: with drop_quant its quantization_config

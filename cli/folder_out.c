@@ -130,11 +130,15 @@ const char *cli_folder_args(const cli_args *a, cli_folder_req *fr) {
         return "bad --shard-size (want bytes, or a size as 5GB or 500MB)";
     if (a->only_shards && !cli_parse_shard_range(a->only_shards, &first, &last))
         return "bad --only-shards (want K or K-L, shard numbers from 1)";
+    if (a->resume && (a->only_shards || a->write_index))
+        return "--resume continues a whole folder; --only-shards keeps the shards already there";
     if (fr) {
         fr->shard_size = size;
         fr->only_first = first;
         fr->only_last = last;
         fr->write_index = a->write_index;
+        fr->resume = a->resume;
+        fr->dedup_tied = a->dedup_tied;
     }
     return NULL;
 }
@@ -156,11 +160,23 @@ typedef struct fo_plan {
     bool oom;
     char **names; /* every file of the folder, for the signal handler */
     size_t n_names;
+    uint64_t digest;  /* FNV-1a of every output's name, dtype, shape and size */
+    const char *drop; /* --dedup-tied: the output left out, or NULL */
 } fo_plan;
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
 
 static void collect(void *user, const amn_out_tensor *t) {
     fo_plan *p = user;
-    if (p->oom) return;
+    if (p->oom || (p->drop && strcmp(t->name, p->drop) == 0)) return;
+    p->digest = fnv1a(p->digest, t->name, strlen(t->name) + 1);
+    const uint64_t desc[3] = {(uint64_t)t->dtype, t->ndim, t->nbytes};
+    p->digest = fnv1a(p->digest, desc, sizeof desc);
+    p->digest = fnv1a(p->digest, t->shape, t->ndim * sizeof *t->shape);
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 256;
         fo_tensor *nt = realloc(p->t, cap * sizeof *nt);
@@ -223,8 +239,21 @@ static void shard_name(const fo_plan *p, size_t k, char *buf, size_t size) {
 }
 
 static int make_plan(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
-                     const cli_folder_req *rq, fo_plan *p, amn_error *err) {
+                     const cli_folder_req *rq, fo_plan *p, cli_folder_result *res, amn_error *err) {
     memset(p, 0, sizeof *p);
+    p->digest = 0xcbf29ce484222325ull;
+    if (rq->dedup_tied) {
+        /* config.json of the input folder, or beside a single input file. */
+        char dir[PATH_MAX];
+        const char *slash = rq->in_path ? strrchr(rq->in_path, '/') : NULL;
+        if (rq->in_dir)
+            snprintf(dir, sizeof dir, "%s", rq->in_dir);
+        else if (slash)
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - rq->in_path), rq->in_path);
+        else
+            snprintf(dir, sizeof dir, ".");
+        if (cli_tied_embeddings(m, dir, res->tied, sizeof res->tied)) p->drop = CLI_TIED_HEAD;
+    }
     int rc = amn_convert_outputs(ctx, m, ap, &rq->base, collect, p, err);
     if (rc) return rc;
     if (p->oom || !(p->by_name = malloc((p->n ? p->n : 1) * sizeof *p->by_name)))
@@ -292,7 +321,7 @@ void cli_folder_on_signal(void) {
 /* Every name the folder may hold: shards, index, config.json, the copies. */
 static int list_names(const fo_plan *pc, const cli_folder_req *rq, amn_error *err) {
     fo_plan *p = (fo_plan *)pc;
-    size_t cap = p->n_shards + 2;
+    size_t cap = p->n_shards + 4;
     char **names = calloc(cap, sizeof *names);
     if (!names) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     size_t n = 0;
@@ -303,6 +332,8 @@ static int list_names(const fo_plan *pc, const cli_folder_req *rq, amn_error *er
     }
     names[n++] = strdup(INDEX_NAME);
     names[n++] = strdup("config.json");
+    names[n++] = strdup(CLI_MANIFEST_NAME);
+    names[n++] = strdup(CLI_MANIFEST_NAME ".tmp");
     p->names = names;
     p->n_names = n;
     for (size_t i = 0; i < n; i++)
@@ -435,15 +466,67 @@ static bool no_tensor(void *user, const char *name) {
 
 /* Shards [first, last) into dir; first == last: a conversion of nothing
  * into a scratch file of dir, for the encoder's quantization_config. */
+/* A shard's tensors and bytes, for the progress of a shard kept by --resume. */
+static void shard_totals(const fo_plan *p, size_t k, size_t *tensors, uint64_t *bytes) {
+    *tensors = 0;
+    *bytes = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->t[i].shard == k) (*tensors)++, *bytes += p->t[i].nbytes;
+}
+
+static bool in_manifest(const cli_manifest *mf, const char *name) {
+    for (size_t i = 0; mf && i < mf->n; i++)
+        if (strcmp(mf->shards[i].name, name) == 0) return true;
+    return false;
+}
+
+/* AMN_TEST_FOLDER_KILL_AFTER=N (tests only): SIGKILL after the N-th shard
+ * of the temporary folder is complete and in the manifest; past the last
+ * shard, just before the rename. Stands for a crash or an OOM kill (or,
+ * with AMN_TEST_FOLDER_KILL_SIGNAL, a Ctrl-C). */
+static size_t kill_after(void) {
+    const char *v = getenv("AMN_TEST_FOLDER_KILL_AFTER");
+    return v && *v ? (size_t)strtoull(v, NULL, 10) : 0;
+}
+
+/* The signal the hook raises: AMN_TEST_FOLDER_KILL_SIGNAL (a number, e.g. 2
+ * for SIGINT, which the CLI handles), else SIGKILL. */
+static void test_kill(void) {
+    const char *v = getenv("AMN_TEST_FOLDER_KILL_SIGNAL");
+    const int sig = v && *v ? atoi(v) : SIGKILL;
+    raise(sig > 0 && sig < 32 ? sig : SIGKILL);
+}
+
+/* After a shard is complete: its size and XXH64 into the manifest. */
+static int record_shard(const cli_folder_req *rq, cli_manifest *mf, const char *name,
+                        const char *path, amn_error *err) {
+    uint64_t size, hash;
+    int rc = cli_file_hash(path, &size, &hash, err);
+    if (!rc) rc = cli_manifest_add(mf, name, size, hash, err);
+    if (!rc) rc = cli_manifest_write(tmp_dir, mf, !rq->base.no_sync, err);
+    return rc;
+}
+
 static int write_shards(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
                         const cli_folder_req *rq, const fo_plan *p, size_t first, size_t last,
-                        const char *dir, char **qc, cli_folder_result *res, amn_error *err) {
+                        const char *dir, char **qc, cli_manifest *mf, cli_folder_result *res,
+                        amn_error *err) {
     job_progress jp = {.rq = rq, .bytes_total = p->total, .tensor_count = p->n};
     const bool scratch = first == last;
+    const size_t kill = mf ? kill_after() : 0;
     if (scratch) last = first + 1;
     for (size_t k = first; k < last; k++) {
         char name[64], path[PATH_MAX + 64];
         shard_name(p, k, name, sizeof name);
+        if (!scratch && in_manifest(mf, name)) { /* kept from the interrupted run */
+            size_t tensors;
+            uint64_t bytes;
+            shard_totals(p, k, &tensors, &bytes);
+            jp.bytes_before += bytes;
+            jp.tensors_before += tensors;
+            res->resumed++;
+            continue;
+        }
         if (scratch) snprintf(name, sizeof name, ".quantization_config.safetensors");
         snprintf(path, sizeof path, "%s/%s", dir, name);
         shard_sel sel = {p, k};
@@ -473,6 +556,8 @@ static int write_shards(const amn_ctx *ctx, const amn_model *m, const amn_plan *
         jp.bytes_before += st.bytes_written;
         jp.tensors_before += st.tensors_written;
         res->shards++;
+        if (mf && (rc = record_shard(rq, mf, name, path, err))) return rc;
+        if (kill && res->shards + res->resumed == kill) test_kill();
     }
     return AMN_OK;
 }
@@ -623,12 +708,13 @@ static int run_scale_out(const amn_ctx *ctx, const amn_model *m, const amn_plan 
     char *qc = NULL;
     if (rq->only_first)
         rc = write_shards(ctx, m, ap, rq, p, rq->only_first - 1, rq->only_last, rq->out_dir, &qc,
-                          res, err);
+                          NULL, res, err);
     if (!rc && rq->write_index && !(rc = make_tmp(rq, err))) {
         tmp_names = p->names;
         tmp_n_names = p->n_names;
         tmp_active = 1;
-        if (rq->forget && !qc) rc = write_shards(ctx, m, ap, rq, p, 0, 0, tmp_dir, &qc, res, err);
+        if (rq->forget && !qc)
+            rc = write_shards(ctx, m, ap, rq, p, 0, 0, tmp_dir, &qc, NULL, res, err);
         if (!rc && p->n_shards > 1) rc = write_index(p, !rq->base.no_sync, err);
         if (!rc) rc = write_others(rq, qc, res, err);
         if (!rc) rc = move_into(rq, err);
@@ -642,13 +728,69 @@ static int run_scale_out(const amn_ctx *ctx, const amn_model *m, const amn_plan 
     return rc;
 }
 
+/* Every file of an adopted temporary folder but the manifest and the shards
+ * it verifies goes: a partial shard, the index, config.json, the copies. */
+static int adopt(const fo_plan *p, cli_manifest *mf, amn_error *err) {
+    cli_manifest kept = {.identity = mf->identity};
+    int rc = AMN_OK;
+    for (size_t k = 0; k < p->n_shards && !rc; k++) {
+        char name[64];
+        shard_name(p, k, name, sizeof name);
+        for (size_t i = 0; i < mf->n; i++)
+            if (strcmp(mf->shards[i].name, name) == 0 && cli_manifest_shard_ok(mf, tmp_dir, name))
+                rc = cli_manifest_add(&kept, name, mf->shards[i].size, mf->shards[i].xxh64, err);
+    }
+    DIR *d = rc ? NULL : opendir(tmp_dir);
+    if (!rc && !d) rc = amn_error_set(err, AMN_E_IO, "%s: %s", tmp_dir, strerror(errno));
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            !strcmp(e->d_name, CLI_MANIFEST_NAME) || in_manifest(&kept, e->d_name))
+            continue;
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
+        if (unlink(path) != 0) cli_remove_tree(path);
+    }
+    if (d) closedir(d);
+    free(mf->shards);
+    mf->shards = kept.shards;
+    mf->n = kept.n;
+    return rc;
+}
+
+/* The temporary folder of this run: with --resume a matching leftover
+ * (adopted, its verified shards kept), else a new one; locked, with its
+ * manifest written before any shard. */
+static int open_tmp(const cli_folder_req *rq, const fo_plan *p, cli_manifest *mf, int *lock_fd,
+                    amn_error *err) {
+    char parent[PATH_MAX];
+    const char *base;
+    split_path(rq->out_dir, parent, sizeof parent, &base);
+    char *identity = cli_resume_identity(rq, p->digest);
+    if (!identity) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (cli_resume_find(parent, base, identity, rq->resume, tmp_dir, sizeof tmp_dir, lock_fd, mf)) {
+        free(identity);
+        return adopt(p, mf, err);
+    }
+    if (rq->resume)
+        fprintf(stderr, "amn: note: no interrupted conversion of %s to resume; starting it\n",
+                rq->out_dir);
+    mf->identity = identity;
+    int rc = make_tmp(rq, err);
+    if (!rc && (*lock_fd = cli_dir_lock(tmp_dir)) < 0)
+        rc = amn_error_set(err, AMN_E_IO, "%s: cannot lock it: %s", tmp_dir, strerror(errno));
+    if (!rc) rc = cli_manifest_write(tmp_dir, mf, !rq->base.no_sync, err);
+    if (rc && tmp_dir[0]) rmdir(tmp_dir);
+    return rc;
+}
+
 int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
                    const cli_folder_req *rq, cli_folder_result *res, amn_error *err) {
     memset(res, 0, sizeof *res);
     fo_plan p = {0};
     char *qc = NULL;
     int rc = check_target(rq, m, err);
-    if (!rc) rc = make_plan(ctx, m, ap, rq, &p, err);
+    if (!rc) rc = make_plan(ctx, m, ap, rq, &p, res, err);
     if (!rc) rc = list_names(&p, rq, err);
     res->total_shards = p.n_shards;
     if (!rc && (rq->only_first || rq->write_index)) {
@@ -656,22 +798,39 @@ int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
         free_plan(&p);
         return rc;
     }
-    if (!rc) rc = make_tmp(rq, err);
+    cli_manifest mf = {0};
+    int lock_fd = -1;
+    tmp_dir[0] = '\0';
+    if (!rc) rc = open_tmp(rq, &p, &mf, &lock_fd, err);
     if (!rc) {
         tmp_names = p.names;
         tmp_n_names = p.n_names;
-        tmp_active = 1;
-        rc = write_shards(ctx, m, ap, rq, &p, 0, p.n_shards, tmp_dir, &qc, res, err);
+        /* With --resume a signal leaves the folder for the next run. */
+        tmp_active = !rq->resume;
+        rc = write_shards(ctx, m, ap, rq, &p, 0, p.n_shards, tmp_dir, &qc, &mf, res, err);
+        if (!rc && rq->forget && !qc) /* every shard kept: the config from a scratch run */
+            rc = write_shards(ctx, m, ap, rq, &p, 0, 0, tmp_dir, &qc, NULL, res, err);
         if (!rc && p.n_shards > 1) rc = write_index(&p, !rq->base.no_sync, err);
         if (!rc) rc = write_others(rq, qc, res, err);
-        if (!rc) rc = put_in_place(rq, err);
-        if (rc && tmp_active) {
+        if (!rc && kill_after() > p.n_shards) test_kill();
+        if (!rc) {
+            char path[PATH_MAX + 64];
+            snprintf(path, sizeof path, "%s/%s", tmp_dir, CLI_MANIFEST_NAME);
+            unlink(path);
+            rc = put_in_place(rq, err);
+        }
+        if (rc && rq->resume) {
+            tmp_active = 0;
+            fprintf(stderr, "amn: note: %s kept; run the same command again to resume\n", tmp_dir);
+        } else if (rc && tmp_active) {
             tmp_active = 0;
             cli_remove_tree(tmp_dir);
         }
         tmp_names = NULL;
         tmp_n_names = 0;
     }
+    if (lock_fd >= 0) close(lock_fd);
+    cli_manifest_free(&mf);
     free(qc);
     free_plan(&p);
     return rc;

@@ -202,6 +202,7 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
             .base = o,
             .out_dir = output,
             .in_dir = cli_folder_input_dir(in->path, in->resolved, in_dir, sizeof in_dir),
+            .in_path = in->path,
             .forget = true};
         cli_folder_args(a, &fr); /* checked by parse_request */
         int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
@@ -263,9 +264,11 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
         return EXIT_USAGE;
     }
     const bool to_folder = folder && !one_file;
-    if (!to_folder && (a->only_shards || a->write_index)) {
+    if (!to_folder && (a->only_shards || a->write_index || a->resume || a->dedup_tied)) {
         cli_input_free(&in);
-        return cli_usage_fail(a->command, "--only-shards and --write-index write a model folder");
+        return cli_usage_fail(
+            a->command,
+            "--only-shards, --write-index, --resume and --dedup-tied write a model folder");
     }
     const char *output = to_folder ? NULL : a->output;
     if (to_folder ? !cli_folder_output(a, in.resolved, a->to, outbuf, sizeof outbuf)

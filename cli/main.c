@@ -57,7 +57,8 @@ static const struct {
     {"remember", "dequantize",
      "usage: amn remember FILE [--to bf16|f16|f32] [-o OUT] [--force] [--threads N]\n"
      "                    [--json] [--quiet | --progress] [--no-sync] [--shard-size SIZE]\n"
-     "                    [--only-shards K[-L]] [--write-index] [--max-... LIMIT]\n"
+     "                    [--only-shards K[-L]] [--write-index] [--resume] [--dedup-tied]\n"
+     "                    [--max-... LIMIT]\n"
      "Write FILE as safetensors with every quantized weight dequantized to --to\n"
      "(default bf16); other tensors are copied unchanged. Without -o the output is\n"
      "<stem>-<dtype>.safetensors next to FILE. An existing output is kept unless\n"
@@ -66,12 +67,15 @@ static const struct {
      "shards of at most --shard-size SIZE (default 5GB, 0 = one file) with their\n"
      "index, config.json without quantization_config, the other files copied.\n"
      "Across machines: --only-shards K[-L] writes just those shards into the\n"
-     "folder, --write-index the index, config.json and the other files.\n"},
+     "folder, --write-index the index, config.json and the other files.\n"
+     "--resume continues an interrupted folder conversion (its verified shards\n"
+     "kept); --dedup-tied leaves out lm_head.weight when it equals the input\n"
+     "embeddings and config.json has \"tie_word_embeddings\": true.\n"},
     {"convert", NULL,
      "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32|keep] [-o OUT] [--force]\n"
      "                   [--threads N] [--opt KEY=VALUE]... [--gguf-kv KEY=VALUE]...\n"
      "                   [--gguf-metadata FILE] [--shard-size SIZE] [--only-shards K[-L]]\n"
-     "                   [--write-index]\n"
+     "                   [--write-index] [--resume] [--dedup-tied]\n"
      "Convert FILE to TARGET (a format name such as safetensors or gguf; bf16 means\n"
      "safetensors). Quantized weights are dequantized and every floating tensor is\n"
      "cast to --out-dtype (default bf16); integer and bool tensors are copied.\n"
@@ -263,6 +267,10 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
             a->only_shards = next;
         } else if (strcmp(s, "--write-index") == 0) {
             a->write_index = true;
+        } else if (strcmp(s, "--resume") == 0) {
+            a->resume = true;
+        } else if (strcmp(s, "--dedup-tied") == 0) {
+            a->dedup_tied = true;
         } else if (strcmp(s, "--threads") == 0) {
             NEED_VALUE();
             char *end;

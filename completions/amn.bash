@@ -30,11 +30,11 @@ _amn() {
     "") opts="--plugin-dir --help --version" ;;
     parse) opts="--json --full --from --help $limits" ;;
     inspect | info) opts="--json --full --to --from --help $limits" ;;
-    remember | dequantize) opts="--to -o --output --force --threads --shard-size --only-shards --write-index --from --json --quiet --progress --no-sync --help $limits" ;;
+    remember | dequantize) opts="--to -o --output --force --threads --shard-size --only-shards --write-index --resume --dedup-tied --from --json --quiet --progress --no-sync --help $limits" ;;
     convert) opts="--to --out-dtype -o --output --force --threads --shard-size --only-shards --write-index --opt --gguf-kv --gguf-metadata --from --json --quiet --progress --no-sync --help $limits" ;;
     plugins) opts="--json --help" ;;
     scan) opts="--json --from --help" ;;
-    forget | quantize) opts="--to --block-size --keep --pure --output-tensor-type --token-embedding-type --leave-output-tensor --tensor-type --allow-requantize -o --output --force --threads --shard-size --only-shards --write-index --from --json --quiet --progress --no-sync --help $limits" ;;
+    forget | quantize) opts="--to --block-size --keep --pure --output-tensor-type --token-embedding-type --leave-output-tensor --tensor-type --allow-requantize -o --output --force --threads --shard-size --only-shards --write-index --resume --dedup-tied --from --json --quiet --progress --no-sync --help $limits" ;;
     esac
     case $prev in
     --plugin-dir)

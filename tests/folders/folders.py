@@ -187,6 +187,37 @@ def make_bin(root):
               for n, t in sd.items()])
 
 
+def make_tied(root):
+    """Folders for --dedup-tied: lm_head.weight equal to the embeddings with
+    "tie_word_embeddings": true (tied), with other bytes (tied-diff), equal
+    but the config says false (tied-off); and with torch, a single
+    pytorch_model.bin holding one storage under both names (tied-bin)."""
+    emb = bf16_bits((64, 32))
+    other = bytearray(emb)
+    other[-1] ^= 1
+    for name, head, tie in (("tied", emb, True), ("tied-diff", bytes(other), True),
+                            ("tied-off", emb, False)):
+        d = os.path.join(root, name)
+        os.makedirs(d, exist_ok=True)
+        write_st(os.path.join(d, "model.safetensors"),
+                 [("model.embed_tokens.weight", "BF16", (64, 32), emb),
+                  ("model.norm.weight", "BF16", (32,), bf16_bits((32,))),
+                  ("lm_head.weight", "BF16", (64, 32), head)])
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({"architectures": ["LlamaForCausalLM"], "tie_word_embeddings": tie}, f)
+    try:
+        import torch
+    except ImportError:
+        return
+    d = os.path.join(root, "tied-bin")
+    os.makedirs(d, exist_ok=True)
+    w = torch.randn(64, 32, generator=torch.Generator().manual_seed(14)).half()
+    torch.save({"model.embed_tokens.weight": w, "model.norm.weight": torch.ones(32).half(),
+                "lm_head.weight": w}, os.path.join(d, "pytorch_model.bin"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "tie_word_embeddings": True}, f)
+
+
 def model_order(in_dir):
     """The input's tensors as amn orders them: shards by first mention in
     the index, each in data order (a .bin: its state dict's order)."""
@@ -301,6 +332,8 @@ def check(in_dir, out_dir, single, max_size, dtype="bfloat16"):
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
+    elif sys.argv[1] == "make-tied":
+        make_tied(sys.argv[2])
     elif sys.argv[1] == "make-bin":
         make_bin(sys.argv[2])
     else:
