@@ -289,7 +289,8 @@ static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
         return gq_q4_k_avx2;
     case GGUF_TYPE_Q5_K:
         return gq_q5_k_avx2;
-
+    case GGUF_TYPE_IQ3_S:
+        return gq_iq3_s_avx2;
     default:
         break;
     }

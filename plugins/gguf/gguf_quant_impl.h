@@ -94,6 +94,22 @@ void gq_iq4_xs(const float *restrict x, uint8_t *restrict y);
 void gq_iq3_s(const float *restrict x, uint8_t *restrict y);
 bool gguf_quant_iq3_ready(void);
 
+/* IQ3_S's search tables (iq3xs_init_impl's kmap and neighbour lists). */
+enum { IQ3_KMAP = 4096, IQ3_GRID = 512 };
+
+typedef struct gq_iq3_tables {
+    int map[IQ3_KMAP];    /* >= 0: grid index; < 0: -(offset + 1) into neighbours */
+    uint16_t *neighbours; /* at each offset: count, then that many grid indices */
+    /* The same lists for the vector search: for off-grid point i, at
+     * coords + lanes_at[i], runs of 8 candidates as 32 bytes each, byte
+     * 8 * k + l coordinate k of candidate l of the run (0 past the end). */
+    uint8_t *coords;
+    int lanes_at[IQ3_KMAP];
+} gq_iq3_tables;
+
+/* The tables, complete once gguf_quant_iq3_ready() returned true. */
+const gq_iq3_tables *gq_iq3_tables_get(void);
+
 /* AVX2 variants (gguf_quant_avx2.c, x86-64 only): the same bytes, for
  * gguf_quantize to pick after the CPU check. */
 #if defined(__x86_64__)
@@ -110,8 +126,12 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
                           float rmin, float rdelta, int nstep, bool use_mad);
 void gq_q2_k_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs);
-
 void gq_q4_k_avx2(const float *restrict x, uint8_t *restrict y);
+/* gguf_quant_iq3_avx2.c: one 32-value block of IQ3_S (gguf_quant_iq.c's
+ * iq3_block, the same results). */
+float gq_iq3_block_avx2(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
+                        bool *zero);
+void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
 #else
 #define AMN_GGUF_QUANT_AVX2 0

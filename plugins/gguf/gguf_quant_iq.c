@@ -164,14 +164,7 @@ void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y) {
  * points nearest it in the three smallest squared distances (ties ordered
  * by index, as ggml's qsort comparator orders them). Built once; read-only
  * afterwards, so threads share it. */
-enum { IQ3_KMAP = 4096, IQ3_GRID = 512 };
-
-typedef struct iq3_tables {
-    int map[IQ3_KMAP];    /* >= 0: grid index; < 0: -(offset + 1) into neighbours */
-    uint16_t *neighbours; /* at each offset: count, then that many grid indices */
-} iq3_tables;
-
-static iq3_tables iq3;
+static gq_iq3_tables iq3;
 static pthread_once_t iq3_once = PTHREAD_ONCE_INIT;
 static bool iq3_ok;
 
@@ -222,6 +215,28 @@ static int neighbour_list(const int *dist2, uint16_t *out) {
     return n;
 }
 
+/* iq3.coords from the finished lists. */
+static bool iq3_build_lanes(void) {
+    size_t runs = 0;
+    for (int i = 0; i < IQ3_KMAP; ++i)
+        if (iq3.map[i] < 0) runs += (iq3.neighbours[-iq3.map[i] - 1] + 7u) / 8u;
+    uint8_t *c = calloc(runs, 32);
+    if (!c) return false;
+    size_t at = 0;
+    for (int i = 0; i < IQ3_KMAP; ++i) {
+        if (iq3.map[i] >= 0) continue;
+        const uint16_t *list = iq3.neighbours + (-iq3.map[i] - 1);
+        iq3.lanes_at[i] = (int)at;
+        for (int j = 0; j < list[0]; ++j)
+            for (int k = 0; k < 4; ++k)
+                c[at + 32 * (j / 8) + 8 * k + j % 8] =
+                    (uint8_t)grid_coord(gguf_iq3s_grid[list[1 + j]], k);
+        at += 32 * ((list[0] + 7u) / 8u);
+    }
+    iq3.coords = c;
+    return true;
+}
+
 static void iq3_build(void) {
     for (int i = 0; i < IQ3_KMAP; ++i) iq3.map[i] = -1;
     for (int g = 0; g < IQ3_GRID; ++g) {
@@ -249,7 +264,7 @@ static void iq3_build(void) {
         used += 1 + (size_t)n;
     }
     iq3.neighbours = nb;
-    iq3_ok = true;
+    iq3_ok = iq3_build_lanes();
 }
 
 /* The table lives as long as the code that uses it: freed when the plugin
@@ -258,6 +273,12 @@ static void iq3_build(void) {
 __attribute__((destructor)) static void iq3_release(void) {
     free(iq3.neighbours);
     iq3.neighbours = NULL;
+    free(iq3.coords);
+    iq3.coords = NULL;
+}
+
+const gq_iq3_tables *gq_iq3_tables_get(void) {
+    return &iq3;
 }
 
 bool gguf_quant_iq3_ready(void) {
@@ -316,11 +337,8 @@ static void iq3_codes(const float *xval, float id, int8_t *L) {
 
 /* One 32-value block: scale, codes L, sign bytes; *zero when every |x| is
  * zero (then nothing else is meaningful). */
-typedef int (*iq3_neighbour_fn)(const uint16_t *neighbours, const float *xval, const float *weight,
-                                float scale, int8_t *L);
-
-static inline float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
-                              bool *zero, iq3_neighbour_fn nbr) {
+static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
+                       bool *zero) {
     const int kMaxQ = 8;
     float weight[32], waux[32], xval[32];
     int8_t Laux[32];
@@ -355,7 +373,8 @@ static inline float iq3_block(const float *restrict xb, int8_t *restrict L, uint
             const int gi = iq3_point(Laux + 4 * k);
             on_grid_aux[k] = gi >= 0;
             if (gi < 0)
-                nbr(iq3_neighbours(gi), xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
+                iq3_best_neighbour(iq3_neighbours(gi), xval + 4 * k, waux + 4 * k, this_scale,
+                                   Laux + 4 * k);
         }
         float sumqx = 0, sumq2 = 0;
         for (int i = 0; i < 32; ++i) {
@@ -378,7 +397,9 @@ static inline float iq3_block(const float *restrict xb, int8_t *restrict L, uint
             int8_t Lk[4];
             iq3_codes(xval + 4 * k, id, Lk);
             int gi = iq3_point(Lk);
-            if (gi < 0) gi = nbr(iq3_neighbours(gi), xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
+            if (gi < 0)
+                gi = iq3_best_neighbour(iq3_neighbours(gi), xval + 4 * k, waux + 4 * k, scale,
+                                        L + 4 * k);
             const uint32_t g = gguf_iq3s_grid[gi];
             for (int i = 0; i < 4; ++i) L[4 * k + i] = (int8_t)((grid_coord(g, i) - 1) / 2);
         }
@@ -402,7 +423,10 @@ static inline float iq3_block(const float *restrict xb, int8_t *restrict L, uint
  * are all zero writes no qs / signs and, as in ggml, the next block's go
  * where its would have gone (ggml advances those pointers only past
  * non-zero blocks); qh is indexed by block and stays right. */
-static inline void iq3_s_body(const float *restrict x, uint8_t *restrict y, iq3_neighbour_fn nbr) {
+typedef float (*iq3_block_fn)(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
+                              bool *zero);
+
+static inline void iq3_s_body(const float *restrict x, uint8_t *restrict y, iq3_block_fn block) {
     memset(y, 0, 110);
     uint8_t *qs = y + 2, *qh = y + 66, *signs = y + 74, *scales_out = y + 106;
     float scales[8];
@@ -411,7 +435,7 @@ static inline void iq3_s_body(const float *restrict x, uint8_t *restrict y, iq3_
         int8_t L[32];
         uint8_t bsigns[4];
         bool zero;
-        const float scale = iq3_block(x + 32 * ib, L, bsigns, &zero, nbr);
+        const float scale = block(x + 32 * ib, L, bsigns, &zero);
         if (zero) {
             scales[ib] = 0;
             continue;
@@ -443,5 +467,10 @@ static inline void iq3_s_body(const float *restrict x, uint8_t *restrict y, iq3_
 }
 
 void gq_iq3_s(const float *restrict x, uint8_t *restrict y) {
-    iq3_s_body(x, y, iq3_best_neighbour);
+    iq3_s_body(x, y, iq3_block);
 }
+#if AMN_GGUF_QUANT_AVX2
+void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y) {
+    iq3_s_body(x, y, gq_iq3_block_avx2);
+}
+#endif

@@ -8,7 +8,8 @@
 # llama architecture, 9 layers, n_embd 2048, n_ff 5632, 32 heads, 4 KV heads
 # (GQA 8), vocabulary 32000, untied output: 528 M parameters, 1.06 GB of F16
 # (normal values, sd 0.02), norms F32; written by the Python below, streamed
-# tensor by tensor. For each TYPE (default "Q4_K_M Q6_K IQ4_XS", or TYPES)
+# tensor by tensor. LAYERS and VOCAB (default 9 and 32000) change the layer
+# count and vocabulary (LAYERS=2 VOCAB=8000: 240 MB, for the slow types). For each TYPE (default "Q4_K_M Q6_K IQ4_XS", or TYPES)
 # ROUNDS runs (default 3) of
 #   amn forget MODEL --to TYPE -o OUT --force --no-sync --quiet --threads T
 # print the best and median wall seconds, the CPU seconds of the best run,
@@ -27,12 +28,14 @@ T=${THREADS:-2}
 TYPES=${TYPES:-"Q4_K_M Q6_K IQ4_XS"}
 AMN="$B/bin/amn"
 mkdir -p "$D"
+NL=${LAYERS:-9} NV=${VOCAB:-32000}
 M="$D/llama-1g-f16.gguf"
+[ "$NL.$NV" = 9.32000 ] || M="$D/llama-${NL}l-${NV}v-f16.gguf"
 if [ ! -f "$M" ]; then
-    /usr/bin/python3 - "$M" <<'PY'
+    /usr/bin/python3 - "$M" "$NL" "$NV" <<'PY'
 import struct, sys
 import numpy as np
-L, E, F, H, HKV, V = 9, 2048, 5632, 32, 4, 32000
+L, E, F, H, HKV, V = int(sys.argv[2]), 2048, 5632, 32, 4, int(sys.argv[3])
 def s(x):
     b = x.encode(); return struct.pack("<Q", len(b)) + b
 kv = [("general.architecture", 8, "llama"), ("general.name", 8, "bench"),

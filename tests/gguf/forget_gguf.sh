@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end: `amn forget model.gguf --to FTYPE` against llama-quantize's
 # output for the reference model (gguf_quant_reference/model_l4_f16): tensor
-# order, per-tensor types, data SHA-256 and metadata, at 1 and 2 threads;
+# order, per-tensor types, data SHA-256 and metadata, at 1 and 2 threads
+# (IQ3_S and IQ3_M also on the scalar path, AMN_SIMD=scalar);
 # the refusals llama-quantize makes. Exit 77 without the reference corpus.
 set -uo pipefail
 build=$1 src=$2
@@ -13,8 +14,8 @@ model=$ref/model_l4_f16.gguf expect=$ref/model_l4_f16.expect.json
 work=$(mktemp -d /tmp/amn-gguf-forget.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fails=0
-check() { # check FTYPE SPELLING THREADS
-    local out=$work/$1-$3.gguf
+check() { # check FTYPE SPELLING THREADS [OUTPUT-SUFFIX]
+    local out=$work/$1-$3${4:-}.gguf
     if ! "$amn" forget "$model" --to "$2" --threads "$3" -o "$out" >"$work/log" 2>&1; then
         echo "FAIL $1 (threads $3): amn forget failed"; cat "$work/log"; fails=$((fails + 1))
         return
@@ -23,8 +24,10 @@ check() { # check FTYPE SPELLING THREADS
         fails=$((fails + 1))
 }
 for t in 1 2; do
-    for f in Q4_K_M Q6_K IQ4_XS Q8_0; do check "$f" "$f" "$t"; done
+    for f in Q4_K_M Q6_K IQ4_XS Q8_0 IQ3_S; do check "$f" "$f" "$t"; done
 done
+# IQ3_S / IQ3_M on the scalar path too (the vector search must give its bytes).
+for f in IQ3_S IQ3_M; do AMN_SIMD=scalar check "$f" "$f" 2 -scalar; done
 # Lower case, the other families, and the unquantized file types.
 for f in q4_0:Q4_0 q5_1:Q5_1 Q3_K_S:Q3_K_S q2_k:Q2_K IQ3_M:IQ3_M TQ1_0:TQ1_0 MXFP4_MOE:MXFP4_MOE \
          Q1_0:Q1_0 Q2_0:Q2_0 bf16:BF16 F16:F16 F32:F32; do
