@@ -140,7 +140,9 @@ static void test_ctensors(void **state) {
                  {true, 2, 9, 40, 8, 2, false, 0},    {true, 2, 6, 72, 24, 0, true, 0},
                  {false, 8, 13, 40, 8, 2, false, 0},  {false, 8, 6, 24, 24, 0, false, 0},
                  {false, 8, 21, 40, 16, 2, false, 8}, {true, 4, 20, 40, 32, 0, false, 16},
-                 {true, 2, 11, 56, 12, 0, false, 3}};
+                 {true, 2, 11, 56, 12, 0, false, 3},  {true, 4, 24, 204, 40, 1, true, 0},
+                 {false, 8, 16, 44, 11, 2, true, 0},  {true, 8, 19, 40, 8, 0, true, 0},
+                 {true, 2, 12, 72, 24, 1, true, 0},   {true, 4, 32, 64, 12, 2, false, 5}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         for (int st = 0; st < 3; st++) {
             const uint64_t O = cases[c].out, I = cases[c].in,
