@@ -1,11 +1,19 @@
-/* MXFP4 with AVX2: 8 input rows (output columns) at a time. For each of the
- * 8 rows, one 16-byte load gives a group's 32 codes; the low nibbles of
- * bytes 0..7 are elements 0, 2, .., 14 of the group, the high ones 1, ..,
- * 15, and bytes 8..15 likewise from 16 on. Each set of 8 codes becomes 8
- * binary32 values through a 16-entry table (two permutes and a blend), one
- * multiply by the row's power of two, and an 8x8 transpose turns 8 rows x 8
- * elements into 8 output rows of 8 consecutive columns, stored with the
- * scalar path's exact rounding. */
+/* MXFP4 with AVX2. BF16 and F32 outputs, 16 input rows whose scales are all
+ * in 2..252 (tile16): the rows' code bytes are transposed in registers and
+ * each output row of the tile is decoded straight to BF16 bits by byte
+ * tables and a saturating exponent subtract, then written as 32
+ * contiguous bytes (F32: those bits widened). Otherwise (F16 output,
+ * scales 0, 1, 253..255, and the last R % 16 rows) 8 input rows (output
+ * columns) at a time (tile): for each of the 8 rows, one 16-byte load
+ * gives a group's 32 codes; the low nibbles of bytes 0..7 are elements 0,
+ * 2, .., 14 of the group, the high ones 1, .., 15, and bytes 8..15 likewise
+ * from 16 on. Each set of 8 codes becomes 8 binary32 values through a
+ * 16-entry table (two permutes and a blend), one multiply by the row's
+ * power of two, and an 8x8 transpose turns 8 rows x 8 elements into 8
+ * output rows of 8 consecutive columns, stored with the scalar path's
+ * exact rounding. The output is written group by group (32 output rows),
+ * reading the input rows at a stride the hardware prefetchers do not
+ * follow, hence the software prefetch. */
 #include <immintrin.h>
 #include <stdbool.h>
 
@@ -81,17 +89,10 @@ static inline __attribute__((always_inline)) void tile(const mxfp4_layout *l, ui
     }
 }
 
-/* BF16 of the E2M1 values times 2^125 (sign in bit 15, +-0 as 0x0000 /
- * 0x8000), split in low and high bytes for byte shuffles: 0.5 * 2^125 is
- * 0x7d80, 1 * 2^125 0x7e00, 1.5 0x7e40, 2 0x7e80, 3 0x7ec0, 4 0x7f00, 6
- * 0x7f40. Subtracting (252 - s) << 7 from a non-zero one moves its exponent
- * to that of the value times 2^(s - 127), which for 2 <= s <= 252 is a
- * normal finite binary32 (so its BF16 is exact, as in bf16_exact above). */
-static const uint8_t e2m1_k_lo[16] = {0x00, 0x80, 0x00, 0x40, 0x80, 0xc0, 0x00, 0x40,
-                                      0x00, 0x80, 0x00, 0x40, 0x80, 0xc0, 0x00, 0x40};
-static const uint8_t e2m1_k_hi[16] = {0x00, 0x7d, 0x7e, 0x7e, 0x7e, 0x7e, 0x7f, 0x7f,
-                                      0x80, 0xfd, 0xfe, 0xfe, 0xfe, 0xfe, 0xff, 0xff};
-
+/* mxfp4_bf16_k_lo / _hi hold the BF16 of the E2M1 values times 2^125.
+ * Subtracting (252 - s) << 7 from a non-zero one moves its exponent to that
+ * of the value times 2^(s - 127), which for 2 <= s <= 252 is a normal
+ * finite binary32 (so its BF16 is exact, as in bf16_exact above). */
 /* 16 BF16 lanes of code bytes n (one lane per input row, low and high byte
  * of each lane from lo / hi) scaled by the lanes' exponent shifts x: the
  * saturating subtract leaves +0 at 0, and the max puts -0's sign back. */
@@ -125,8 +126,10 @@ tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t
        uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes) {
     const uint64_t R = l->rows, G = l->groups;
     const __m256i x = _mm256_loadu_si256((const __m256i *)xs);
-    const __m256i tlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)e2m1_k_lo));
-    const __m256i thi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)e2m1_k_hi));
+    const __m256i tlo =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxfp4_bf16_k_lo));
+    const __m256i thi =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxfp4_bf16_k_hi));
     const __m256i nib = _mm256_set1_epi8(15);
     const uint8_t *p = l->blocks + ((e * R + r) * G + g) * 16;
     const size_t rs = (size_t)G * 16;
@@ -172,61 +175,51 @@ tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t
  * loading them stalls on store forwarding). */
 #define XCHUNK 512
 
-/* Exponent shifts of rows [r0, r1) (a multiple of 16) for group g, and for
- * each 16 rows whether all their scales take the shift (2..252). */
-static void shifts(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1,
-                   uint16_t *xs, bool *fast) {
-    const uint64_t G = l->groups;
-    const uint8_t *sp = l->scales + (e * l->rows + r0) * G + g;
-    for (uint64_t b = 0; b < (r1 - r0) / 16; b++) {
-        unsigned bad = 0;
-        for (uint64_t i = 16 * b; i < 16 * b + 16; i++) {
-            const unsigned s = sp[i * G];
-            xs[i] = (uint16_t)((252u - s) << 7);
-            bad |= (s < 2) | (s > 252);
+/* Input rows [r0, r1) of group g (r0 a multiple of 16; r1 one too, or R),
+ * output rows [klo, khi). */
+static inline __attribute__((always_inline)) void
+group_rows(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1, uint64_t klo,
+           uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst) {
+    const size_t rowbytes = (size_t)l->rows * (out == AMN_DTYPE_F32 ? 4 : 2);
+    const uint64_t r16 = r1 - (r1 - r0) % 16, r8 = r1 - (r1 - r0) % 8;
+    for (uint64_t rc = r0; rc < r16; rc += XCHUNK) {
+        const uint64_t rend = r16 - rc < XCHUNK ? r16 : rc + XCHUNK;
+        uint16_t xs[XCHUNK];
+        bool fast[XCHUNK / 16];
+        if (out != AMN_DTYPE_F16) mxfp4_shifts(l, e, g, rc, rend, xs, fast);
+        for (uint64_t r = rc; r < rend; r += 16) {
+            if (out != AMN_DTYPE_F16 && fast[(r - rc) / 16]) {
+                tile16(l, e, g, r, xs + (r - rc), klo, khi, k0, out, dst, rowbytes);
+                continue;
+            }
+            tile(l, e, g, r, klo, khi, k0, out, dst, rowbytes);
+            tile(l, e, g, r + 8, klo, khi, k0, out, dst, rowbytes);
         }
-        fast[b] = !bad;
     }
+    if (r16 < r8) tile(l, e, g, r16, klo, khi, k0, out, dst, rowbytes);
+    if (r8 < r1) mxfp4_expert_rows_scalar(l, e, klo, khi, r8, out, dst + (klo - k0) * rowbytes);
 }
 
-static inline __attribute__((always_inline)) void
-rows_out(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1, amn_dtype out, uint8_t *dst) {
-    const uint64_t R = l->rows;
-    const size_t rowbytes = (size_t)R * (out == AMN_DTYPE_F32 ? 4 : 2);
-    const uint64_t R16 = R - R % 16, R8 = R - R % 8;
-    for (uint64_t g = k0 / 32; g * 32 < k1; g++) {
-        const uint64_t klo = g * 32 > k0 ? g * 32 : k0;
-        const uint64_t khi = g * 32 + 32 < k1 ? g * 32 + 32 : k1;
-        for (uint64_t rc = 0; rc < R16; rc += XCHUNK) {
-            const uint64_t rend = R16 - rc < XCHUNK ? R16 : rc + XCHUNK;
-            uint16_t xs[XCHUNK];
-            bool fast[XCHUNK / 16];
-            if (out != AMN_DTYPE_F16) shifts(l, e, g, rc, rend, xs, fast);
-            for (uint64_t r = rc; r < rend; r += 16) {
-                if (out != AMN_DTYPE_F16 && fast[(r - rc) / 16]) {
-                    tile16(l, e, g, r, xs + (r - rc), klo, khi, k0, out, dst, rowbytes);
-                    continue;
-                }
-                tile(l, e, g, r, klo, khi, k0, out, dst, rowbytes);
-                tile(l, e, g, r + 8, klo, khi, k0, out, dst, rowbytes);
-            }
-        }
-        if (R16 < R8) tile(l, e, g, R16, klo, khi, k0, out, dst, rowbytes);
+static void group_rows_any(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1,
+                           uint64_t klo, uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst) {
+    switch (out) {
+    case AMN_DTYPE_F32:
+        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F32, dst);
+        break;
+    case AMN_DTYPE_F16:
+        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F16, dst);
+        break;
+    default:
+        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_BF16, dst);
+        break;
     }
-    if (R8 < R) mxfp4_expert_rows_scalar(l, e, k0, k1, R8, out, dst);
 }
 
 void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
                             amn_dtype out, uint8_t *dst) {
-    switch (out) {
-    case AMN_DTYPE_F32:
-        rows_out(l, e, k0, k1, AMN_DTYPE_F32, dst);
-        break;
-    case AMN_DTYPE_F16:
-        rows_out(l, e, k0, k1, AMN_DTYPE_F16, dst);
-        break;
-    default:
-        rows_out(l, e, k0, k1, AMN_DTYPE_BF16, dst);
-        break;
+    for (uint64_t g = k0 / 32; g * 32 < k1; g++) {
+        const uint64_t klo = g * 32 > k0 ? g * 32 : k0;
+        const uint64_t khi = g * 32 + 32 < k1 ? g * 32 + 32 : k1;
+        group_rows_any(l, e, g, 0, l->rows, klo, khi, k0, out, dst);
     }
 }
