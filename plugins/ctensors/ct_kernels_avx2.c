@@ -1,13 +1,17 @@
-/* compressed-tensors integers with AVX2, one output row at a time: 8
- * consecutive columns per step. A packed 4-bit word is 8 columns, half a
- * 2-bit word 8 (variable shifts), 8-bit fields and I8 weights are 8 bytes widened; the row's
- * scales and zero points are first put in small binary32 / int32 tables,
- * read by broadcast when a run of 8 columns lies in one group and by gather
- * otherwise (act-order, odd group sizes). The product is rounded to the
- * scale's dtype exactly as the scalar path does (BF16: round to nearest
- * even on the bits; F16: through F16C, which rounds the same way), so the
- * bytes match. Rows whose scales are not all finite, and bit widths other
- * than 2, 4 and 8, take the scalar path. */
+/* compressed-tensors integers with AVX2: 8 consecutive columns per step.
+ * A packed 4-bit word is 8 columns, half a 2-bit word 8 (variable shifts),
+ * 8-bit fields and I8 weights are 8 bytes widened. When every run of 8
+ * columns lies in one group, one output row at a time: its scales and zero
+ * points are first put in small binary32 / int32 tables and read by
+ * broadcast. Otherwise (act-order, group sizes not a multiple of 8) 8 rows
+ * at a time (block_vec), the 8 columns' scales fetched without gather
+ * instructions (with them act-order ran at 0.4x the rate of uniform groups;
+ * without, 0.7-0.8x): the rows whose remainder is fewer than 8 still take the
+ * one-row path with gathers. The product is rounded to the scale's dtype
+ * exactly as the scalar path does (BF16: round to nearest even on the
+ * bits; F16: through F16C, which rounds the same way), so the bytes match.
+ * Rows whose scales are not all finite, and bit widths other than 2, 4 and
+ * 8, take the scalar path. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
