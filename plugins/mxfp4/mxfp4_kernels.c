@@ -4,6 +4,14 @@
 const float mxfp4_e2m1[16] = {+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f, +4.0f, +6.0f,
                               -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
+/* See mxfp4_shifts: BF16 of the E2M1 values times 2^125 (sign in bit 15,
+ * +-0 as 0x0000 / 0x8000), low and high bytes: 0.5 * 2^125 is 0x7d80,
+ * 1 * 2^125 0x7e00, 1.5 0x7e40, 2 0x7e80, 3 0x7ec0, 4 0x7f00, 6 0x7f40. */
+const uint8_t mxfp4_bf16_k_lo[16] = {0x00, 0x80, 0x00, 0x40, 0x80, 0xc0, 0x00, 0x40,
+                                     0x00, 0x80, 0x00, 0x40, 0x80, 0xc0, 0x00, 0x40};
+const uint8_t mxfp4_bf16_k_hi[16] = {0x00, 0x7d, 0x7e, 0x7e, 0x7e, 0x7e, 0x7f, 0x7f,
+                                     0x80, 0xfd, 0xfe, 0xfe, 0xfe, 0xfe, 0xff, 0xff};
+
 /* Columns [r0, R) of rows k0..k1 of expert e (the vector path leaves the
  * last R % 8 columns to this). */
 void mxfp4_expert_rows_scalar(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
@@ -19,6 +27,21 @@ void mxfp4_expert_rows_scalar(const mxfp4_layout *l, uint64_t e, uint64_t k0, ui
             const unsigned code = (l->blocks[bg * 16 + j] >> shift) & 15u;
             qs_store1(mxfp4_e2m1[code] * mxfp4_pow2(l->scales[bg]), out, d + r * es);
         }
+    }
+}
+
+void mxfp4_shifts(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1,
+                  uint16_t *xs, bool *fast) {
+    const uint64_t G = l->groups;
+    const uint8_t *sp = l->scales + (e * l->rows + r0) * G + g;
+    for (uint64_t b = 0; b < (r1 - r0) / 16; b++) {
+        unsigned bad = 0;
+        for (uint64_t i = 16 * b; i < 16 * b + 16; i++) {
+            const unsigned s = sp[i * G];
+            xs[i] = (uint16_t)((252u - s) << 7);
+            bad |= (s < 2) | (s > 252);
+        }
+        fast[b] = !bad;
     }
 }
 

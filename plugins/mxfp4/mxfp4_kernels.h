@@ -16,6 +16,7 @@
 #ifndef AMN_MXFP4_KERNELS_H
 #define AMN_MXFP4_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,6 +33,9 @@ typedef struct mxfp4_layout {
 
 /* E2M1 code -> value; code 8 is -0.0 as in transformers' FP4_VALUES. */
 extern const float mxfp4_e2m1[16];
+
+/* The AVX2 path's E2M1 table: see mxfp4_shifts. */
+extern const uint8_t mxfp4_bf16_k_lo[16], mxfp4_bf16_k_hi[16];
 
 /* 2^(s - 127) as binary32: torch.pow(2.0, s - 127) in float32. */
 static inline float mxfp4_pow2(uint8_t s) {
@@ -50,5 +54,11 @@ void mxfp4_expert_rows_scalar(const mxfp4_layout *l, uint64_t e, uint64_t k0, ui
                               uint64_t r0, amn_dtype out, uint8_t *dst);
 void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
                             amn_dtype out, uint8_t *dst);
+/* The AVX2 path's exponent shift of each input row r0..r1-1 (a multiple
+ * of 16 rows) in group g, (252 - s) << 7 as a 16-bit lane, and for each 16
+ * rows whether all their scales s are in 2..252, where a non-zero E2M1
+ * value's BF16 at 2^125 minus the shift is the exact product. */
+void mxfp4_shifts(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1,
+                  uint16_t *xs, bool *fast);
 
 #endif

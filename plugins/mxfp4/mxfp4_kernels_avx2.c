@@ -1,12 +1,21 @@
-/* MXFP4 with AVX2: 8 input rows (output columns) at a time. For each of the
- * 8 rows, one 16-byte load gives a group's 32 codes; the low nibbles of
- * bytes 0..7 are elements 0, 2, .., 14 of the group, the high ones 1, ..,
- * 15, and bytes 8..15 likewise from 16 on. Each set of 8 codes becomes 8
- * binary32 values through a 16-entry table (two permutes and a blend), one
- * multiply by the row's power of two, and an 8x8 transpose turns 8 rows x 8
- * elements into 8 output rows of 8 consecutive columns, stored with the
- * scalar path's exact rounding. */
+/* MXFP4 with AVX2. BF16 and F32 outputs, 16 input rows whose scales are all
+ * in 2..252 (tile16): the rows' code bytes are transposed in registers and
+ * each output row of the tile is decoded straight to BF16 bits by byte
+ * tables and a saturating exponent subtract, then written as 32
+ * contiguous bytes (F32: those bits widened). Otherwise (F16 output,
+ * scales 0, 1, 253..255, and the last R % 16 rows) 8 input rows (output
+ * columns) at a time (tile): for each of the 8 rows, one 16-byte load
+ * gives a group's 32 codes; the low nibbles of bytes 0..7 are elements 0,
+ * 2, .., 14 of the group, the high ones 1, .., 15, and bytes 8..15 likewise
+ * from 16 on. Each set of 8 codes becomes 8 binary32 values through a
+ * 16-entry table (two permutes and a blend), one multiply by the row's
+ * power of two, and an 8x8 transpose turns 8 rows x 8 elements into 8
+ * output rows of 8 consecutive columns, stored with the scalar path's
+ * exact rounding. The output is written group by group (32 output rows),
+ * reading the input rows at a stride the hardware prefetchers do not
+ * follow, hence the software prefetch. */
 #include <immintrin.h>
+#include <stdbool.h>
 
 #include "mxfp4_kernels.h"
 #include "amn/kit/store_avx2.h"
@@ -80,30 +89,137 @@ static inline __attribute__((always_inline)) void tile(const mxfp4_layout *l, ui
     }
 }
 
-static inline __attribute__((always_inline)) void
-rows_out(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1, amn_dtype out, uint8_t *dst) {
-    const uint64_t R = l->rows;
-    const size_t rowbytes = (size_t)R * (out == AMN_DTYPE_F32 ? 4 : 2);
-    const uint64_t R8 = R - R % 8;
-    for (uint64_t g = k0 / 32; g * 32 < k1; g++) {
-        const uint64_t klo = g * 32 > k0 ? g * 32 : k0;
-        const uint64_t khi = g * 32 + 32 < k1 ? g * 32 + 32 : k1;
-        for (uint64_t r = 0; r < R8; r += 8) tile(l, e, g, r, klo, khi, k0, out, dst, rowbytes);
+/* mxfp4_bf16_k_lo / _hi hold the BF16 of the E2M1 values times 2^125.
+ * Subtracting (252 - s) << 7 from a non-zero one moves its exponent to that
+ * of the value times 2^(s - 127), which for 2 <= s <= 252 is a normal
+ * finite binary32 (so its BF16 is exact, as in bf16_exact above). */
+/* 16 BF16 lanes of code bytes n (one lane per input row, low and high byte
+ * of each lane from lo / hi) scaled by the lanes' exponent shifts x: the
+ * saturating subtract leaves +0 at 0, and the max puts -0's sign back. */
+static inline __m256i scale16(__m256i v, __m256i x) {
+    return _mm256_max_epu16(_mm256_subs_epu16(v, x),
+                            _mm256_and_si256(v, _mm256_set1_epi16((short)0x8000)));
+}
+
+static inline void store16(amn_dtype out, uint8_t *d, __m256i v) {
+    if (out == AMN_DTYPE_BF16) {
+        _mm256_storeu_si256((__m256i *)d, v);
+        return;
     }
-    if (R8 < R) mxfp4_expert_rows_scalar(l, e, k0, k1, R8, out, dst);
+    /* F32: the BF16 bits are the binary32 product's high half, the low half is 0. */
+    const __m256i lo = _mm256_unpacklo_epi16(_mm256_setzero_si256(), v); /* rows 0-3, 8-11 */
+    const __m256i hi = _mm256_unpackhi_epi16(_mm256_setzero_si256(), v); /* rows 4-7, 12-15 */
+    _mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256((__m256i *)(d + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+/* 16 input rows r..r+15 of group g (BF16 or F32 out), whose exponent
+ * shifts (252 - s) << 7 are at xs (every scale in 2..252): the 16 x 16 code
+ * bytes are transposed (row r + i in lane 0 / 1 as i < 8 or not, three
+ * rounds of unpacks), so each output row of the tile is one table lookup,
+ * one interleave and one scaling of 16 lanes, written as 32 contiguous
+ * bytes. */
+#define PREFETCH_ROWS 64
+
+static inline __attribute__((always_inline)) void
+tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t *xs, uint64_t klo,
+       uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes) {
+    const uint64_t R = l->rows, G = l->groups;
+    const __m256i x = _mm256_loadu_si256((const __m256i *)xs);
+    const __m256i tlo =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxfp4_bf16_k_lo));
+    const __m256i thi =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxfp4_bf16_k_hi));
+    const __m256i nib = _mm256_set1_epi8(15);
+    const uint8_t *p = l->blocks + ((e * R + r) * G + g) * 16;
+    const size_t rs = (size_t)G * 16;
+    /* The rows PREFETCH_ROWS on: strided reads the hardware does not foresee. */
+    if (r + PREFETCH_ROWS + 16 <= R)
+        for (int i = 0; i < 16; i++)
+            _mm_prefetch((const char *)(p + (size_t)(PREFETCH_ROWS + i) * rs), _MM_HINT_T0);
+    __m256i a[8], b[8], c[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm256_loadu2_m128i((const __m128i *)(p + (size_t)(i + 8) * rs),
+                                   (const __m128i *)(p + (size_t)i * rs));
+    for (int i = 0; i < 8; i += 2) { /* rows i, i+1 byte by byte: j 0-7, 8-15 */
+        b[i] = _mm256_unpacklo_epi8(a[i], a[i + 1]);
+        b[i + 1] = _mm256_unpackhi_epi8(a[i], a[i + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) /* rows h..h+3: j 0-3, 4-7, 8-11, 12-15 */
+        for (int t = 0; t < 2; t++) {
+            c[h + 2 * t] = _mm256_unpacklo_epi16(b[h + t], b[h + t + 2]);
+            c[h + 2 * t + 1] = _mm256_unpackhi_epi16(b[h + t], b[h + t + 2]);
+        }
+    for (int q = 0; q < 4; q++) { /* rows 0-7: j 4q..4q+1, 4q+2..4q+3 */
+        a[2 * q] = _mm256_unpacklo_epi32(c[q], c[q + 4]);
+        a[2 * q + 1] = _mm256_unpackhi_epi32(c[q], c[q + 4]);
+    }
+    const uint64_t kb = g * 32;
+    for (int q = 0; q < 8; q++) {     /* a[q]: bytes j = 2q and 2q + 1 of the 16 rows */
+        for (int h = 0; h < 2; h++) { /* low nibbles: element 2j; high: 2j + 1 */
+            const __m256i n = _mm256_and_si256(h ? _mm256_srli_epi16(a[q], 4) : a[q], nib);
+            const __m256i lo = _mm256_shuffle_epi8(tlo, n), hi = _mm256_shuffle_epi8(thi, n);
+            for (int t = 0; t < 2; t++) {
+                const uint64_t k = kb + 4 * (uint64_t)q + 2 * (uint64_t)t + (uint64_t)h;
+                if (k < klo || k >= khi) continue;
+                const __m256i v = t ? _mm256_unpackhi_epi8(lo, hi) : _mm256_unpacklo_epi8(lo, hi);
+                store16(out, dst + (k - k0) * rowbytes + r * (out == AMN_DTYPE_F32 ? 4 : 2),
+                        scale16(v, x));
+            }
+        }
+    }
+}
+
+/* Rows per pass of the exponent shifts: a small stack table, filled a
+ * while before the vector loads read it (filling 16 lanes just before
+ * loading them stalls on store forwarding). */
+#define XCHUNK 512
+
+/* Input rows [r0, r1) of group g (r0 a multiple of 16; r1 one too, or R),
+ * output rows [klo, khi). */
+static inline __attribute__((always_inline)) void
+group_rows(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1, uint64_t klo,
+           uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst) {
+    const size_t rowbytes = (size_t)l->rows * (out == AMN_DTYPE_F32 ? 4 : 2);
+    const uint64_t r16 = r1 - (r1 - r0) % 16, r8 = r1 - (r1 - r0) % 8;
+    for (uint64_t rc = r0; rc < r16; rc += XCHUNK) {
+        const uint64_t rend = r16 - rc < XCHUNK ? r16 : rc + XCHUNK;
+        uint16_t xs[XCHUNK];
+        bool fast[XCHUNK / 16];
+        if (out != AMN_DTYPE_F16) mxfp4_shifts(l, e, g, rc, rend, xs, fast);
+        for (uint64_t r = rc; r < rend; r += 16) {
+            if (out != AMN_DTYPE_F16 && fast[(r - rc) / 16]) {
+                tile16(l, e, g, r, xs + (r - rc), klo, khi, k0, out, dst, rowbytes);
+                continue;
+            }
+            tile(l, e, g, r, klo, khi, k0, out, dst, rowbytes);
+            tile(l, e, g, r + 8, klo, khi, k0, out, dst, rowbytes);
+        }
+    }
+    if (r16 < r8) tile(l, e, g, r16, klo, khi, k0, out, dst, rowbytes);
+    if (r8 < r1) mxfp4_expert_rows_scalar(l, e, klo, khi, r8, out, dst + (klo - k0) * rowbytes);
+}
+
+static void group_rows_any(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1,
+                           uint64_t klo, uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst) {
+    switch (out) {
+    case AMN_DTYPE_F32:
+        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F32, dst);
+        break;
+    case AMN_DTYPE_F16:
+        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F16, dst);
+        break;
+    default:
+        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_BF16, dst);
+        break;
+    }
 }
 
 void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
                             amn_dtype out, uint8_t *dst) {
-    switch (out) {
-    case AMN_DTYPE_F32:
-        rows_out(l, e, k0, k1, AMN_DTYPE_F32, dst);
-        break;
-    case AMN_DTYPE_F16:
-        rows_out(l, e, k0, k1, AMN_DTYPE_F16, dst);
-        break;
-    default:
-        rows_out(l, e, k0, k1, AMN_DTYPE_BF16, dst);
-        break;
+    for (uint64_t g = k0 / 32; g * 32 < k1; g++) {
+        const uint64_t klo = g * 32 > k0 ? g * 32 : k0;
+        const uint64_t khi = g * 32 + 32 < k1 ? g * 32 + 32 : k1;
+        group_rows_any(l, e, g, 0, l->rows, klo, khi, k0, out, dst);
     }
 }

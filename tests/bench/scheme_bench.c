@@ -5,7 +5,9 @@
  * (CLOCK_THREAD_CPUTIME_ID), so a loaded machine skews them less than wall
  * time; the whole-file rows give wall time and the children's CPU time.
  * Not a test: it times things. Run from the build tree:
- * bin/scheme_bench [--no-cli | --cli-only]. The whole-file rows work in
+ * bin/scheme_bench [--no-cli | --cli-only | --only TEXT] (--only: the
+ * kernel rows whose name contains TEXT, no whole-file rows, as for
+ * `perf record`). The whole-file rows work in
  * $TMPDIR (default /tmp): TMPDIR=/dev/shm times them on tmpfs. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -288,11 +290,12 @@ int main(int argc, char **argv) {
            "run\n",
            REPS);
     const bool cli_only = argc > 1 && strcmp(argv[1], "--cli-only") == 0;
+    const char *only = argc > 2 && strcmp(argv[1], "--only") == 0 ? argv[2] : NULL;
     for (size_t b = 0; !cli_only && b < sizeof benches / sizeof *benches; b++)
-        report(&benches[b], dst);
+        if (!only || strstr(benches[b].name, only)) report(&benches[b], dst);
     free(dst);
 
-    if (!(argc > 1 && strcmp(argv[1], "--no-cli") == 0)) {
+    if (!only && !(argc > 1 && strcmp(argv[1], "--no-cli") == 0)) {
         const char *tmp = getenv("TMPDIR");
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/amn-scheme-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");

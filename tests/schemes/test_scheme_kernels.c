@@ -94,18 +94,31 @@ static void run_bmm(const void *l, uint64_t r0, uint64_t n, amn_dtype out, void 
     assert_int_equal(nvfp4_bmm_rows(l, r0, n, out, dst, lv), 0);
 }
 
+/* Scale modes: 0 any byte; 1 bytes 2..252 (the AVX2 path's 16-row tiles)
+ * with 0, 1, 253, 254 and 255 in a few tiles; 2 byte = input row % 256,
+ * so every scale meets every code. */
 static void test_mxfp4(void **state) {
     (void)state;
-    static const uint64_t shapes[][3] = {{1, 8, 1}, {2, 13, 3}, {3, 24, 2}, {1, 67, 5}, {2, 5, 1}};
+    static const uint64_t shapes[][4] = {{1, 8, 1, 0},  {2, 13, 3, 0}, {3, 24, 2, 0}, {1, 67, 5, 0},
+                                         {2, 5, 1, 0},  {1, 16, 1, 1}, {2, 32, 2, 1}, {1, 59, 3, 1},
+                                         {2, 48, 2, 1}, {3, 96, 1, 1}, {1, 256, 2, 2}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-        const uint64_t E = shapes[s][0], R = shapes[s][1], G = shapes[s][2];
-        uint8_t *blocks = rbytes(E * R * G * 16), *scales = rbytes(E * R * G);
-        scales[0] = 0, scales[1 % (E * R * G)] = 255, scales[2 % (E * R * G)] = 254;
+        const uint64_t E = shapes[s][0], R = shapes[s][1], G = shapes[s][2], n = E * R * G;
+        uint8_t *blocks = rbytes(n * 16), *scales = rbytes(n);
+        if (shapes[s][3] == 0) {
+            scales[0] = 0, scales[1 % n] = 255, scales[2 % n] = 254;
+        } else if (shapes[s][3] == 1) {
+            for (uint64_t i = 0; i < n; i++) scales[i] = (uint8_t)(2 + rnd() % 251);
+            static const uint8_t special[5] = {0, 1, 253, 254, 255};
+            for (uint64_t i = 0; i < n; i += 37) scales[i] = special[rnd() % 5];
+        } else {
+            for (uint64_t i = 0; i < n; i++) scales[i] = (uint8_t)((i / G) % R);
+        }
         const mxfp4_layout l = {
             .blocks = blocks, .scales = scales, .experts = E, .rows = R, .groups = G};
         char what[64];
-        snprintf(what, sizeof what, "mxfp4 [%llu,%llu,%llu]", (unsigned long long)E,
-                 (unsigned long long)R, (unsigned long long)G);
+        snprintf(what, sizeof what, "mxfp4 [%llu,%llu,%llu] scales %d", (unsigned long long)E,
+                 (unsigned long long)R, (unsigned long long)G, (int)shapes[s][3]);
         both(what, run_mx, &l, E * G * 32, R);
         free(blocks), free(scales);
     }
@@ -127,7 +140,9 @@ static void test_ctensors(void **state) {
                  {true, 2, 9, 40, 8, 2, false, 0},    {true, 2, 6, 72, 24, 0, true, 0},
                  {false, 8, 13, 40, 8, 2, false, 0},  {false, 8, 6, 24, 24, 0, false, 0},
                  {false, 8, 21, 40, 16, 2, false, 8}, {true, 4, 20, 40, 32, 0, false, 16},
-                 {true, 2, 11, 56, 12, 0, false, 3}};
+                 {true, 2, 11, 56, 12, 0, false, 3},  {true, 4, 24, 204, 40, 1, true, 0},
+                 {false, 8, 16, 44, 11, 2, true, 0},  {true, 8, 19, 40, 8, 0, true, 0},
+                 {true, 2, 12, 72, 24, 1, true, 0},   {true, 4, 32, 64, 12, 2, false, 5}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         for (int st = 0; st < 3; st++) {
             const uint64_t O = cases[c].out, I = cases[c].in,
