@@ -87,6 +87,28 @@ for f in "$src/fixtures/npz/stored.npz" "$src/fixtures/pth/checkpoint.pth" "$src
   if [ $ra -eq $rb ] && cmp -s "$work/a" "$work/b"; then ok; else bad "inspect $f differs with the cache"; diff "$work/a" "$work/b" | head -5; fi
 done
 
+# Every quantized fixture model (the broken ones included: their errors come
+# from detect) and a few files of every other format: inspect gives the same
+# report, messages and exit code with and without the cache.
+fixtures=()
+for f in "$src"/fixtures/*/*/model.safetensors; do fixtures+=("$f"); done
+for d in npz pth gguf; do
+  k=0
+  for f in "$src/fixtures/$d"/*.np? "$src/fixtures/$d"/*.pth "$src/fixtures/$d"/*.gguf; do
+    [ $k -lt 6 ] || break
+    fixtures+=("$f"); k=$((k + 1))
+  done
+done
+differ=0
+for f in "${fixtures[@]}"; do
+  "$amn" inspect "$f" >"$work/a" 2>&1; ra=$?
+  AMN_REGISTRY_CACHE=0 "$amn" inspect "$f" >"$work/b" 2>&1; rb=$?
+  if [ $ra -ne $rb ] || ! cmp -s "$work/a" "$work/b"; then
+    differ=$((differ + 1)); echo "differs: $f"; diff "$work/a" "$work/b" | head -4
+  fi
+done
+[ $differ -eq 0 ] && [ ${#fixtures[@]} -gt 0 ] && ok || bad "$differ of ${#fixtures[@]} fixtures inspect differently with the cache"
+
 # 5. A touched plugin file is loaded again and the cache rewritten.
 victim=$(basename "${mods[0]}" .so); victim=${victim#amn-}
 sleep 0.01
