@@ -405,8 +405,9 @@ bool amni_cache_load(const char *path, amni_cache *c) {
     struct stat st;
     char *text = NULL;
     size_t got = 0;
-    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-              (uint64_t)st.st_size <= AMNI_CACHE_MAX_BYTES;
+    /* Someone else's cache (a shared directory) could hide plugins: ignored. */
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+              st.st_size > 0 && (uint64_t)st.st_size <= AMNI_CACHE_MAX_BYTES;
     if (ok) text = malloc((size_t)st.st_size);
     ok = ok && text;
     while (ok && got < (size_t)st.st_size) {
