@@ -76,9 +76,13 @@ static int choose(const amn_ctx *ctx, const amn_probe_data *pd, const char *from
         *out = f;
         return AMN_OK;
     }
+    /* Plugins the registry cache describes are loaded only if one of their
+     * formats' probe signatures matches (or a probe has none). */
+    amni_registry_load_for_probe(ctx, pd);
     /* Rank by (score, extension match): the extension is the lower digit. */
     int best = (AMN_PROBE_WEAK + 1) * 2 - 1, tie = 0;
     const amn_format *winner = NULL, *other = NULL;
+    amni_registry_lock(ctx); /* the list does not change while it is walked */
     for (size_t i = 0; i < ctx->n_formats; i++) {
         const amn_format *f = ctx->formats[i];
         int s = f->probe(pd);
@@ -94,6 +98,7 @@ static int choose(const amn_ctx *ctx, const amn_probe_data *pd, const char *from
             other = f;
         }
     }
+    amni_registry_unlock(ctx);
     if (winner && !tie) {
         *out = winner;
         return AMN_OK;
@@ -167,14 +172,19 @@ int amn_ctx_resolve(const amn_ctx *ctx, const char *input, char *path, size_t pa
     const char *colon = strchr(input, ':');
     struct stat st;
     if (!colon || stat(input, &st) == 0) return AMN_OK;
-    for (size_t i = 0; i < ctx->n_resolvers; i++) {
-        const amn_resolver *r = ctx->resolvers[i];
-        size_t n = strlen(r->scheme);
-        if ((size_t)(colon - input) == n && strncmp(input, r->scheme, n) == 0) {
-            int rc = r->resolve(colon + 1, path, path_size, err);
-            if (rc == AMN_OK) *resolved = true;
-            return rc;
-        }
+    amni_registry_load_resolver(ctx, input, (size_t)(colon - input));
+    const amn_resolver *found = NULL;
+    amni_registry_lock(ctx);
+    for (size_t i = 0; !found && i < ctx->n_resolvers; i++) {
+        const size_t n = strlen(ctx->resolvers[i]->scheme);
+        if ((size_t)(colon - input) == n && strncmp(input, ctx->resolvers[i]->scheme, n) == 0)
+            found = ctx->resolvers[i];
+    }
+    amni_registry_unlock(ctx);
+    if (found) {
+        int rc = found->resolve(colon + 1, path, path_size, err);
+        if (rc == AMN_OK) *resolved = true;
+        return rc;
     }
     if (strncmp(input, "ollama:", 7) == 0)
         return amn_error_set(err, AMN_E_UNSUPPORTED,

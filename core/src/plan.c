@@ -7,6 +7,7 @@
 #include "util_internal.h"
 #include "amn/checked.h"
 #include "plan_internal.h"
+#include "registry_internal.h"
 
 bool amn_claimset_is_claimed(const amn_claimset *cs, size_t i) {
     return i < cs->n_tensors && cs->owner[i] >= 0;
@@ -170,7 +171,7 @@ static int check_names(const amn_plan *p, const amn_model *m, amn_error *err) {
     return AMN_OK;
 }
 
-int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_error *err) {
+static int plan_build(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_error *err) {
     *out = NULL;
     amn_plan *p = calloc(1, sizeof *p);
     const size_t n = amn_model_tensor_count(m);
@@ -187,10 +188,14 @@ int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_err
     }
     for (size_t i = 0; i < n; i++) p->cs.owner[i] = -1;
     int rc = AMN_OK;
-    for (size_t s = 0; !rc && s < amn_ctx_scheme_count(ctx); s++) {
-        p->cs.current = amn_ctx_scheme(ctx, s);
+    /* The loaded schemes, in search order (ctx->schemes, not the public
+     * accessors, which would load every plugin). */
+    amni_registry_lock(ctx); /* the list does not change while it is walked */
+    for (size_t s = 0; !rc && s < ctx->n_schemes; s++) {
+        p->cs.current = ctx->schemes[s];
         rc = p->cs.current->detect(m, &p->cs, err);
     }
+    amni_registry_unlock(ctx);
     if (!rc) rc = check_names(p, m, err);
     if (!rc) rc = find_unhandled(p, m, err);
     if (rc) {
@@ -199,6 +204,29 @@ int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_err
     }
     *out = p;
     return AMN_OK;
+}
+
+static bool plan_is_plain(const amn_plan *p) {
+    if (p->decl.method[0]) return false;
+    for (size_t i = 0; i < p->cs.n_tensors; i++)
+        if (p->unhandled[i].what) return false;
+    return true;
+}
+
+/* Only the scheme plugins whose detect keys match a tensor of m are loaded
+ * (the registry cache). A scheme whose keys match nothing claims nothing, so
+ * the plan is the one a full registry makes. Anything less plain (a failure,
+ * a tensor that looks quantized but is unclaimed, a declared quant method)
+ * is planned again with every plugin loaded, so that errors and messages
+ * ("install the amn-X plugin") are exactly a full registry's. */
+int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_error *err) {
+    const bool all = amni_registry_load_for_model(ctx, m);
+    int rc = plan_build(ctx, m, out, err);
+    if (all || (rc == AMN_OK && plan_is_plain(*out))) return rc;
+    amn_plan_free(*out);
+    *out = NULL;
+    amni_registry_load_all(ctx);
+    return plan_build(ctx, m, out, err);
 }
 
 int amn_plan_summarize(const amn_plan *p, amn_dtype out, amn_plan_summary *dst) {

@@ -29,12 +29,17 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
     return AMN_OK;
 }
 
+/* detect() (quant_detect_layers) starts from a .qweight: without one it
+ * claims nothing, and orphans are checked only after a claim. */
+static const amn_detect_key awq_keys[] = {{".qweight", 0}, {NULL, 0}};
+
 static const amn_scheme awq_scheme = {
     .struct_size = sizeof(amn_scheme),
     .name = "awq",
     .description = "AutoAWQ GEMM 4-bit (qweight, qzeros, scales)",
     .detect = awq_detect,
     .dequantize = dequantize,
+    .detect_keys = awq_keys,
 };
 
 static int init(amn_registrar *r) {

@@ -50,6 +50,20 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
     return AMN_OK;
 }
 
+/* detect() starts from a quant_state or an SCB, and refuses any orphaned
+ * companion even when nothing was claimed: all of them are keys. */
+static const amn_detect_key bnb_keys[] = {
+    {".weight.quant_state.bitsandbytes__nf4", 0},
+    {".weight.quant_state.bitsandbytes__fp4", 0},
+    {".SCB", 0},
+    {".weight.absmax", 0},
+    {".weight.quant_map", 0},
+    {".weight.nested_absmax", 0},
+    {".weight.nested_quant_map", 0},
+    {".weight_format", 0},
+    {NULL, 0},
+};
+
 static const amn_scheme bnb_scheme = {
     .struct_size = sizeof(amn_scheme),
     .name = "bnb",
@@ -57,6 +71,7 @@ static const amn_scheme bnb_scheme = {
     .detect = bnb_detect,
     .dequantize = dequantize,
     .encoder = &bnb_encoder,
+    .detect_keys = bnb_keys,
 };
 
 static int init(amn_registrar *r) {

@@ -24,12 +24,21 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
     return AMN_OK;
 }
 
+/* detect() starts from an I32 .weight_packed or an I8 .weight; orphans are
+ * checked only after a claim. */
+static const amn_detect_key ct_keys[] = {
+    {".weight_packed", 1ull << AMN_DTYPE_I32},
+    {".weight", 1ull << AMN_DTYPE_I8},
+    {NULL, 0},
+};
+
 static const amn_scheme ct_scheme = {
     .struct_size = sizeof(amn_scheme),
     .name = "ctensors",
     .description = "compressed-tensors pack-quantized / int-quantized integer weights",
     .detect = ct_detect,
     .dequantize = dequantize,
+    .detect_keys = ct_keys,
 };
 
 static int init(amn_registrar *r) {

@@ -66,12 +66,19 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
     return dequantize_rounded(p, &l, row0, nrows, out, dst, err);
 }
 
+/* detect() starts from an FP8 .weight; scales are checked only after one. */
+static const amn_detect_key fp8_keys[] = {
+    {".weight", (1ull << AMN_DTYPE_F8_E4M3) | (1ull << AMN_DTYPE_F8_E5M2)},
+    {NULL, 0},
+};
+
 static const amn_scheme fp8_scheme = {
     .struct_size = sizeof(amn_scheme),
     .name = "fp8",
     .description = "FP8 E4M3/E5M2 with per-tensor, per-channel or block scales",
     .detect = fp8_detect,
     .dequantize = dequantize,
+    .detect_keys = fp8_keys,
 };
 
 static int init(amn_registrar *r) {

@@ -57,6 +57,9 @@ static int inspect(const amn_inspect_args *a, amn_model **out, amn_error *err) {
     return read_model(&src, NULL, a->limits, out, err);
 }
 
+/* probe() scores nothing without the magic. */
+static const amn_probe_sig gguf_sigs[] = {{.offset = 0, .length = 4, .bytes = "GGUF"}, {0}};
+
 const amn_format amn_gguf_format = {
     .struct_size = sizeof(amn_format),
     .name = "gguf",
@@ -68,4 +71,5 @@ const amn_format amn_gguf_format = {
     .writer = &gguf_writer,
     /* llama.cpp's converter and quantizer keep norms and biases F32. */
     .flags = AMN_FORMAT_VECTORS_F32,
+    .probe_sigs = gguf_sigs,
 };

@@ -142,6 +142,9 @@ static int gguf_dequantize_rows(const amn_model *m, const void *plan, uint64_t r
     return AMN_OK;
 }
 
+/* detect() looks only at block tensors. */
+static const amn_detect_key gguf_keys[] = {{"", 1ull << AMN_DTYPE_BLOCK}, {NULL, 0}};
+
 const amn_scheme gguf_block_scheme = {
     .struct_size = sizeof(amn_scheme),
     .name = "gguf",
@@ -150,4 +153,5 @@ const amn_scheme gguf_block_scheme = {
     .detect = gguf_detect,
     .dequantize = gguf_dequantize_rows,
     .encoder = &gguf_encoder,
+    .detect_keys = gguf_keys,
 };

@@ -32,12 +32,17 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
     return AMN_OK;
 }
 
+/* detect() (quant_detect_layers) starts from a .qweight: without one it
+ * claims nothing, and orphans are checked only after a claim. */
+static const amn_detect_key gptq_keys[] = {{".qweight", 0}, {NULL, 0}};
+
 static const amn_scheme gptq_scheme = {
     .struct_size = sizeof(amn_scheme),
     .name = "gptq",
     .description = "GPTQ 2/3/4/8-bit (qweight, qzeros, scales, g_idx; v1 and v2 zero points)",
     .detect = gptq_detect,
     .dequantize = dequantize,
+    .detect_keys = gptq_keys,
 };
 
 static int init(amn_registrar *r) {

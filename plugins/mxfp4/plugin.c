@@ -24,12 +24,16 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
     return AMN_OK;
 }
 
+/* detect() starts from a U8 _blocks tensor; orphans are checked after one. */
+static const amn_detect_key mxfp4_keys[] = {{"_blocks", 1ull << AMN_DTYPE_U8}, {NULL, 0}};
+
 static const amn_scheme mxfp4_scheme = {
     .struct_size = sizeof(amn_scheme),
     .name = "mxfp4",
     .description = "gpt-oss MXFP4 experts (E2M1 with E8M0 scales per 32; _blocks / _scales)",
     .detect = mxfp4_detect,
     .dequantize = dequantize,
+    .detect_keys = mxfp4_keys,
 };
 
 static int init(amn_registrar *r) {

@@ -255,6 +255,15 @@ static int npz_inspect(const amn_inspect_args *a, amn_model **out, amn_error *er
     return AMN_OK;
 }
 
+/* probe() scores above WEAK only an NPY magic or a ZIP (a local header,
+ * or the end record of an empty archive) at the start. */
+static const amn_probe_sig npz_sigs[] = {
+    {.offset = 0, .length = 6, .bytes = "\x93NUMPY"},
+    {.offset = 0, .length = 4, .bytes = "PK\x03\x04"},
+    {.offset = 0, .length = 4, .bytes = "PK\x05\x06"},
+    {0},
+};
+
 static const amn_format npz_format = {
     .struct_size = sizeof(amn_format),
     .name = "npz",
@@ -266,6 +275,7 @@ static const amn_format npz_format = {
     .writer = &npz_writer,
     .flags = AMN_FORMAT_LOSSLESS,
     .scan = npz_scan,
+    .probe_sigs = npz_sigs,
 };
 
 static int npz_init(amn_registrar *r) {

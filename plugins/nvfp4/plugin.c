@@ -41,12 +41,17 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
     return AMN_OK;
 }
 
+/* detect() (weight_layout) looks only at U8 tensors; orphans are checked
+ * after a claim. */
+static const amn_detect_key nvfp4_keys[] = {{"", 1ull << AMN_DTYPE_U8}, {NULL, 0}};
+
 static const amn_scheme nvfp4_scheme = {
     .struct_size = sizeof(amn_scheme),
     .name = "nvfp4",
     .description = "NVFP4 (ModelOpt; compressed-tensors nvfp4-pack-quantized)",
     .detect = nvfp4_detect,
     .dequantize = dequantize,
+    .detect_keys = nvfp4_keys,
 };
 
 static int init(amn_registrar *r) {

@@ -636,6 +636,17 @@ static int pth_inspect(const amn_inspect_args *a, amn_model **out, amn_error *er
     return pth_run(a->src, NULL, a->path ? a->path : a->src->name, a->limits, out, err);
 }
 
+/* probe() scores above WEAK only a sharded folder, an index ('{'), a pickle
+ * (PROTO opcode 0x80) or a ZIP at the start. */
+static const amn_probe_sig pth_sigs[] = {
+    {.flags = AMN_PROBE_SIG_DIRECTORY},
+    {.offset = 0, .length = 1, .bytes = "{"},
+    {.offset = 0, .length = 1, .bytes = "\x80"},
+    {.offset = 0, .length = 4, .bytes = "PK\x03\x04"},
+    {.offset = 0, .length = 4, .bytes = "PK\x05\x06"},
+    {0},
+};
+
 static const amn_format pth_format = {
     .struct_size = sizeof(amn_format),
     .name = "pth",
@@ -647,6 +658,7 @@ static const amn_format pth_format = {
     .writer = &pth_writer,
     .flags = AMN_FORMAT_LOSSLESS,
     .scan = pth_scan,
+    .probe_sigs = pth_sigs,
 };
 
 static int pth_init(amn_registrar *r) {

@@ -62,6 +62,15 @@ static int inspect(const amn_inspect_args *a, amn_model **out, amn_error *err) {
     return AMN_OK;
 }
 
+/* What probe() needs before it scores above WEAK: a directory, an index
+ * starting with '{', or the JSON header's '{' after the 8-byte length. */
+static const amn_probe_sig st_sigs[] = {
+    {.flags = AMN_PROBE_SIG_DIRECTORY},
+    {.offset = 0, .length = 1, .bytes = "{"},
+    {.offset = 8, .length = 1, .bytes = "{"},
+    {0},
+};
+
 static const amn_format safetensors_format = {
     .struct_size = sizeof(amn_format),
     .name = "safetensors",
@@ -71,6 +80,7 @@ static const amn_format safetensors_format = {
     .open = open_model,
     .inspect = inspect,
     .writer = &st_writer,
+    .probe_sigs = st_sigs,
 };
 
 static int init(amn_registrar *r) {

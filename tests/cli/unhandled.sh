@@ -16,6 +16,8 @@ amn=$build/bin/amn
 plugdir=$build/lib/amn/plugins
 work=$(mktemp -d /tmp/amn-unhandled.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# Each temporary plugin folder gets its own registry cache: keep them in $work.
+export AMN_REGISTRY_CACHE_DIR=$work/registry-cache
 fails=0 passes=0
 
 mkst() { # mkst FILE HEADER DATA_BYTES

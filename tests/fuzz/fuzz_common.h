@@ -36,6 +36,8 @@ static amn_ctx *fuzz_ctx(void) {
                          .no_env = true,
                          .no_default = true};
     if (amn_ctx_new(&o, &fuzz_ctx_, NULL)) abort();
+    /* Listing the plugins loads every one (the registry loads lazily). */
+    (void)amn_ctx_plugin_count(fuzz_ctx_);
     return fuzz_ctx_;
 }
 

@@ -11,7 +11,40 @@
 
 /* AMN_FUZZ_FORMAT=<name> forces one format (no probing), to aim a run at a
  * single parser with that format's seeds. */
+/* A format's probe signatures are a promise the registry cache relies on to
+ * leave its plugin unloaded: a probe that scores a file above WEAK when no
+ * signature matches its head breaks it. */
+static void check_probe_sigs(const uint8_t *data, size_t size) {
+    const size_t hn = size < AMN_PROBE_HEAD ? size : AMN_PROBE_HEAD;
+    uint8_t *head = calloc(1, hn + AMN_PROBE_PADDING), *tail = calloc(1, hn + AMN_PROBE_PADDING);
+    if (!head || !tail) abort();
+    if (hn) memcpy(head, data, hn), memcpy(tail, data + size - hn, hn);
+    const amn_probe_data pd = {.struct_size = sizeof pd,
+                               .head = head,
+                               .head_size = hn,
+                               .tail = tail,
+                               .tail_size = hn,
+                               .file_size = size};
+    amn_ctx *ctx = fuzz_ctx();
+    for (size_t f = 0; f < amn_ctx_format_count(ctx); f++) {
+        const amn_format *fmt = amn_ctx_format(ctx, f);
+        const amn_probe_sig *sig = amn_format_probe_sigs(fmt);
+        if (!sig) continue;
+        bool matched = false;
+        for (; sig->length || sig->flags; sig++)
+            matched |= sig->length && sig->offset + sig->length <= hn &&
+                       memcmp(head + sig->offset, sig->bytes, sig->length) == 0;
+        if (!matched && fmt->probe(&pd) > AMN_PROBE_WEAK)
+            fuzz_fail("format %s scored above WEAK a file none of its probe signatures "
+                      "matches%s",
+                      fmt->name, "");
+    }
+    free(head);
+    free(tail);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    check_probe_sigs(data, size);
     fuzz_pipeline(data, size, getenv("AMN_FUZZ_FORMAT"));
     return 0;
 }

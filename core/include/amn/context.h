@@ -6,8 +6,11 @@
  * given in amn_ctx_options, $AMN_PLUGIN_PATH (colon-separated), then
  * $AMN_PLUGIN_SYSTEM_PATH if set (even empty) or else the directory
  * amn/plugins beside libamn itself (the install's
- * ${libdir}/amn/plugins, and the build tree's lib/amn/plugins). A registry
- * is immutable once amn_ctx_new returns.
+ * ${libdir}/amn/plugins, and the build tree's lib/amn/plugins). Modules
+ * the registry cache describes unchanged are loaded when first needed
+ * (probing, planning, a format asked for by name; README "registry cache");
+ * the functions that list the registry load every plugin first. Loading is
+ * serialised inside the context, so one context may be shared by threads.
  */
 #ifndef AMN_CONTEXT_H
 #define AMN_CONTEXT_H

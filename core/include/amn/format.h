@@ -152,6 +152,22 @@ typedef struct amn_writer {
     int (*check_option)(const char *key, const char *value, amn_error *err);
 } amn_writer;
 
+/* A necessary condition of a format's probe, as data, so that the core can
+ * rule a format out without loading its plugin (the registry cache, see
+ * README "registry cache"): `length` bytes at `offset` from the start of the
+ * file equal `bytes`. A format that lists signatures promises that its probe
+ * scores a regular file at most AMN_PROBE_WEAK when none of them matches the
+ * file's head, and a directory at most AMN_PROBE_WEAK unless one signature
+ * carries AMN_PROBE_SIG_DIRECTORY. A list ends with an entry whose length and
+ * flags are 0. Frozen: it sits in arrays. */
+typedef struct amn_probe_sig {
+    uint32_t offset; /* < AMN_PROBE_HEAD */
+    uint16_t length; /* 1 .. 16 */
+    uint16_t flags;  /* AMN_PROBE_SIG_* */
+    uint8_t bytes[16];
+} amn_probe_sig;
+#define AMN_PROBE_SIG_DIRECTORY (1u << 0) /* the probe may claim a directory (no bytes) */
+
 struct amn_scan_args;   /* amn/scan.h */
 struct amn_scan_report; /* amn/scan.h */
 
@@ -168,6 +184,11 @@ typedef struct amn_format {
     /* Optional audit without loading (amn/scan.h), for formats that can
      * carry code; read it through amn_format_scan(). */
     int (*scan)(const struct amn_scan_args *a, struct amn_scan_report *r, amn_error *err);
+    /* Optional: the probe's signatures (amn_probe_sig above), read through
+     * amn_format_probe_sigs(). NULL: the core must run the probe, so it loads
+     * the plugin for every file it detects. A hint only: a core that
+     * predates the slot ignores it. */
+    const amn_probe_sig *probe_sigs;
 } amn_format;
 
 /* Full-precision checkpoints (npz, pth): `convert` keeps their float dtypes
@@ -193,6 +214,11 @@ static inline amn_format_scan_fn_t amn_format_scan(const amn_format *f) {
     return f->struct_size >= offsetof(amn_format, scan) + sizeof f->scan ? f->scan : NULL;
 }
 
+/* The probe signatures, or NULL (none declared, or a plugin built before the slot). */
+static inline const amn_probe_sig *amn_format_probe_sigs(const amn_format *f) {
+    return f->struct_size >= offsetof(amn_format, probe_sigs) + sizeof f->probe_sigs ? f->probe_sigs
+                                                                                     : NULL;
+}
 #ifdef __cplusplus
 }
 #endif

@@ -169,6 +169,18 @@ typedef struct amn_encoder {
                           amn_error *err);
 } amn_encoder;
 
+/* A necessary condition of a scheme's detect(), as data, so that the core can
+ * skip a scheme without loading its plugin (the registry cache): a tensor
+ * whose name ends with `suffix` ("" for any name) and, when dtypes is not 0,
+ * whose dtype's bit (1 << amn_dtype) is set in it. A scheme that lists keys
+ * promises that on a model in which no tensor matches any key its detect()
+ * claims nothing and returns AMN_OK. A list ends with {NULL, 0}. Frozen: it
+ * sits in arrays. */
+typedef struct amn_detect_key {
+    const char *suffix;
+    uint64_t dtypes;
+} amn_detect_key;
+
 typedef struct amn_scheme {
     uint32_t struct_size;
     const char *name;        /* "fp8", "gptq", "awq", "gguf" */
@@ -188,6 +200,10 @@ typedef struct amn_scheme {
     /* Optional (NULL: the scheme only decodes): the encode direction
      * ("forget"), see amn_encoder above. */
     const struct amn_encoder *encoder;
+    /* Optional: detect()'s keys (amn_detect_key above), read through
+     * amn_scheme_detect_keys(). NULL: the core loads the plugin to run
+     * detect() on every model. A hint only: older cores ignore it. */
+    const amn_detect_key *detect_keys;
 } amn_scheme;
 
 /* The scheme's encoder, or NULL (none, or a vtable from before the field). */
@@ -195,6 +211,12 @@ static inline const amn_encoder *amn_scheme_encoder(const amn_scheme *s) {
     return s->struct_size >= offsetof(amn_scheme, encoder) + sizeof s->encoder ? s->encoder : NULL;
 }
 
+/* The detect keys, or NULL (none declared, or a vtable from before the slot). */
+static inline const amn_detect_key *amn_scheme_detect_keys(const amn_scheme *s) {
+    return s->struct_size >= offsetof(amn_scheme, detect_keys) + sizeof s->detect_keys
+               ? s->detect_keys
+               : NULL;
+}
 #ifdef __cplusplus
 }
 #endif
