@@ -18,8 +18,8 @@
 # the previous outputs unlinked (untimed). Prints per pair best and median
 # wall times, their ratio as a rate (cp time / amn time: 1.0 = cp's rate),
 # CPU times (user + sys: what a loaded machine divides among processes),
-# and amn's peak resident set (GNU time; the input is mapped, but pages
-# copied in the kernel are never faulted into it, so this is amn's own
+# and amn's peak resident set (GNU time; the input is mapped, and only the
+# chunks read through the mapping, if any, count: the rest is amn's own
 # memory, which must stay O(one chunk)). amn also fsyncs the directory
 # after linking the output in; cp + sync does not: a few ms at most.
 # BASE=OTHER_BUILD_DIR also times that build's amn in every round, both
