@@ -59,8 +59,8 @@ amni_input_path amni_input_forced(void) {
  * worker exits). This key is the only process-wide state of this file. */
 
 #define PASS_SLOT AMN_FETCH_SLOTS     /* the pass-through's own buffer */
-#define TAP_SLOT  AMN_FETCH_SLOTS + 1 /* lent to the thread that feeds a tap */
-#define N_SLOTS   AMN_FETCH_SLOTS + 2
+#define TAP_SLOT  (AMN_FETCH_SLOTS + 1) /* lent to the thread that feeds a tap */
+#define N_SLOTS   (AMN_FETCH_SLOTS + 2)
 
 typedef struct thread_bufs {
     void *p[N_SLOTS];
