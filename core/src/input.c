@@ -1,6 +1,6 @@
 /* Reading the bytes of a mapped input: through the mapping, by pread() into
- * reusable per-thread buffers, or (pass-through) by splice() inside the
- * kernel.
+ * reusable per-thread buffers, or (pass-through) by copy_file_range() or
+ * splice() inside the kernel.
  *
  * Why not always the mapping: the cost of a mapping is per page-cache folio,
  * not per byte. A file the page cache holds in large folios (written in big
@@ -19,8 +19,13 @@
  * as a block of scales, keep the mapping), and pass-through measures: the
  * first full chunks of each input go each way in turn, timed by the thread's
  * CPU clock (a loaded machine's preemptions do not count), and the cheapest
- * way per byte is kept for the rest of that input. Every way yields the same
- * bytes; AMN_INPUT=map|pread|splice forces one (tests compare them). */
+ * way per byte is kept for the rest of that input. copy_file_range is the
+ * way cp copies: one call per range and no pipe (between two files of one
+ * ext4 the kernel still copies the pages; xfs and btrfs share the blocks);
+ * where it cannot (another file system: EXDEV) the range goes by pread.
+ * A sink with a tap (a ZIP member's CRC-32) gets in-kernel copies too: a
+ * second thread feeds the tap (see copy_tapped). Every way yields the same
+ * bytes; AMN_INPUT=map|pread|splice|copy forces one (tests compare them). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -43,6 +48,7 @@ amni_input_path amni_input_forced(void) {
     if (strcmp(v, "map") == 0) return AMNI_INPUT_MAP;
     if (strcmp(v, "pread") == 0) return AMNI_INPUT_PREAD;
     if (strcmp(v, "splice") == 0) return AMNI_INPUT_SPLICE;
+    if (strcmp(v, "copy") == 0) return AMNI_INPUT_COPY;
     return AMNI_INPUT_AUTO;
 }
 
@@ -52,11 +58,13 @@ amni_input_path amni_input_forced(void) {
  * a thread-specific key (created once; its destructor frees them when a
  * worker exits). This key is the only process-wide state of this file. */
 
-#define PASS_SLOT AMN_FETCH_SLOTS /* the pass-through's own buffer */
+#define PASS_SLOT AMN_FETCH_SLOTS     /* the pass-through's own buffer */
+#define TAP_SLOT  (AMN_FETCH_SLOTS + 1) /* lent to the thread that feeds a tap */
+#define N_SLOTS   (AMN_FETCH_SLOTS + 2)
 
 typedef struct thread_bufs {
-    void *p[AMN_FETCH_SLOTS + 1];
-    size_t cap[AMN_FETCH_SLOTS + 1];
+    void *p[N_SLOTS];
+    size_t cap[N_SLOTS];
 } thread_bufs;
 
 static pthread_key_t bufs_key;
@@ -66,7 +74,7 @@ static bool bufs_key_ok;
 static void bufs_free(void *v) {
     thread_bufs *b = v;
     if (!b) return;
-    for (size_t i = 0; i <= AMN_FETCH_SLOTS; i++) free(b->p[i]);
+    for (size_t i = 0; i < N_SLOTS; i++) free(b->p[i]);
     free(b);
 }
 
@@ -151,6 +159,12 @@ const void *amn_model_fetch(const amn_model *m, const void *p, size_t n, unsigne
 
 /* ---- pass-through ----------------------------------------------------------- */
 
+static double wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
 static double thread_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -160,14 +174,20 @@ static double thread_ns(void) {
 /* Through the mapping: a file cut shorter since it was mapped would raise
  * SIGBUS inside write(), so its size is checked first (one fstat per chunk;
  * a truncation racing with the copy itself is still a signal). */
-static int pass_map(const amn_map *map, const uint8_t *p, size_t n, amn_sink *sink,
-                    amn_error *err) {
+static int check_size(const amn_map *map, const uint8_t *p, size_t n, amn_error *err) {
     const uint64_t end = (uint64_t)(p - amn_map_data(map)) + n;
     struct stat st = {0};
     if (fstat(amni_map_fd(map), &st) != 0 || (uint64_t)st.st_size < end)
         return amn_error_set(
             err, AMN_E_IO, "%s: file shrank while being read (%llu bytes, %llu needed)",
             amn_map_path(map), (unsigned long long)st.st_size, (unsigned long long)end);
+    return AMN_OK;
+}
+
+static int pass_map(const amn_map *map, const uint8_t *p, size_t n, amn_sink *sink,
+                    amn_error *err) {
+    int rc = check_size(map, p, n, err);
+    if (rc) return rc;
     amni_prefault(p, n); /* one madvise, not a fault per page inside write() */
     return amn_sink_write(sink, p, n, err);
 }
@@ -179,37 +199,132 @@ static int pass_pread(const amn_map *map, uint64_t off, size_t n, amn_sink *sink
     return rc ? rc : amn_sink_write(sink, buf, n, err);
 }
 
+/* ---- in-kernel copies, with a tap fed beside them ------------------------
+ * A tapped sink (a ZIP member's CRC-32) needs every byte in user memory,
+ * which an in-kernel copy never brings there. So a second thread reads the
+ * same range by pread, TAP_PIECE at a time into a buffer that stays in its
+ * core's cache, and hands it to the tap while this thread copies in the
+ * kernel: on two cores the tap's cost is hidden behind the copy instead of
+ * added to it. The tap sees the bytes in order and the helper is joined
+ * before the copy returns, so the sink's tap contract (in order, never
+ * concurrently with the sink's other calls) holds. */
+
+#define TAP_PIECE (256u << 10)
+
+typedef struct tap_job {
+    const amn_map *map;
+    amn_sink *sink;
+    void *buf; /* TAP_PIECE bytes of the copying thread's, reused: fresh pages would fault */
+    const uint8_t *mapped; /* or read the mapping (size checked first, as pass_map does) */
+    uint64_t off, n;
+    int rc;
+    amn_error err;
+    double ns; /* the helper's CPU time */
+} tap_job;
+
+static void *tap_main(void *v) {
+    tap_job *j = v;
+    const double t0 = thread_ns();
+    if (j->mapped) {
+        j->rc = check_size(j->map, j->mapped, (size_t)j->n, &j->err);
+        if (!j->rc) amni_prefault(j->mapped, (size_t)j->n);
+    }
+    for (uint64_t done = 0; !j->rc && done < j->n;) {
+        const size_t k = j->n - done < TAP_PIECE ? (size_t)(j->n - done) : TAP_PIECE;
+        const void *src = j->mapped ? j->mapped + done : j->buf;
+        if (!j->mapped) j->rc = pread_full(j->map, j->off + done, j->buf, k, &j->err);
+        if (!j->rc) amni_sink_feed_tap(j->sink, src, k);
+        done += k;
+    }
+    j->ns = thread_ns() - t0;
+    return NULL;
+}
+
+/* In-kernel copy of [off, off + n) with the tap fed by a helper thread.
+ * The first piece goes alone, so that a pair of files the kernel cannot
+ * copy between is found before the tap saw anything (then
+ * AMN_E_UNSUPPORTED, nothing written). *helper_ns: the helper's CPU time. */
+static int copy_tapped(bool copy_file, const amn_map *map, uint64_t off, size_t n, amn_sink *sink,
+                       bool from_map, double *helper_ns, amn_error *err) {
+    const int fd = amni_map_fd(map);
+    const char *name = amn_map_path(map);
+    const size_t first = n < TAP_PIECE ? n : TAP_PIECE;
+    void *buf = thread_buffer(TAP_SLOT, TAP_PIECE);
+    if (!buf) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = amni_sink_copy(sink, copy_file, fd, off, first, true, name, err);
+    if (rc) return rc;
+    tap_job j = {.map = map,
+                 .sink = sink,
+                 .buf = buf,
+                 .mapped = from_map ? amn_map_data(map) + off : NULL,
+                 .off = off,
+                 .n = n};
+    pthread_t th;
+    const bool threaded = n > first && pthread_create(&th, NULL, tap_main, &j) == 0;
+    if (n > first)
+        rc = amni_sink_copy(sink, copy_file, fd, off + first, n - first, true, name, err);
+    if (rc == AMN_E_UNSUPPORTED) /* worked for the first piece, refused after it */
+        rc = amn_error_set(err, AMN_E_IO, "%s: in-kernel copy refused at offset %llu", name,
+                           (unsigned long long)(off + first));
+    if (threaded)
+        pthread_join(th, NULL);
+    else
+        tap_main(&j); /* no thread to be had: the tap still sees every byte */
+    *helper_ns = j.ns;
+    if (!rc && j.rc) {
+        *err = j.err;
+        rc = j.rc;
+    }
+    return rc;
+}
+
+/* Whether the thread feeding a tap reads the mapping rather than pread:
+ * when the probe found the mapping the cheaper of the two for this input
+ * (large folios: a populate per range and no copy) or AMN_TAP_READ=map|pread
+ * says (tests). */
+static bool tap_from_map(const amn_map *map) {
+    const char *v = getenv("AMN_TAP_READ");
+    if (v && strcmp(v, "map") == 0) return true;
+    if (v && strcmp(v, "pread") == 0) return false;
+    const amni_input_probe *pr = amni_map_probe(map);
+    const double m = pr->ns_per_byte[AMNI_INPUT_MAP], r = pr->ns_per_byte[AMNI_INPUT_PREAD];
+    return m > 0 && r > 0 && m < r;
+}
+
+/* One range by `path`; *extra_ns: CPU time spent on another thread. */
 static int pass_by(amni_input_path path, const amn_map *map, const uint8_t *p, size_t n,
-                   amn_sink *sink, amn_error *err) {
+                   amn_sink *sink, double *extra_ns, amn_error *err) {
     const uint64_t off = (uint64_t)(p - amn_map_data(map));
-    if (path == AMNI_INPUT_SPLICE) {
-        int rc = amni_sink_splice(sink, amni_map_fd(map), off, n, amn_map_path(map), err);
+    *extra_ns = 0;
+    if (path == AMNI_INPUT_COPY || path == AMNI_INPUT_SPLICE) {
+        const bool cf = path == AMNI_INPUT_COPY;
+        int rc =
+            amni_sink_tapped(sink)
+                ? copy_tapped(cf, map, off, n, sink, tap_from_map(map), extra_ns, err)
+                : amni_sink_copy(sink, cf, amni_map_fd(map), off, n, false, amn_map_path(map), err);
         if (rc != AMN_E_UNSUPPORTED) return rc;
-        path = AMNI_INPUT_PREAD; /* a tap wants the bytes, or no splice here */
+        path = AMNI_INPUT_PREAD; /* no in-kernel copy between these files or on this sink */
     }
     return path == AMNI_INPUT_MAP ? pass_map(map, p, n, sink, err)
                                   : pass_pread(map, off, n, sink, err);
 }
 
-/* The next way to time on this input, or the one chosen. Splice is only a
- * candidate when no tap needs the bytes in user memory. */
-static amni_input_path next_path(amni_input_probe *pr, bool tapped, bool *timed) {
-    static const amni_input_path ways[] = {AMNI_INPUT_SPLICE, AMNI_INPUT_PREAD, AMNI_INPUT_MAP};
+/* The next way to time on this input, or the one chosen. */
+static amni_input_path next_path(amni_input_probe *pr, bool *timed) {
+    static const amni_input_path ways[] = {AMNI_INPUT_COPY, AMNI_INPUT_SPLICE, AMNI_INPUT_PREAD,
+                                           AMNI_INPUT_MAP};
+    enum { N_WAYS = sizeof ways / sizeof *ways };
     *timed = false;
-    if (pr->chosen)
-        return (amni_input_path)pr->chosen == AMNI_INPUT_SPLICE && tapped
-                   ? AMNI_INPUT_PREAD
-                   : (amni_input_path)pr->chosen;
-    const unsigned first = tapped ? 1 : 0, n_ways = 3 - first;
-    if (pr->tried >= PROBE_ROUNDS * n_ways) {
-        amni_input_path best = ways[first];
-        for (unsigned k = first; k < 3; k++)
+    if (pr->chosen) return (amni_input_path)pr->chosen;
+    if (pr->tried >= PROBE_ROUNDS * N_WAYS) {
+        amni_input_path best = ways[0];
+        for (unsigned k = 1; k < N_WAYS; k++)
             if (pr->ns_per_byte[ways[k]] < pr->ns_per_byte[best]) best = ways[k];
         pr->chosen = (int)best;
         return best;
     }
     *timed = true;
-    return ways[first + pr->tried % n_ways];
+    return ways[pr->tried % N_WAYS];
 }
 
 int amni_input_pass(const amn_model *m, const uint8_t *p, size_t n, amn_sink *sink,
@@ -217,15 +332,25 @@ int amni_input_pass(const amn_model *m, const uint8_t *p, size_t n, amn_sink *si
     const amn_map *map = n ? amni_model_map_for(m, p, n) : NULL;
     if (!map || amni_map_fd(map) < 0) return amn_sink_write(sink, p, n, err);
     const amni_input_path forced = amni_input_forced();
-    if (forced) return pass_by(forced, map, p, n, sink, err);
-    if (n < PROBE_MIN) return pass_by(AMNI_INPUT_PREAD, map, p, n, sink, err);
+    double extra;
+    if (forced) return pass_by(forced, map, p, n, sink, &extra, err);
+    if (n < PROBE_MIN) return pass_by(AMNI_INPUT_PREAD, map, p, n, sink, &extra, err);
     amni_input_probe *pr = amni_map_probe(map);
     bool timed;
-    const amni_input_path path = next_path(pr, amni_sink_tapped(sink), &timed);
-    const double t0 = timed ? thread_ns() : 0;
-    int rc = pass_by(path, map, p, n, sink, err);
+    const amni_input_path path = next_path(pr, &timed);
+    const double t0 = timed ? thread_ns() : 0, w0 = timed ? wall_ns() : 0;
+    int rc = pass_by(path, map, p, n, sink, &extra, err);
     if (timed && !rc) {
-        const double per = (thread_ns() - t0) / (double)n;
+        /* The CPU time of this thread and of a thread that fed a tap beside
+         * it; or the elapsed time if less: when a second core was free, the
+         * two threads overlapped and the range cost that much of the
+         * conversion's time. A preempted range only costs more elapsed
+         * time, so the CPU time bounds it and a loaded machine does not
+         * decide. */
+        double ns = thread_ns() - t0 + extra;
+        const double wall = wall_ns() - w0;
+        if (wall < ns) ns = wall;
+        const double per = ns / (double)n;
         if (!pr->ns_per_byte[path] || per < pr->ns_per_byte[path]) pr->ns_per_byte[path] = per;
         pr->tried++;
     }

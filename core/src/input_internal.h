@@ -14,10 +14,12 @@ typedef enum amni_input_path {
     AMNI_INPUT_MAP = 1,    /* through the mapping (page faults / MADV_POPULATE_READ) */
     AMNI_INPUT_PREAD = 2,  /* pread into a reusable buffer of the calling thread */
     AMNI_INPUT_SPLICE = 3, /* pass-through only: file -> pipe -> output in the kernel */
+    AMNI_INPUT_COPY = 4,   /* pass-through only: copy_file_range, file -> output in the kernel */
 } amni_input_path;
+#define AMNI_INPUT_PATHS 5
 
-/* The path AMN_INPUT=map|pread|splice|auto forces (tests, benchmarks), else
- * AMNI_INPUT_AUTO. */
+/* The path AMN_INPUT=map|pread|splice|copy|auto forces (tests, benchmarks),
+ * else AMNI_INPUT_AUTO. */
 amni_input_path amni_input_forced(void);
 
 /* Write bytes [p, p + n) of m's input to the sink the fastest way this

@@ -218,13 +218,16 @@ struct amn_sink {
     char *final_path; /* the name the output takes */
     char *dir, *base; /* final_path split */
     uint64_t fail_at; /* test hook: ENOSPC once this many bytes are on disk */
+    size_t copy_max;  /* test hook: in-kernel copies ask for at most this much per call */
     uint64_t on_disk; /* bytes handed to write() */
     uint8_t *buf;
     size_t used;
     uint64_t written;
     amn_sink_tap_fn tap;
     void *tap_ctx;
-    int pipe[2]; /* for amni_sink_splice, made on first use; -1 until then */
+    int pipe[2];        /* for splice, made on first use; -1 until then */
+    bool no_copy_range; /* copy_file_range refused between these files */
+    uint64_t wb_from;   /* start of the bytes not yet handed to early writeback */
 };
 
 /* ---- pending temporary names: read from signal handlers ---- */
@@ -410,6 +413,10 @@ int amn_sink_open(const char *final_path, bool overwrite, const char *const *inp
     /* Test hook: a disk that fills up after this many bytes. */
     const char *full = getenv("AMN_TEST_ENOSPC_AFTER");
     if (full && *full) s->fail_at = strtoull(full, NULL, 10) + 1;
+    /* Test hook: in-kernel copies move at most this many bytes per call, as
+     * a kernel may (a signal, a file system's own limit): short returns. */
+    const char *piece = getenv("AMN_TEST_COPY_MAX");
+    if (piece && *piece) s->copy_max = (size_t)strtoull(piece, NULL, 10);
     if (!open_anonymous(s)) {
         int rc = open_named(s, err);
         if (rc) {
@@ -423,6 +430,19 @@ int amn_sink_open(const char *final_path, bool overwrite, const char *const *inp
 
 void amn_sink_set_sync(amn_sink *s, bool sync) {
     s->sync = sync;
+}
+
+/* When the output is to be fsynced, start the disk writing what is already
+ * written every WRITEBACK_STEP bytes (sync_file_range without waiting), so
+ * that the fsync at the end waits for the last steps only and the disk
+ * works while amn still copies. Without fsync the kernel's own writeback
+ * timing is kept. */
+#define WRITEBACK_STEP (8u << 20)
+static void early_writeback(amn_sink *s) {
+    if (!s->sync || s->on_disk - s->wb_from < WRITEBACK_STEP) return;
+    (void)sync_file_range(s->fd, (off_t)s->wb_from, (off_t)(s->on_disk - s->wb_from),
+                          SYNC_FILE_RANGE_WRITE);
+    s->wb_from = s->on_disk;
 }
 
 static int write_all(amn_sink *s, const void *p, size_t n, amn_error *err) {
@@ -443,6 +463,7 @@ static int write_all(amn_sink *s, const void *p, size_t n, amn_error *err) {
         b += w;
         n -= (size_t)w;
         s->on_disk += (uint64_t)w;
+        early_writeback(s);
     }
     return AMN_OK;
 }
@@ -528,15 +549,23 @@ static int drain_pipe(amn_sink *s, size_t n, amn_error *err) {
     return AMN_OK;
 }
 
-int amni_sink_splice(amn_sink *s, int fd, uint64_t off, uint64_t n, const char *in_name,
-                     amn_error *err) {
-    if (s->tap || s->fail_at || !make_pipe(s)) return AMN_E_UNSUPPORTED;
+/* A source that ended before the range did. */
+static int shrank(const char *in_name, uint64_t n, uint64_t off, amn_error *err) {
+    return amn_error_set(err, AMN_E_IO,
+                         "%s: file shrank while being read (%llu bytes missing at offset %llu)",
+                         in_name, (unsigned long long)n, (unsigned long long)off);
+}
+
+static int splice_range(amn_sink *s, int fd, uint64_t off, uint64_t n, const char *in_name,
+                        amn_error *err) {
+    if (!make_pipe(s)) return AMN_E_UNSUPPORTED;
     int rc = flush(s, err);
     if (rc) return rc;
     bool moved = false;
     while (n) {
         loff_t at = (loff_t)off;
-        const size_t want = n < SPLICE_PIPE ? (size_t)n : SPLICE_PIPE;
+        size_t want = n < SPLICE_PIPE ? (size_t)n : SPLICE_PIPE;
+        if (s->copy_max && want > s->copy_max) want = s->copy_max;
         ssize_t r = splice(fd, &at, s->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_MORE);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && !moved && (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
@@ -544,18 +573,63 @@ int amni_sink_splice(amn_sink *s, int fd, uint64_t off, uint64_t n, const char *
         if (r < 0)
             return amn_error_set(err, AMN_E_IO, "%s: read at offset %llu: %s", in_name,
                                  (unsigned long long)off, strerror(errno));
-        if (r == 0)
-            return amn_error_set(err, AMN_E_IO,
-                                 "%s: file shrank while being read (%llu bytes missing at offset "
-                                 "%llu)",
-                                 in_name, (unsigned long long)n, (unsigned long long)off);
+        if (r == 0) return shrank(in_name, n, off, err);
         moved = true;
         if ((rc = drain_pipe(s, (size_t)r, err))) return rc;
         s->written += (uint64_t)r;
         off += (uint64_t)r;
         n -= (uint64_t)r;
+        early_writeback(s);
     }
     return AMN_OK;
+}
+
+/* copy_file_range: one system call per range and no pipe; the kernel copies
+ * page-cache pages (or shares blocks where the file system can). Errors
+ * that mean "not between these two files" (another file system on older
+ * kernels, a file system without it, a seccomp filter) before anything
+ * moved make this sink stop trying it. */
+static int copy_range(amn_sink *s, int fd, uint64_t off, uint64_t n, const char *in_name,
+                      amn_error *err) {
+    if (s->no_copy_range) return AMN_E_UNSUPPORTED;
+    int rc = flush(s, err);
+    if (rc) return rc;
+    bool moved = false;
+    while (n) {
+        loff_t at = (loff_t)off;
+        size_t want = n < (1u << 30) ? (size_t)n : (1u << 30);
+        if (s->copy_max && want > s->copy_max) want = s->copy_max;
+        ssize_t r = copy_file_range(fd, &at, s->fd, NULL, want, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && !moved &&
+            (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
+             errno == EPERM || errno == EBADF)) {
+            s->no_copy_range = true;
+            return AMN_E_UNSUPPORTED; /* nothing written: the caller takes another way */
+        }
+        if (r < 0)
+            return amn_error_set(err, AMN_E_IO, "%s: copy at offset %llu: %s", in_name,
+                                 (unsigned long long)off, strerror(errno));
+        if (r == 0) return shrank(in_name, n, off, err);
+        moved = true;
+        s->on_disk += (uint64_t)r;
+        s->written += (uint64_t)r;
+        off += (uint64_t)r;
+        n -= (uint64_t)r; /* a short copy: the loop asks for the rest */
+        early_writeback(s);
+    }
+    return AMN_OK;
+}
+
+int amni_sink_copy(amn_sink *s, bool copy_file, int fd, uint64_t off, uint64_t n, bool tap_fed,
+                   const char *in_name, amn_error *err) {
+    if ((s->tap && !tap_fed) || s->fail_at) return AMN_E_UNSUPPORTED;
+    return copy_file ? copy_range(s, fd, off, n, in_name, err)
+                     : splice_range(s, fd, off, n, in_name, err);
+}
+
+void amni_sink_feed_tap(amn_sink *s, const void *buf, size_t n) {
+    if (s->tap) s->tap(s->tap_ctx, buf, n);
 }
 
 uint64_t amn_sink_tell(const amn_sink *s) {

@@ -14,7 +14,7 @@
 typedef struct amni_input_probe {
     int chosen;            /* an amni_input_path once decided, else 0 */
     unsigned tried;        /* ways measured so far */
-    double ns_per_byte[4]; /* by path */
+    double ns_per_byte[5]; /* by amni_input_path */
 } amni_input_probe;
 
 /* The mapping's file descriptor (open for as long as the map), -1 when the
@@ -25,14 +25,18 @@ amni_input_probe *amni_map_probe(const amn_map *m);
 /* Whether a tap sees the sink's bytes (then they must pass through user
  * memory). */
 bool amni_sink_tapped(const amn_sink *s);
-/* Move n bytes of fd from offset off into the output inside the kernel
- * (splice through a pipe), after the bytes already buffered. Returns
- * AMN_E_UNSUPPORTED without writing or setting err when this sink or pair of
- * files cannot (a tap, the ENOSPC test hook, a file system without splice):
- * the caller then writes the bytes itself. A source that ends early is an
- * AMN_E_IO error naming in_name. */
-int amni_sink_splice(amn_sink *s, int fd, uint64_t off, uint64_t n, const char *in_name,
-                     amn_error *err);
+/* Move n bytes of fd from offset off into the output inside the kernel,
+ * after the bytes already buffered: by copy_file_range (copy_file) or by
+ * splice through a pipe. Returns AMN_E_UNSUPPORTED without writing or
+ * setting err when this sink or pair of files cannot (a tap the caller does
+ * not feed, the ENOSPC test hook, a file system without that call): the
+ * caller then writes the bytes itself. With tap_fed the caller hands the
+ * same bytes to amni_sink_feed_tap itself, in order. A source that ends
+ * early is an AMN_E_IO error naming in_name ("file shrank"). */
+int amni_sink_copy(amn_sink *s, bool copy_file, int fd, uint64_t off, uint64_t n, bool tap_fed,
+                   const char *in_name, amn_error *err);
+/* Hand n bytes to the sink's tap (if any), as if they had been written. */
+void amni_sink_feed_tap(amn_sink *s, const void *buf, size_t n);
 
 /* Fault in the pages of [p, p+n) of a read-only mapping in one call, so that
  * a write() from it does not fault them one by one; a hint, ignored where the

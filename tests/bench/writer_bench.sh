@@ -9,14 +9,21 @@
 # as a download leaves it) in DIR (default /tmp/amn-writer-bench; run it
 # again with DIR=/dev/shm/... for the input and outputs on tmpfs).
 # Per target (safetensors, the writer without a CRC, as a baseline; npz;
-# pth), ROUNDS (default 7) interleaved rounds of
-#   amn convert IN --to T -o OUT  (a whole process: start, plugins, write)
-#   cp OUT COPY                   (Debian's cp: copy_file_range in the kernel)
-# each starting from `sync` with the previous outputs unlinked (untimed).
-# Prints best and median wall times, their ratio as a rate (cp time / amn
-# time: 1.0 = cp's rate), CPU times (user + sys: what a loaded machine
-# divides among processes), and amn's peak resident set (GNU time), which
-# counts the mapped input; beyond it, memory must stay O(one chunk).
+# pth), ROUNDS (default 7) interleaved rounds of two like-for-like pairs:
+#   amn convert IN --to T -o OUT            (default: fsyncs the output)
+#   cp OUT COPY && sync COPY                (coreutils sync FILE fsyncs it)
+#   amn convert IN --to T -o OUT --no-sync
+#   cp OUT COPY                             (Debian's cp: copy_file_range)
+# (whole processes: start, plugins, write), each starting from `sync` with
+# the previous outputs unlinked (untimed). Prints per pair best and median
+# wall times, their ratio as a rate (cp time / amn time: 1.0 = cp's rate),
+# CPU times (user + sys: what a loaded machine divides among processes),
+# and amn's peak resident set (GNU time; the input is mapped, and only the
+# chunks read through the mapping, if any, count: the rest is amn's own
+# memory, which must stay O(one chunk)). amn also fsyncs the directory
+# after linking the output in; cp + sync does not: a few ms at most.
+# BASE=OTHER_BUILD_DIR also times that build's amn in every round, both
+# ways, and prints its times against this build's (before/after in one run).
 set -eu
 B=${1:?usage: writer_bench.sh BUILD_DIR [DIR]}
 D=${2:-/tmp/amn-writer-bench}
@@ -41,32 +48,59 @@ PY
 fi
 cat "$IN" >/dev/null
 
-for T in ${TARGETS:-safetensors npz pth}; do
-    OUT="$D/out.$T" COPY="$D/copy.$T"
-    : >"$D/amn.t"
-    : >"$D/cp.t"
-    i=0
-    while [ "$i" -lt "$R" ]; do
-        rm -f "$OUT" "$COPY"
-        sync
-        /usr/bin/time -f "%e %U %S %M" -a -o "$D/amn.t" \
-            "$AMN" convert "$IN" --to "$T" --out-dtype keep -o "$OUT" >/dev/null
-        sync
-        /usr/bin/time -f "%e %U %S %M" -a -o "$D/cp.t" cp "$OUT" "$COPY"
-        i=$((i + 1))
-    done
-    size=$(stat -c %s "$OUT")
-    # wall = %e; cpu = user + sys; best and median of each.
-    awk -v t="$T" -v sz="$size" -v insz="$(stat -c %s "$IN")" '
+# time_to FILE CMD...: append "wall user sys maxrss" of CMD to FILE.
+time_to() {
+    f=$1
+    shift
+    /usr/bin/time -f "%e %U %S %M" -a -o "$f" "$@" >/dev/null
+}
+
+report() { # report LABEL SIZE AMN_TIMES CP_TIMES
+    awk -v t="$1" -v sz="$2" '
         function sort(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j > 0 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x } }
         FNR == NR { aw[++na] = $1 * 1000; ac[na] = ($2 + $3) * 1000; if ($4 > rss) rss = $4; next }
         { cw[++nc] = $1 * 1000; cc[nc] = ($2 + $3) * 1000 }
         END {
             sort(aw, na); sort(ac, na); sort(cw, nc); sort(cc, nc)
             m = int((na + 1) / 2)
-            printf "%s: %.0f MiB out. wall: amn %.0f ms best, %.0f median; cp %.0f / %.0f; rate vs cp %.2fx best, %.2fx median. cpu (user+sys): amn %.0f / %.0f ms, cp %.0f / %.0f. peak RSS %.1f MiB (%.1f MiB beyond the mapped input)\n",
+            printf "%s: %.0f MiB out. wall: amn %.0f ms best, %.0f median; cp %.0f / %.0f; rate vs cp %.2fx best, %.2fx median. cpu (user+sys): amn %.0f / %.0f ms, cp %.0f / %.0f. amn peak RSS %.1f MiB\n",
                 t, sz / 1048576, aw[1], aw[m], cw[1], cw[m], cw[1] / aw[1], cw[m] / aw[m],
-                ac[1], ac[m], cc[1], cc[m], rss / 1024, rss / 1024 - insz / 1048576
-        }' "$D/amn.t" "$D/cp.t"
-    rm -f "$OUT" "$COPY" "$D/amn.t" "$D/cp.t"
+                ac[1], ac[m], cc[1], cc[m], rss / 1024
+        }' "$3" "$4"
+}
+
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $R rounds; $D"
+for T in ${TARGETS:-safetensors npz pth}; do
+    OUT="$D/out.$T" COPY="$D/copy.$T"
+    rm -f "$D"/*.t
+    i=0
+    while [ "$i" -lt "$R" ]; do
+        rm -f "$OUT" "$COPY"
+        sync
+        time_to "$D/amn-sync.t" "$AMN" convert "$IN" --to "$T" --out-dtype keep -o "$OUT"
+        sync
+        time_to "$D/cp-sync.t" sh -c 'cp "$1" "$2" && sync "$2"' sh "$OUT" "$COPY"
+        rm -f "$OUT" "$COPY"
+        sync
+        time_to "$D/amn.t" "$AMN" convert "$IN" --to "$T" --out-dtype keep -o "$OUT" --no-sync
+        sync
+        time_to "$D/cp.t" cp "$OUT" "$COPY"
+        if [ -n "${BASE:-}" ]; then
+            rm -f "$OUT" "$COPY"
+            sync
+            time_to "$D/base-sync.t" "$BASE/bin/amn" convert "$IN" --to "$T" --out-dtype keep -o "$OUT"
+            rm -f "$OUT"
+            sync
+            time_to "$D/base.t" "$BASE/bin/amn" convert "$IN" --to "$T" --out-dtype keep -o "$OUT" --no-sync
+        fi
+        i=$((i + 1))
+    done
+    size=$(stat -c %s "$OUT")
+    report "$T, fsync (amn default / cp + sync FILE)" "$size" "$D/amn-sync.t" "$D/cp-sync.t"
+    report "$T, no fsync (amn --no-sync / cp)" "$size" "$D/amn.t" "$D/cp.t"
+    if [ -n "${BASE:-}" ]; then # "cp" below is this build, "amn" the base build
+        report "$T, fsync: BASE build / this build (as amn / cp)" "$size" "$D/base-sync.t" "$D/amn-sync.t"
+        report "$T, no fsync: BASE build / this build (as amn / cp)" "$size" "$D/base.t" "$D/amn.t"
+    fi
+    rm -f "$OUT" "$COPY" "$D"/*.t
 done

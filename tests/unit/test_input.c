@@ -1,10 +1,13 @@
 /* The input reader (core/src/input.c): every way of reading a mapped input
- * — the mapping, pread into per-thread buffers, splice — forced in turn with
- * AMN_INPUT, gives the same output bytes, pass-through and casts, with and
- * without a tap on the sink (npz), at 1-3 threads; a pass-through copy
- * holds the input's own bytes; amn_model_fetch's contract; a file truncated
- * after it was opened is an I/O error, not SIGBUS, where pread or splice
- * reads it. */
+ * — the mapping, pread into per-thread buffers, splice, copy_file_range —
+ * forced in turn with AMN_INPUT, gives the same output bytes, pass-through
+ * and casts, with and without a tap on the sink (npz: the tap fed by a
+ * second thread that reads by pread or the mapping), at 1-3 threads, with
+ * in-kernel copies cut short (AMN_TEST_COPY_MAX) and where copy_file_range
+ * cannot cross file systems (input on tmpfs); a pass-through copy holds the
+ * input's own bytes; amn_model_fetch's contract; a file truncated after it
+ * was opened is an I/O error, not SIGBUS, where pread, splice or
+ * copy_file_range reads it. */
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,7 +19,7 @@
 #define COLS  1024 /* "big": 4 MiB of F32, two pass-through chunks and more */
 #define FP8_N 512  /* an FP8 weight of 256 KiB: fetched by pread in auto */
 
-static const char *const modes[] = {"map", "pread", "splice", "auto"};
+static const char *const modes[] = {"map", "pread", "splice", "copy", "auto"};
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t next_u32(void) {
@@ -113,32 +116,57 @@ static int convert(opened *o, const char *target, amn_dtype dt, unsigned threads
     return amn_convert(o->ctx, o->m, o->p, &co, NULL, err);
 }
 
+/* The output of one conversion with AMN_INPUT=mode and the environment
+ * settings `env` ("NAME=VALUE" or NULL), read back; *n its size. */
+static uint8_t *output_of(opened *o, const char *target, amn_dtype dt, const char *mode,
+                          const char *env, unsigned threads, size_t *n) {
+    char name[64], var[64] = "";
+    snprintf(name, sizeof name, "out-%s-%s-%u", target, mode, threads);
+    const char *out = amn_test_scratch_path(name);
+    const char *eq = env ? strchr(env, '=') : NULL;
+    if (eq) {
+        snprintf(var, sizeof var, "%.*s", (int)(eq - env), env);
+        setenv(var, eq + 1, 1);
+    }
+    setenv("AMN_INPUT", mode, 1);
+    amn_error err = {0};
+    int rc = convert(o, target, dt, threads, out, &err);
+    unsetenv("AMN_INPUT");
+    if (eq) unsetenv(var);
+    if (rc) fail_msg("%s %s %s %u threads: %s", target, mode, env ? env : "", threads, err.msg);
+    uint8_t *got = amn_test_read_file(out, n);
+    assert_non_null(got);
+    unlink(out);
+    return got;
+}
+
+static void expect_same(const uint8_t *ref, size_t ref_n, uint8_t *got, size_t n, const char *tag,
+                        const char *mode, const char *env, unsigned threads) {
+    if (n != ref_n || memcmp(got, ref, n) != 0)
+        fail_msg("%s: AMN_INPUT=%s %s at %u threads differs from map (%zu bytes, %zu expected)",
+                 tag, mode, env ? env : "", threads, n, ref_n);
+    free(got);
+}
+
 /* Every mode, 1-3 threads: the bytes of the map mode (the way amn read
- * before input.c existed). */
+ * before input.c existed). In-kernel copies also in pieces of an odd size
+ * (short returns, each continued where it stopped) and, for a tapped sink,
+ * with the tap's thread reading the mapping or by pread. */
 static void same_bytes(opened *o, const char *target, amn_dtype dt, const char *tag) {
-    size_t ref_n = 0;
-    uint8_t *ref = NULL;
+    static const char *const kernel_env[] = {"AMN_TEST_COPY_MAX=69997", "AMN_TAP_READ=map",
+                                             "AMN_TAP_READ=pread"};
+    size_t ref_n = 0, n = 0;
+    uint8_t *ref = output_of(o, target, dt, "map", NULL, 1, &ref_n);
     for (size_t k = 0; k < sizeof modes / sizeof *modes; k++)
         for (unsigned th = 1; th <= 3; th++) {
-            setenv("AMN_INPUT", modes[k], 1);
-            amn_error err = {0};
-            char name[64];
-            snprintf(name, sizeof name, "out-%s-%s-%u", tag, modes[k], th);
-            const char *out = amn_test_scratch_path(name);
-            int rc = convert(o, target, dt, th, out, &err);
-            unsetenv("AMN_INPUT");
-            if (rc) fail_msg("%s %s %u threads: %s", tag, modes[k], th, err.msg);
-            size_t n = 0;
-            uint8_t *got = amn_test_read_file(out, &n);
-            assert_non_null(got);
-            unlink(out);
-            if (!ref) {
-                ref = got, ref_n = n;
-                continue;
-            }
-            if (n != ref_n || memcmp(got, ref, n) != 0)
-                fail_msg("%s: AMN_INPUT=%s at %u threads differs from map", tag, modes[k], th);
-            free(got);
+            uint8_t *got = output_of(o, target, dt, modes[k], NULL, th, &n);
+            expect_same(ref, ref_n, got, n, tag, modes[k], NULL, th);
+        }
+    for (size_t k = 0; k < sizeof kernel_env / sizeof *kernel_env; k++)
+        for (size_t m = 0; m < 2; m++) {
+            const char *mode = m ? "splice" : "copy";
+            uint8_t *got = output_of(o, target, dt, mode, kernel_env[k], 2, &n);
+            expect_same(ref, ref_n, got, n, tag, mode, kernel_env[k], 2);
         }
     free(ref);
 }
@@ -173,6 +201,34 @@ static void test_paths_same_bytes(void **state) {
     unlink(out);
     close_model(&o);
     unlink(in);
+}
+
+/* An input on tmpfs and the output on the scratch directory's file system
+ * (another one, where /dev/shm exists): copy_file_range refuses to cross
+ * them (EXDEV), and the copy mode falls back to pread with the same bytes,
+ * tapped or not. */
+static void test_copy_across_file_systems(void **state) {
+    (void)state;
+    AMN_REQUIRE_PLUGIN("safetensors");
+    char in[] = "/dev/shm/amn-test-input-XXXXXX";
+    const int fd = mkstemp(in);
+    if (fd < 0) skip(); /* no tmpfs here */
+    close(fd);
+    write_model(in, false);
+    opened o;
+    const bool opened_ok = open_model(in, &o);
+    unlink(in); /* the open model holds it; nothing is left in /dev/shm if a check fails */
+    if (!opened_ok) skip();
+    static const char *const targets[] = {"safetensors", "npz"}; /* npz: a tapped sink */
+    for (size_t k = 0; k < 2; k++) {
+        if (!amn_test_built(targets[k])) continue;
+        size_t ref_n = 0, n = 0;
+        uint8_t *ref = output_of(&o, targets[k], AMN_DTYPE_F32, "map", NULL, 1, &ref_n);
+        uint8_t *got = output_of(&o, targets[k], AMN_DTYPE_F32, "copy", NULL, 2, &n);
+        expect_same(ref, ref_n, got, n, targets[k], "copy (input on tmpfs)", NULL, 2);
+        free(ref);
+    }
+    close_model(&o);
 }
 
 static void test_fetch(void **state) {
@@ -217,12 +273,18 @@ static void test_truncated(void **state) {
     static const struct {
         const char *mode;
         amn_dtype dt;
-    } cases[] = {{"pread", AMN_DTYPE_BF16},
-                 {"pread", AMN_DTYPE_F32},
-                 {"splice", AMN_DTYPE_F32},
-                 {"auto", AMN_DTYPE_F32},
-                 {"map", AMN_DTYPE_F32}};
+        const char *target; /* npz: a tapped sink, the tap fed by a second thread */
+    } cases[] = {{"pread", AMN_DTYPE_BF16, "safetensors"},
+                 {"pread", AMN_DTYPE_F32, "safetensors"},
+                 {"splice", AMN_DTYPE_F32, "safetensors"},
+                 {"copy", AMN_DTYPE_F32, "safetensors"},
+                 {"auto", AMN_DTYPE_F32, "safetensors"},
+                 {"map", AMN_DTYPE_F32, "safetensors"},
+                 {"copy", AMN_DTYPE_F32, "npz"},
+                 {"splice", AMN_DTYPE_F32, "npz"},
+                 {"auto", AMN_DTYPE_F32, "npz"}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        if (strcmp(cases[k].target, "npz") == 0 && !amn_test_built("npz")) continue;
         const char *in = amn_test_scratch_path("cut.safetensors");
         const uint64_t at = write_model(in, false);
         opened o;
@@ -231,11 +293,11 @@ static void test_truncated(void **state) {
         setenv("AMN_INPUT", cases[k].mode, 1);
         amn_error err = {0};
         const char *out = amn_test_scratch_path("cut-out");
-        int rc = convert(&o, "safetensors", cases[k].dt, 2, out, &err);
+        int rc = convert(&o, cases[k].target, cases[k].dt, 2, out, &err);
         unsetenv("AMN_INPUT");
         if (rc != AMN_E_IO || !strstr(err.msg, "shrank"))
-            fail_msg("%s %s: rc %d, message %s", cases[k].mode, amn_dtype_name(cases[k].dt), rc,
-                     err.msg);
+            fail_msg("%s %s to %s: rc %d, message %s", cases[k].mode, amn_dtype_name(cases[k].dt),
+                     cases[k].target, rc, err.msg);
         assert_int_equal(access(out, F_OK), -1); /* no output left */
         close_model(&o);
         unlink(in);
@@ -255,6 +317,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paths_same_bytes),
+        cmocka_unit_test(test_copy_across_file_systems),
         cmocka_unit_test(test_fetch),
         cmocka_unit_test(test_truncated),
     };

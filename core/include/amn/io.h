@@ -90,7 +90,11 @@ AMN_API int amn_sink_pad(amn_sink *s, size_t n, amn_error *err); /* n zero bytes
 AMN_API uint64_t amn_sink_tell(const amn_sink *s);
 /* Hand every byte written from now on also to tap(ctx, buf, n), in order,
  * until the tap is set to NULL. A ZIP writer computes each member's CRC-32
- * this way over the bytes the core streams into the member. */
+ * this way over the bytes the core streams into the member. While the core
+ * copies an input range into the file inside the kernel, the tap may be
+ * called on another thread, with the same bytes read from the input; such
+ * calls end before the sink call that caused them returns, so the tap never
+ * runs concurrently with itself or with the caller's next sink call. */
 typedef void (*amn_sink_tap_fn)(void *ctx, const void *buf, size_t n);
 AMN_API void amn_sink_set_tap(amn_sink *s, amn_sink_tap_fn tap, void *ctx);
 /* Hint the final size so the file system can allocate it at once. */
