@@ -107,6 +107,32 @@ typedef struct gq_iq3_tables {
     int lanes_at[IQ3_KMAP];
 } gq_iq3_tables;
 
+/* The start of an IQ3_S block both paths share (ggml's
+ * quantize_row_iq3_s_impl): weights x^2 and their roots, |x|, the sign bits
+ * of each 8 values; L cleared. Returns max |x| (0: the block is zero). */
+static inline float gq_iq3_block_prepare(const float *restrict xb, float *restrict weight,
+                                         float *restrict waux, float *restrict xval,
+                                         uint8_t *restrict signs, int8_t *restrict L) {
+    for (int i = 0; i < 32; ++i) weight[i] = xb[i] * xb[i];
+    for (int i = 0; i < 32; ++i) waux[i] = sqrtf(weight[i]);
+    for (int k = 0; k < 4; ++k) {
+        uint8_t s = 0;
+        for (int i = 0; i < 8; ++i) {
+            if (xb[8 * k + i] >= 0)
+                xval[8 * k + i] = xb[8 * k + i];
+            else {
+                xval[8 * k + i] = -xb[8 * k + i];
+                s = (uint8_t)(s | 1u << i);
+            }
+        }
+        signs[k] = s;
+    }
+    float max = xval[0];
+    for (int i = 1; i < 32; ++i) max = GQ_MAX(max, xval[i]);
+    memset(L, 0, 32);
+    return max;
+}
+
 /* The tables, complete once gguf_quant_iq3_ready() returned true. */
 const gq_iq3_tables *gq_iq3_tables_get(void);
 

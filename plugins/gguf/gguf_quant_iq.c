@@ -343,23 +343,7 @@ static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *re
     float weight[32], waux[32], xval[32];
     int8_t Laux[32];
     bool on_grid[8], on_grid_aux[8];
-    for (int i = 0; i < 32; ++i) weight[i] = xb[i] * xb[i];
-    for (int i = 0; i < 32; ++i) waux[i] = sqrtf(weight[i]);
-    for (int k = 0; k < 4; ++k) {
-        uint8_t s = 0;
-        for (int i = 0; i < 8; ++i) {
-            if (xb[8 * k + i] >= 0)
-                xval[8 * k + i] = xb[8 * k + i];
-            else {
-                xval[8 * k + i] = -xb[8 * k + i];
-                s = (uint8_t)(s | 1u << i);
-            }
-        }
-        signs[k] = s;
-    }
-    float max = xval[0];
-    for (int i = 1; i < 32; ++i) max = GQ_MAX(max, xval[i]);
-    memset(L, 0, 32);
+    const float max = gq_iq3_block_prepare(xb, weight, waux, xval, signs, L);
     *zero = !max;
     if (*zero) return 0;
     float best = 0;

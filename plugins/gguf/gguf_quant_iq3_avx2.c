@@ -131,23 +131,7 @@ float gq_iq3_block_avx2(const float *restrict xb, int8_t *restrict L, uint8_t *r
     const gq_iq3_tables *t = gq_iq3_tables_get();
     const int kMaxQ = 8;
     float weight[32], waux[32], xval[32];
-    for (int i = 0; i < 32; ++i) weight[i] = xb[i] * xb[i];
-    for (int i = 0; i < 32; ++i) waux[i] = sqrtf(weight[i]);
-    for (int k = 0; k < 4; ++k) {
-        uint8_t s = 0;
-        for (int i = 0; i < 8; ++i) {
-            if (xb[8 * k + i] >= 0)
-                xval[8 * k + i] = xb[8 * k + i];
-            else {
-                xval[8 * k + i] = -xb[8 * k + i];
-                s = (uint8_t)(s | 1u << i);
-            }
-        }
-        signs[k] = s;
-    }
-    float max = xval[0];
-    for (int i = 1; i < 32; ++i) max = GQ_MAX(max, xval[i]);
-    memset(L, 0, 32);
+    const float max = gq_iq3_block_prepare(xb, weight, waux, xval, signs, L);
     *zero = !max;
     if (*zero) return 0;
 
