@@ -133,6 +133,19 @@ static inline float gq_iq3_block_prepare(const float *restrict xb, float *restri
     return max;
 }
 
+/* ggml's last least-squares step for the grid codes L both paths chose:
+ * the scale that fits them best, or `scale` unchanged when they are zero. */
+static inline float gq_iq3_refit(const float *restrict weight, const float *restrict xval,
+                                 const int8_t *restrict L, float scale) {
+    float sumqx = 0, sumq2 = 0;
+    for (int i = 0; i < 32; ++i) {
+        const float w = weight[i], q = (float)(2 * L[i] + 1);
+        sumqx += w * xval[i] * q;
+        sumq2 += w * q * q;
+    }
+    return sumq2 > 0 ? sumqx / sumq2 : scale;
+}
+
 /* The tables, complete once gguf_quant_iq3_ready() returned true. */
 const gq_iq3_tables *gq_iq3_tables_get(void);
 

@@ -387,13 +387,7 @@ static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *re
             const uint32_t g = gguf_iq3s_grid[gi];
             for (int i = 0; i < 4; ++i) L[4 * k + i] = (int8_t)((grid_coord(g, i) - 1) / 2);
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; ++i) {
-            const float w = weight[i], q = (float)(2 * L[i] + 1);
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
-        if (sumq2 > 0) scale = sumqx / sumq2;
+        scale = gq_iq3_refit(weight, xval, L, scale);
     }
     if (scale < 0) {
         /* ggml: "should never happen"; flip the scale and the signs. */

@@ -195,13 +195,7 @@ float gq_iq3_block_avx2(const float *restrict xb, int8_t *restrict L, uint8_t *r
         iq3_codes32(xval, id, Lk);
         for (int k = 0; k < 8; ++k) iq3_snap(t, xval + 4 * k, waux + 4 * k, scale, Lk + 4 * k);
         memcpy(L, Lk, 32);
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; ++i) {
-            const float w = weight[i], q = (float)(2 * L[i] + 1);
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
-        if (sumq2 > 0) scale = sumqx / sumq2;
+        scale = gq_iq3_refit(weight, xval, L, scale);
     }
     if (scale < 0) { /* ggml: "should never happen" */
         scale = -scale;

@@ -17,17 +17,7 @@ done
 "$py" -c "import numpy" 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no numpy"; exit 77; }
 work=$(mktemp -d /tmp/amn-folders.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-ok() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { # run DESCRIPTION EXPECTED_RC COMMAND... (output in $work/out)
-  local what=$1 want=$2
-  shift 2
-  "$@" >"$work/out" 2>&1
-  local rc=$?
-  [ "$rc" -eq "$want" ] && ok || { fail "$what: exit $rc, wanted $want"; sed 's/^/    /' "$work/out"; }
-}
-has() { grep -q -- "$2" "$work/out" && ok || { fail "$1: no '$2' in:"; sed 's/^/    /' "$work/out"; }; }
+. "$src/tests/folders/lib.sh"
 no_temporaries() { # nothing named .*.amn-* left in $1
   local left
   left=$(find "$1" -maxdepth 1 -name '.*amn-*')

@@ -25,17 +25,7 @@ done
 "$py" -c "import numpy" 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no numpy"; exit 77; }
 work=$(mktemp -d /tmp/amn-resume.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-ok() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { # run DESCRIPTION EXPECTED_RC COMMAND... (output in $work/out)
-  local what=$1 want=$2
-  shift 2
-  "$@" >"$work/out" 2>&1
-  local rc=$?
-  [ "$rc" -eq "$want" ] && ok || { fail "$what: exit $rc, wanted $want"; sed 's/^/    /' "$work/out"; }
-}
-has() { grep -q -- "$2" "$work/out" && ok || { fail "$1: no '$2' in:"; sed 's/^/    /' "$work/out"; }; }
+. "$src/tests/folders/lib.sh"
 leftovers() { find "$work" -maxdepth 1 -name '.outd.amn-*' | sort; }
 same() { # same WHAT: $work/out-dir equals the uninterrupted run, nothing left beside it
   diff -r "$work/ref" "$work/outd" >/dev/null && ok || { fail "$1: output differs"; diff -r "$work/ref" "$work/outd" | head -5; }
