@@ -50,9 +50,10 @@ static bool is_raw_pickle(const amn_probe_data *pd) {
 }
 
 static int pth_probe(const amn_probe_data *pd) {
-    /* A sharded checkpoint: its index, or the folder holding it (above the
-     * safetensors plugin's "possible" for any folder). */
-    if (pd->is_directory) return pth_is_sharded_dir(pd->path) ? AMN_PROBE_LIKELY : AMN_PROBE_NONE;
+    /* A model folder of .bin weights, or an index (above the safetensors
+     * plugin's "possible" for any folder). */
+    if (pd->is_directory)
+        return pth_dir_weights(pd->path) != PTH_DIR_NONE ? AMN_PROBE_LIKELY : AMN_PROBE_NONE;
     if (pth_is_index_path(pd->path) && pd->head_size > 0 && pd->head[0] == '{')
         return AMN_PROBE_LIKELY + 10;
     if (pth_is_legacy(pd->head, pd->head_size)) return AMN_PROBE_LIKELY;
@@ -622,7 +623,7 @@ int pth_run(const amn_source *src, const uint8_t *map, const char *path, const a
 
 static int pth_open(const amn_open_args *a, amn_model **out, amn_error *err) {
     *out = NULL;
-    if (pth_is_index_path(a->path) || (!a->map && pth_is_sharded_dir(a->path)))
+    if (pth_is_index_path(a->path) || (!a->map && pth_dir_weights(a->path) != PTH_DIR_NONE))
         return pth_open_sharded(a->path, false, a->limits, out, err);
     if (!a->map) return amn_error_set(err, AMN_E_INVALID, "pth: a directory is not a checkpoint");
     zip_memsrc ms;

@@ -15,6 +15,7 @@
 
 #define INDEX_SUFFIX ".bin.index.json"
 #define INDEX_NAME   "pytorch_model.bin.index.json"
+#define SINGLE_NAME  "pytorch_model.bin"
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -25,19 +26,26 @@ bool pth_is_index_path(const char *path) {
     return path && ends_with(path, INDEX_SUFFIX);
 }
 
-bool pth_is_sharded_dir(const char *path) {
-    char idx[4096];
+static bool is_regular(const char *dir, const char *name) {
+    char path[4096];
     struct stat st;
-    if (!path || (size_t)snprintf(idx, sizeof idx, "%s/%s", path, INDEX_NAME) >= sizeof idx ||
-        stat(idx, &st) != 0 || !S_ISREG(st.st_mode))
-        return false;
+    return (size_t)snprintf(path, sizeof path, "%s/%s", dir, name) < sizeof path &&
+           stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+pth_dir_kind pth_dir_weights(const char *path) {
+    if (!path) return PTH_DIR_NONE;
+    pth_dir_kind kind = is_regular(path, SINGLE_NAME)  ? PTH_DIR_SINGLE
+                        : is_regular(path, INDEX_NAME) ? PTH_DIR_INDEX
+                                                       : PTH_DIR_NONE;
+    if (kind == PTH_DIR_NONE) return kind;
     DIR *d = opendir(path);
-    if (!d) return false;
+    if (!d) return PTH_DIR_NONE;
     bool st_found = false;
     struct dirent *e;
     while (!st_found && (e = readdir(d))) st_found = ends_with(e->d_name, ".safetensors");
     closedir(d);
-    return !st_found; /* safetensors, where both are, is what transformers loads */
+    return st_found ? PTH_DIR_NONE : kind;
 }
 
 /* One shard's tensors into m (checked by amn_kit_index_open); the shard's
@@ -87,22 +95,33 @@ static int open_index(const char *path, bool header_only, const amn_limits *lim,
     return rc;
 }
 
+/* The model a folder holds: its single checkpoint, or its index's shards. */
+static int open_folder(const char *dir, bool header_only, const amn_limits *lim, amn_model *m,
+                       amn_error *err) {
+    if (pth_dir_weights(dir) == PTH_DIR_SINGLE) {
+        int rc = add_shard(dir, SINGLE_NAME, header_only, lim, m, err);
+        return rc ? rc : amn_model_set_label(m, "PyTorch state_dict", err);
+    }
+    char idx[4096];
+    if ((size_t)snprintf(idx, sizeof idx, "%s/%s", dir, INDEX_NAME) >= sizeof idx)
+        return amn_error_set(err, AMN_E_INVALID, "%s: path too long", dir);
+    int rc = open_index(idx, header_only, lim, m, err);
+    return rc ? rc : amn_model_set_label(m, "PyTorch state_dict (sharded)", err);
+}
+
 int pth_open_sharded(const char *path, bool header_only, const amn_limits *lim, amn_model **out,
                      amn_error *err) {
     *out = NULL;
     amn_model *m = amn_model_new("pth");
     if (!m) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    char idx[4096];
     struct stat st;
-    int rc = AMN_OK;
+    int rc;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        if ((size_t)snprintf(idx, sizeof idx, "%s/%s", path, INDEX_NAME) >= sizeof idx)
-            rc = amn_error_set(err, AMN_E_INVALID, "%s: path too long", path);
+        rc = open_folder(path, header_only, lim, m, err);
     } else {
-        snprintf(idx, sizeof idx, "%s", path);
+        rc = open_index(path, header_only, lim, m, err);
+        if (!rc) rc = amn_model_set_label(m, "PyTorch state_dict (sharded)", err);
     }
-    if (!rc) rc = open_index(idx, header_only, lim, m, err);
-    if (!rc) rc = amn_model_set_label(m, "PyTorch state_dict (sharded)", err);
     if (rc) {
         amn_model_free(m);
         return rc;

@@ -12,10 +12,15 @@ int pth_run(const amn_source *src, const uint8_t *map, const char *path, const a
             amn_model **out, amn_error *err);
 /* path ends with .bin.index.json */
 bool pth_is_index_path(const char *path);
-/* A folder holding pytorch_model.bin.index.json and no .safetensors file. */
-bool pth_is_sharded_dir(const char *path);
-/* A pytorch_model.bin.index.json (or the folder holding it) as one model:
- * every shard it names, in order of first mention, opened as a checkpoint. */
+/* What a model folder with no .safetensors file holds, in the order
+ * transformers' from_pretrained looks for it: pytorch_model.bin first, then
+ * pytorch_model.bin.index.json. Safetensors, where present, is what
+ * transformers loads, so such a folder is the safetensors plugin's. */
+typedef enum pth_dir_kind { PTH_DIR_NONE, PTH_DIR_SINGLE, PTH_DIR_INDEX } pth_dir_kind;
+pth_dir_kind pth_dir_weights(const char *path);
+/* A pytorch_model.bin.index.json as one model: every shard it names, in
+ * order of first mention, opened as a checkpoint. A folder (pth_dir_weights
+ * not NONE) opens its pytorch_model.bin or its index. */
 int pth_open_sharded(const char *path, bool header_only, const amn_limits *lim, amn_model **out,
                      amn_error *err);
 

@@ -56,6 +56,23 @@ from folders import read_st
 want, got = read_st(sys.argv[1]), read_st(sys.argv[2])
 assert len(want) == 11 and want == got, sorted(set(want.items()) ^ set(got.items()))
 EOF2
+  # A folder holding one pytorch_model.bin (no index), as save_pretrained
+  # wrote small models: read as that checkpoint, written as a model folder.
+  mkdir -p "$work/in/bin1" && cp "$work/in/bin/config.json" "$work/in/bin1/"
+  cp "$work/in/bin/pytorch_model-00001-of-00002.bin" "$work/in/bin1/pytorch_model.bin"
+  run "bin1 inspect" 0 "$amn" inspect "$work/in/bin1"
+  has "bin1 inspect" "PyTorch state_dict"
+  run "bin1 folder" 0 "$amn" remember --no-sync "$work/in/bin1" -o "$work/out-bin1/" -q
+  run "bin1 file" 0 "$amn" remember --no-sync "$work/in/bin1/pytorch_model.bin" -o "$work/bin1.safetensors" -q
+  "$py" - "$work/out-bin1" "$work/bin1.safetensors" "$src/tests/folders" <<'EOF2' \
+    && ok || fail "bin1: folder output differs from the file's"
+import os, sys
+sys.path.insert(0, sys.argv[3])
+from folders import read_st
+got, want = read_st(os.path.join(sys.argv[1], "model.safetensors")), read_st(sys.argv[2])
+assert len(want) == 5 and got == want, sorted(set(want.items()) ^ set(got.items()))
+assert os.path.isfile(os.path.join(sys.argv[1], "config.json"))
+EOF2
   # Bad indexes: a parse error saying which, before any output.
   bad() { # bad WHAT WEIGHT_MAP_JSON WORDS
     mkdir -p "$work/badbin" && cp "$work/in/bin/"*.bin "$work/badbin/"
