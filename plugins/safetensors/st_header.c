@@ -7,11 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <json-c/json.h>
-
 #include "amn/checked.h"
-#include "amn/kit/json_file.h"
 #include "st_internal.h"
+#include "st_json.h"
 
 typedef struct entry {
     const char *name;
@@ -35,50 +33,118 @@ static bool known_foreign_dtype(const char *s) {
     return false;
 }
 
-static bool get_u64(json_object *o, uint64_t *out) {
-    if (!json_object_is_type(o, json_type_int)) return false;
-    int64_t v = json_object_get_int64(o);
-    if (v < 0) return false;
-    if (v == INT64_MAX) { /* json-c saturates: read the unsigned value instead */
-        uint64_t u = json_object_get_uint64(o);
-        *out = u;
-        return true;
+/* "[u64, ...]": the first cap values into out, how many there were in *n,
+ * whether every one was an integer in [0, 2^64) in *ok. */
+static int parse_u64_array(st_json *j, uint64_t *out, size_t cap, size_t *n, bool *ok) {
+    *n = 0;
+    *ok = true;
+    int rc = stj_expect(j, '[');
+    bool more = stj_peek(j) != ']';
+    if (!more) j->p++;
+    while (!rc && more) {
+        const char c = stj_peek(j);
+        uint64_t v = 0;
+        bool good = false;
+        if (c == '-' || (c >= '0' && c <= '9'))
+            rc = stj_u64(j, &v, &good);
+        else
+            rc = stj_skip(j, 0);
+        if (rc) break;
+        if (*n < cap) out[*n] = v;
+        *ok = *ok && good;
+        (*n)++;
+        rc = stj_next(j, ']', &more);
     }
-    *out = (uint64_t)v;
-    return true;
+    return rc;
 }
 
-static int parse_entry(const char *src, const char *name, json_object *v, entry *e,
-                       amn_error *err) {
-    json_object *dt, *shape, *offs;
-    if (!json_object_is_type(v, json_type_object) || !json_object_object_get_ex(v, "dtype", &dt) ||
-        !json_object_object_get_ex(v, "shape", &shape) ||
-        !json_object_object_get_ex(v, "data_offsets", &offs))
+/* The fields of one tensor's object as the text gives them. */
+typedef struct raw_entry {
+    const char *dtype;
+    bool has_dtype, has_shape, has_offsets, dtype_string, shape_array, shape_ok, offsets_ok;
+    size_t ndim, noffsets;
+    uint64_t shape[AMN_MAX_DIMS], offsets[2];
+} raw_entry;
+
+static int repeated_key(const st_json *j) {
+    return amn_error_set(j->err, AMN_E_PARSE, "%s: header repeats a key", j->src);
+}
+
+/* One field of a tensor's object; keys other than the three are skipped, as
+ * the reference reader ignores unknown fields. */
+static int scan_field(st_json *j, const char *key, raw_entry *r) {
+    const char c = stj_peek(j);
+    if (strcmp(key, "dtype") == 0) {
+        if (r->has_dtype) return repeated_key(j);
+        r->has_dtype = true;
+        r->dtype_string = c == '"';
+        return c == '"' ? stj_string(j, &r->dtype) : stj_skip(j, 1);
+    }
+    if (strcmp(key, "shape") == 0) {
+        if (r->has_shape) return repeated_key(j);
+        r->has_shape = true;
+        r->shape_array = c == '[';
+        return c == '[' ? parse_u64_array(j, r->shape, AMN_MAX_DIMS, &r->ndim, &r->shape_ok)
+                        : stj_skip(j, 1);
+    }
+    if (strcmp(key, "data_offsets") == 0) {
+        if (r->has_offsets) return repeated_key(j);
+        r->has_offsets = true;
+        if (c != '[') return stj_skip(j, 1);
+        return parse_u64_array(j, r->offsets, 2, &r->noffsets, &r->offsets_ok);
+    }
+    return stj_skip(j, 1);
+}
+
+static int scan_entry(st_json *j, raw_entry *r, bool *is_object) {
+    *r = (raw_entry){0};
+    *is_object = stj_peek(j) == '{';
+    if (!*is_object) return stj_skip(j, 2);
+    j->p++;
+    bool more = stj_peek(j) != '}';
+    if (!more) j->p++;
+    int rc = AMN_OK;
+    while (!rc && more) {
+        const char *key;
+        if ((rc = stj_string(j, &key)) || (rc = stj_expect(j, ':')) || (rc = scan_field(j, key, r)))
+            break;
+        rc = stj_next(j, '}', &more);
+    }
+    return rc;
+}
+
+static int parse_entry(st_json *j, const char *name, entry *e) {
+    const char *src = j->src;
+    amn_error *err = j->err;
+    raw_entry r;
+    bool is_object;
+    int rc = scan_entry(j, &r, &is_object);
+    if (rc) return rc;
+    if (!is_object || !r.has_dtype || !r.has_shape || !r.has_offsets)
         return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: needs dtype, shape and data_offsets",
                              src, name);
-    if (!json_object_is_type(dt, json_type_string))
+    if (!r.dtype_string)
         return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: dtype is not a string", src, name);
-    const char *dts = json_object_get_string(dt);
     e->name = name;
-    e->dtype = amn_dtype_from_name(dts);
+    e->dtype = amn_dtype_from_name(r.dtype);
     if (e->dtype == AMN_DTYPE_INVALID) {
-        if (known_foreign_dtype(dts))
+        if (known_foreign_dtype(r.dtype))
             return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: tensor %s: dtype %s is not supported",
-                                 src, name, dts);
+                                 src, name, r.dtype);
         return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: unknown dtype '%.32s'", src, name,
-                             dts);
+                             r.dtype);
     }
-    if (!json_object_is_type(shape, json_type_array))
+    if (!r.shape_array)
         return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: shape is not an array", src, name);
-    size_t nd = json_object_array_length(shape);
-    if (nd > AMN_MAX_DIMS)
+    if (r.ndim > AMN_MAX_DIMS)
         return amn_error_set(err, AMN_E_LIMIT, "%s: tensor %s: %zu dimensions (max %d)", src, name,
-                             nd, AMN_MAX_DIMS);
-    e->ndim = (uint32_t)nd;
+                             r.ndim, AMN_MAX_DIMS);
+    if (!r.shape_ok)
+        return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: bad dimension", src, name);
+    e->ndim = (uint32_t)r.ndim;
     uint64_t numel = 1;
-    for (size_t i = 0; i < nd; i++) {
-        if (!get_u64(json_object_array_get_idx(shape, i), &e->shape[i]))
-            return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: bad dimension", src, name);
+    for (size_t i = 0; i < r.ndim; i++) {
+        e->shape[i] = r.shape[i];
         if (!amn_mul_u64(numel, e->shape[i], &numel))
             return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: shape product overflows", src,
                                  name);
@@ -86,9 +152,9 @@ static int parse_entry(const char *src, const char *name, json_object *v, entry 
     uint64_t bytes;
     if (!amn_mul_u64(numel, amn_dtype_size(e->dtype), &bytes))
         return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: byte size overflows", src, name);
-    if (!json_object_is_type(offs, json_type_array) || json_object_array_length(offs) != 2 ||
-        !get_u64(json_object_array_get_idx(offs, 0), &e->begin) ||
-        !get_u64(json_object_array_get_idx(offs, 1), &e->end) || e->end < e->begin)
+    e->begin = r.offsets[0];
+    e->end = r.offsets[1];
+    if (r.noffsets != 2 || !r.offsets_ok || e->end < e->begin)
         return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: bad data_offsets", src, name);
     if (e->end - e->begin != bytes)
         return amn_error_set(
@@ -97,48 +163,17 @@ static int parse_entry(const char *src, const char *name, json_object *v, entry 
     return AMN_OK;
 }
 
-static int parse_metadata(const char *src, json_object *meta, amn_model *m, amn_error *err) {
-    if (!json_object_is_type(meta, json_type_object))
-        return amn_error_set(err, AMN_E_PARSE, "%s: __metadata__ is not an object", src);
-    json_object_object_foreach(meta, k, v) {
-        if (!json_object_is_type(v, json_type_string))
-            return amn_error_set(err, AMN_E_PARSE, "%s: __metadata__ value of %s is not a string",
-                                 src, k);
-        int rc = amn_model_set_meta(m, k, json_object_get_string(v), err);
-        if (rc) return rc;
-    }
-    return AMN_OK;
-}
-
-/* json-c spends about half a KiB to a KiB on every object or array it
- * builds, so a header of empty containers ("[[],[],...]", "{\"a\":{},...}")
- * would take ~100x its size in memory: several GB for a header under the
- * cap. A safetensors header nests three deep (header, entry, shape) and
- * holds at most three containers per top-level key (entry, shape,
- * data_offsets; __metadata__ one). Checking that on the raw text first bounds
- * the tree by what a valid header with as many keys needs, and the keys by
- * max_tensors. */
-/* json-c hands keys out as C strings, so "a\u0000x" would reach us as "a":
- * two distinct names in the file, one here. Refused rather than truncated. */
-static bool escaped_nul_at(const char *t, size_t n, size_t i) {
-    return i + 5 < n && t[i + 1] == 'u' && memcmp(t + i + 2, "0000", 4) == 0;
-}
-
+/* Before any parsing, one pass over the raw text: how deep it nests (a
+ * safetensors header nests three deep: header, entry, shape; a caller may
+ * cap it tighter) and how many top-level keys it has, capped by max_tensors. */
 static int check_structure(const char *src, const char *t, size_t n, const amn_limits *lim,
-                           uint64_t *keys_out, amn_error *err) {
-    uint64_t containers = 0, top_keys = 0, keys = 0;
+                           amn_error *err) {
+    uint64_t top_keys = 0;
     unsigned depth = 0;
     for (size_t i = 0; i < n; i++) {
         switch (t[i]) {
         case '"': /* skip the string; a backslash escapes the next byte */
-            for (i++; i < n && t[i] != '"'; i++)
-                if (t[i] == '\\') {
-                    if (escaped_nul_at(t, n, i))
-                        return amn_error_set(err, AMN_E_PARSE,
-                                             "%s: header string holds an escaped NUL (\\u0000)",
-                                             src);
-                    i++;
-                }
+            for (i++; i < n && t[i] != '"'; i++) i += t[i] == '\\';
             break;
         case '{':
         case '[':
@@ -148,7 +183,6 @@ static int check_structure(const char *src, const char *t, size_t n, const amn_l
             if (depth > 3)
                 return amn_error_set(err, AMN_E_PARSE,
                                      "%s: header nests deeper than a safetensors header does", src);
-            containers++;
             break;
         case '}':
         case ']':
@@ -156,64 +190,172 @@ static int check_structure(const char *src, const char *t, size_t n, const amn_l
             break;
         case ':':
             top_keys += depth == 1;
-            keys++;
             break;
         }
     }
-    *keys_out = keys;
     if (top_keys > lim->max_tensors + 1)
         return amn_error_set(err, AMN_E_LIMIT, "%s: %llu header entries exceed the cap", src,
                              (unsigned long long)top_keys);
-    if (containers > 1 + 3 * top_keys)
-        return amn_error_set(err, AMN_E_PARSE,
-                             "%s: header holds %llu objects and arrays for %llu entries", src,
-                             (unsigned long long)containers, (unsigned long long)top_keys);
     return AMN_OK;
 }
 
-/* Keys of every object in the tree. A safetensors header nests at most three
- * deep, which check_structure has already enforced. */
-static uint64_t count_keys(json_object *o) {
-    uint64_t k = 0;
-    if (json_object_is_type(o, json_type_object)) {
-        json_object_object_foreach(o, key, v) {
-            (void)key;
-            k += 1 + count_keys(v);
-        }
-    } else if (json_object_is_type(o, json_type_array)) {
-        for (size_t i = 0; i < json_object_array_length(o); i++)
-            k += count_keys(json_object_array_get_idx(o, i));
-    }
-    return k;
+/* What the header holds; names and values point into its text. */
+typedef struct header {
+    entry *entries;
+    size_t n_entries, cap_entries;
+    const char **meta; /* key, value, key, value, ... */
+    size_t n_meta, cap_meta;
+    bool has_meta;
+} header;
+
+static void header_free(header *h) {
+    free(h->entries);
+    free(h->meta);
 }
 
-static int parse_json(const char *src, const char *text, size_t n, const amn_limits *lim,
-                      json_object **out, amn_error *err) {
+static bool grow(void **items, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return true;
+    size_t n = *cap ? *cap * 2 : 16;
+    while (n < need) n *= 2;
+    void *p = realloc(*items, n * size);
+    if (!p) return false;
+    *items = p;
+    *cap = n;
+    return true;
+}
+
+static int parse_metadata(st_json *j, header *h) {
+    if (h->has_meta) return repeated_key(j);
+    h->has_meta = true;
+    if (stj_peek(j) != '{')
+        return amn_error_set(j->err, AMN_E_PARSE, "%s: __metadata__ is not an object", j->src);
+    j->p++;
+    bool more = stj_peek(j) != '}';
+    if (!more) j->p++;
+    int rc = AMN_OK;
+    while (!rc && more) {
+        const char *k, *v;
+        if ((rc = stj_string(j, &k)) || (rc = stj_expect(j, ':'))) break;
+        if (stj_peek(j) != '"')
+            return amn_error_set(j->err, AMN_E_PARSE,
+                                 "%s: __metadata__ value of %s is not a string", j->src, k);
+        if ((rc = stj_string(j, &v))) break;
+        if (!grow((void **)&h->meta, &h->cap_meta, h->n_meta + 2, sizeof *h->meta))
+            return amn_error_set(j->err, AMN_E_NOMEM, "out of memory");
+        h->meta[h->n_meta++] = k;
+        h->meta[h->n_meta++] = v;
+        rc = stj_next(j, '}', &more);
+    }
+    return rc;
+}
+
+/* The whole header object, every tensor's fields checked as it is read. */
+static int parse_header(st_json *j, header *h) {
+    int rc = stj_expect(j, '{');
+    bool more = !rc && stj_peek(j) != '}';
+    if (!rc && !more) j->p++;
+    while (!rc && more) {
+        const char *key;
+        if ((rc = stj_string(j, &key)) || (rc = stj_expect(j, ':'))) break;
+        if (strcmp(key, "__metadata__") == 0) {
+            rc = parse_metadata(j, h);
+        } else if (!grow((void **)&h->entries, &h->cap_entries, h->n_entries + 1,
+                         sizeof *h->entries)) {
+            rc = amn_error_set(j->err, AMN_E_NOMEM, "out of memory");
+        } else if (!(rc = parse_entry(j, key, &h->entries[h->n_entries]))) {
+            h->n_entries++;
+        }
+        if (!rc) rc = stj_next(j, '}', &more);
+    }
+    if (!rc && stj_more(j)) rc = stj_error(j, "unexpected character after the header object");
+    return rc;
+}
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Two equal keys: readers that keep the first and the last would see
+ * different tensors (or metadata), so the header is refused. Sorted copies
+ * of the names, so a hostile header with many keys costs n log n. */
+static int check_unique(const char *src, const char **names, size_t n, size_t stride,
+                        amn_error *err) {
+    const char **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (!sorted) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) sorted[i] = names[i * stride];
+    qsort(sorted, n, sizeof *sorted, cmp_name);
+    bool repeated = false;
+    for (size_t i = 1; i < n && !repeated; i++) repeated = strcmp(sorted[i - 1], sorted[i]) == 0;
+    free(sorted);
+    return repeated ? amn_error_set(err, AMN_E_PARSE, "%s: header repeats a key", src) : AMN_OK;
+}
+
+static int check_keys(const char *src, const header *h, amn_error *err) {
+    const char **names = malloc((h->n_entries ? h->n_entries : 1) * sizeof *names);
+    if (!names) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < h->n_entries; i++) names[i] = h->entries[i].name;
+    int rc = check_unique(src, names, h->n_entries, 1, err);
+    free(names);
+    return rc ? rc : check_unique(src, h->meta, h->n_meta / 2, 2, err);
+}
+
+/* The tensors tile the data area: sorted by offset, no gap, no overlap,
+ * nothing left over. */
+static int check_tiling(const char *src, entry *e, size_t n, uint64_t data_size, amn_error *err) {
+    qsort(e, n, sizeof *e, cmp_begin);
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].begin != at)
+            return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: data_offsets %s byte %llu", src,
+                                 e[i].name, e[i].begin < at ? "overlap at" : "leave a gap before",
+                                 (unsigned long long)e[i].begin);
+        at = e[i].end;
+    }
+    if (at != data_size)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: tensors cover %llu bytes but the data area holds %llu", src,
+                             (unsigned long long)at, (unsigned long long)data_size);
+    return AMN_OK;
+}
+
+static int add_to_model(const header *h, const uint8_t *data, uint64_t data_start, amn_model *m,
+                        amn_error *err) {
+    int rc = AMN_OK;
+    for (size_t i = 0; !rc && i + 1 < h->n_meta; i += 2)
+        rc = amn_model_set_meta(m, h->meta[i], h->meta[i + 1], err);
+    for (size_t i = 0; !rc && i < h->n_entries; i++) {
+        const entry *e = &h->entries[i];
+        amn_tensor t = {.struct_size = sizeof t,
+                        .name = e->name,
+                        .dtype = e->dtype,
+                        .ndim = e->ndim,
+                        .nbytes = e->end - e->begin,
+                        .file_offset = data_start + e->begin};
+        memcpy(t.shape, e->shape, sizeof t.shape);
+        if (data) {
+            t.data = data + data_start + e->begin;
+            t.extent = t.nbytes;
+        }
+        rc = amn_model_add_tensor(m, &t, err);
+    }
+    return rc;
+}
+
+static int parse_text(const char *src, char *text, size_t n, const amn_limits *lim,
+                      uint64_t data_size, header *h, amn_error *err) {
     size_t i = 0;
     while (i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) i++;
     if (i == n || text[i] != '{')
         return amn_error_set(err, AMN_E_PARSE, "%s: header is not a JSON object", src);
-    uint64_t text_keys = 0;
-    int rc = check_structure(src, text + i, n - i, lim, &text_keys, err);
+    int rc = check_structure(src, text + i, n - i, lim, err);
     if (rc) return rc;
-    /* json-c counts the top level as one more: depth 3 needs 4 (check_structure
-     * above has already applied the cap itself). */
-    char label[4200];
-    snprintf(label, sizeof label, "%s: header", src);
-    const amn_kit_json_caps caps = {.max_bytes = lim->max_header_bytes,
-                                    .max_depth = lim->max_depth < 31 ? (int)lim->max_depth + 1 : 32,
-                                    .bad_code = AMN_E_PARSE};
-    json_object *o;
-    if ((rc = amn_kit_json_parse_object(label, text, n, &caps, &o, err))) return rc;
-    /* json-c keeps the last of two equal keys; a reader that keeps the first
-     * would see another tensor. Every ':' outside strings ends a key, so
-     * fewer keys in the tree than in the text means a repeated one. */
-    if (count_keys(o) != text_keys) {
-        json_object_put(o);
-        return amn_error_set(err, AMN_E_PARSE, "%s: header repeats a key", src);
-    }
-    *out = o;
-    return AMN_OK;
+    st_json j = {.p = text + i, .end = text + n, .src = src, .err = err};
+    if ((rc = parse_header(&j, h))) return rc;
+    if (h->n_entries > lim->max_tensors)
+        return amn_error_set(err, AMN_E_LIMIT, "%s: %zu tensors exceed the cap of %llu", src,
+                             h->n_entries, (unsigned long long)lim->max_tensors);
+    if ((rc = check_keys(src, h, err))) return rc;
+    return check_tiling(src, h->entries, h->n_entries, data_size, err);
 }
 
 int st_read_header(const amn_source *s, const uint8_t *data, const amn_limits *lim, amn_model *m,
@@ -230,70 +372,16 @@ int st_read_header(const amn_source *s, const uint8_t *data, const amn_limits *l
     if (n > s->size - 8)
         return amn_error_set(err, AMN_E_PARSE, "%s: header length %llu runs past the end", src,
                              (unsigned long long)n);
-    const uint64_t data_start = 8 + n, data_size = s->size - data_start;
+    const uint64_t data_start = 8 + n;
     char *text = malloc((size_t)n + 1);
     if (!text) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    if ((rc = amn_source_read(s, 8, text, (size_t)n, err))) {
-        free(text);
-        return rc;
+    header h = {0};
+    if (!(rc = amn_source_read(s, 8, text, (size_t)n, err))) {
+        text[n] = '\0';
+        rc = parse_text(src, text, (size_t)n, lim, s->size - data_start, &h, err);
     }
-    text[n] = '\0';
-    json_object *root = NULL;
-    rc = parse_json(src, text, (size_t)n, lim, &root, err);
+    if (!rc) rc = add_to_model(&h, data, data_start, m, err);
+    header_free(&h);
     free(text);
-    if (rc) return rc;
-    size_t count = (size_t)json_object_object_length(root);
-    /* __metadata__ is no tensor */
-    const size_t tensors = count - (json_object_object_get_ex(root, "__metadata__", NULL) ? 1 : 0);
-    entry *entries = calloc(count ? count : 1, sizeof *entries);
-    size_t k = 0;
-    if (!entries)
-        rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    else if (tensors > lim->max_tensors)
-        rc = amn_error_set(err, AMN_E_LIMIT, "%s: %zu tensors exceed the cap of %llu", src, tensors,
-                           (unsigned long long)lim->max_tensors);
-    if (!rc) {
-        json_object_object_foreach(root, key, val) {
-            if (strcmp(key, "__metadata__") == 0) {
-                if ((rc = parse_metadata(src, val, m, err))) break;
-                continue;
-            }
-            if ((rc = parse_entry(src, key, val, &entries[k], err))) break;
-            k++;
-        }
-    }
-    if (!rc) {
-        qsort(entries, k, sizeof *entries, cmp_begin);
-        uint64_t at = 0;
-        for (size_t i = 0; !rc && i < k; i++) {
-            if (entries[i].begin != at)
-                rc = amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: data_offsets %s byte %llu",
-                                   src, entries[i].name,
-                                   entries[i].begin < at ? "overlap at" : "leave a gap before",
-                                   (unsigned long long)entries[i].begin);
-            at = entries[i].end;
-        }
-        if (!rc && at != data_size)
-            rc = amn_error_set(err, AMN_E_PARSE,
-                               "%s: tensors cover %llu bytes but the data area holds %llu", src,
-                               (unsigned long long)at, (unsigned long long)data_size);
-    }
-    for (size_t i = 0; !rc && i < k; i++) {
-        const entry *e = &entries[i];
-        amn_tensor t = {.struct_size = sizeof t,
-                        .name = e->name,
-                        .dtype = e->dtype,
-                        .ndim = e->ndim,
-                        .nbytes = e->end - e->begin,
-                        .file_offset = data_start + e->begin};
-        memcpy(t.shape, e->shape, sizeof t.shape);
-        if (data) {
-            t.data = data + data_start + e->begin;
-            t.extent = t.nbytes;
-        }
-        rc = amn_model_add_tensor(m, &t, err);
-    }
-    free(entries);
-    json_object_put(root);
     return rc;
 }
