@@ -297,7 +297,8 @@ static void put(buf *b, const char *fmt, ...) {
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
-        const int w = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        /* NULL + 0 is undefined in C: the first call measures into NULL. */
+        const int w = vsnprintf(b->p ? b->p + b->n : NULL, b->cap - b->n, fmt, ap);
         va_end(ap);
         if (w < 0) {
             b->failed = true;
