@@ -118,6 +118,7 @@ static int parse_entry(st_json *j, const char *name, entry *e) {
     amn_error *err = j->err;
     raw_entry r;
     bool is_object;
+    *e = (entry){0}; /* shape entries past ndim are zero, as amn_tensor wants them */
     int rc = scan_entry(j, &r, &is_object);
     if (rc) return rc;
     if (!is_object || !r.has_dtype || !r.has_shape || !r.has_offsets)

@@ -238,6 +238,8 @@ static void empty_and_scalar_tensors(void **state) {
     assert_int_equal(amn_model_tensor_count(m), 2);
     const amn_tensor *s = amn_model_tensor(m, amn_model_find(m, "s"));
     assert_int_equal(s->ndim, 0);
+    static const uint64_t zeros[AMN_MAX_DIMS];
+    assert_memory_equal(s->shape, zeros, sizeof zeros); /* dimensions past ndim are 0 */
     assert_int_equal(s->nbytes, 4);
     assert_memory_equal(s->data, data, 4);
     assert_int_equal(amn_model_tensor(m, amn_model_find(m, "e"))->nbytes, 0);
