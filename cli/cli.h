@@ -67,9 +67,6 @@ typedef struct cli_args {
 #define CLI_ENC_TEXT_MAX 8192
 char *cli_arg_text(char **text, size_t *used, size_t cap, size_t need);
 
-/* Fault in the heap and stack pages a command will touch (prefault.c). */
-void cli_prefault(void);
-
 int cli_exit_code(int amn_code);
 int cli_fail(const amn_error *err);
 

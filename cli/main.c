@@ -334,7 +334,6 @@ int main(int argc, char **argv) {
     const char *dirs[16];
     size_t n_dirs = 0;
     int i = 1;
-    cli_prefault();
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
             printf("amn %s (plugin ABI %d.%d)\n", AMN_VERSION_STRING, AMN_PLUGIN_ABI_MAJOR,
