@@ -31,10 +31,10 @@ typedef struct cli_args {
     bool quiet, progress, no_sync; /* --quiet, --progress, --no-sync */
     unsigned threads;
     /* Writer options "KEY=VALUE" (--opt; --gguf-kv V is kv=V, --gguf-metadata
-     * F is metadata=F), their text in opt_text. */
+     * F is metadata=F), their text in opt_text (cli_arg_text). */
     const char *opts[64];
     size_t n_opts;
-    char opt_text[16384];
+    char *opt_text;
     size_t opt_used;
     amn_limits limits; /* --max-*, when limits_set */
     bool limits_set;
@@ -51,12 +51,21 @@ typedef struct cli_args {
     size_t n_inputs;
     bool multi_input;
     /* forget: llama-quantize's options as encoder parameters "KEY=VALUE"
-     * (cli_encode_option), their text in enc_text. */
+     * (cli_encode_option), their text in enc_text (cli_arg_text). */
     const char *enc_params[64];
     size_t n_enc_params;
-    char enc_text[8192];
+    char *enc_text;
     size_t enc_used;
 } cli_args;
+
+/* Room for need more bytes of option text in *text (cap bytes, allocated at
+ * the first option and freed by main), *used advanced past them; NULL when
+ * they do not fit or memory is short. The text is not part of cli_args
+ * itself: zeroing 24 KiB of stack at every start cost six page faults
+ * (10-13 us each on a VM), a tenth of a bare `amn inspect`'s. */
+#define CLI_OPT_TEXT_MAX 16384
+#define CLI_ENC_TEXT_MAX 8192
+char *cli_arg_text(char **text, size_t *used, size_t cap, size_t need);
 
 int cli_exit_code(int amn_code);
 int cli_fail(const amn_error *err);

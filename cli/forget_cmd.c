@@ -67,15 +67,15 @@ int cli_encode_option(cli_args *a, const char *opt, const char *value) {
         }
         const char *v = encode_flags[k].has_value ? value : "";
         const size_t need = strlen(encode_flags[k].param) + strlen(v) + 1;
-        if (a->n_enc_params == sizeof a->enc_params / sizeof *a->enc_params ||
-            need > sizeof a->enc_text - a->enc_used) {
+        char *dst = a->n_enc_params == sizeof a->enc_params / sizeof *a->enc_params
+                        ? NULL
+                        : cli_arg_text(&a->enc_text, &a->enc_used, CLI_ENC_TEXT_MAX, need);
+        if (!dst) {
             char msg[128];
             snprintf(msg, sizeof msg, "too many options (at %s)", opt);
             return -cli_usage_fail(a->command, msg);
         }
-        char *dst = a->enc_text + a->enc_used;
         snprintf(dst, need, "%s%s", encode_flags[k].param, v);
-        a->enc_used += need;
         a->enc_params[a->n_enc_params++] = dst;
         return encode_flags[k].has_value ? 2 : 1;
     }

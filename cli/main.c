@@ -183,6 +183,14 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg) {
     return cli_usage_fail(cmd, msg);
 }
 
+char *cli_arg_text(char **text, size_t *used, size_t cap, size_t need) {
+    if (need > cap - *used) return NULL;
+    if (!*text && !(*text = malloc(cap))) return NULL;
+    char *dst = *text + *used;
+    *used += need;
+    return dst;
+}
+
 /* --opt KEY=VALUE as it is; --gguf-kv V and --gguf-metadata F are the GGUF
  * writer's options kv=V and metadata=F. */
 static int add_option(cli_args *a, const char *flag, const char *value) {
@@ -192,11 +200,11 @@ static int add_option(cli_args *a, const char *flag, const char *value) {
     if (strcmp(flag, "--gguf-metadata") != 0 && !strchr(value, '='))
         return usage_error(a->command, "%s: want KEY=VALUE", value);
     const size_t need = strlen(prefix) + strlen(value) + 1;
-    if (a->n_opts == sizeof a->opts / sizeof *a->opts || need > sizeof a->opt_text - a->opt_used)
-        return usage_error(a->command, "too many options (at %s)", flag);
-    char *dst = a->opt_text + a->opt_used;
+    char *dst = a->n_opts == sizeof a->opts / sizeof *a->opts
+                    ? NULL
+                    : cli_arg_text(&a->opt_text, &a->opt_used, CLI_OPT_TEXT_MAX, need);
+    if (!dst) return usage_error(a->command, "too many options (at %s)", flag);
     snprintf(dst, need, "%s%s", prefix, value);
-    a->opt_used += need;
     a->opts[a->n_opts++] = dst;
     return EXIT_OK;
 }
@@ -290,6 +298,38 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
     return EXIT_OK;
 }
 
+static int run_command(int c, cli_args *a, const char **dirs, size_t n_dirs) {
+    cli_signals_install();
+    amn_ctx_options opts = {
+        .struct_size = sizeof(amn_ctx_options), .plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
+    amn_ctx *ctx;
+    amn_error err = {0};
+    if (amn_ctx_new(&opts, &ctx, &err)) return cli_fail(&err);
+    int rc;
+    switch (c) {
+    case CMD_PARSE:
+        rc = cmd_parse(ctx, a, false);
+        break;
+    case CMD_INSPECT:
+        rc = cmd_inspect(ctx, a);
+        break;
+    case CMD_REMEMBER:
+        rc = cmd_remember(ctx, a, false);
+        break;
+    case CMD_CONVERT:
+        rc = cmd_remember(ctx, a, true);
+        break;
+    case CMD_FORGET:
+        rc = cmd_forget(ctx, a);
+        break;
+    default:
+        rc = cmd_plugins(ctx, a);
+        break;
+    }
+    amn_ctx_free_keep_modules(ctx); /* the process exits next: no module unmapping */
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *dirs[16];
     size_t n_dirs = 0;
@@ -345,44 +385,10 @@ int main(int argc, char **argv) {
     if (!inputs) return EXIT_NOMEM;
     cli_args a = {.command = commands[c].name, .inputs = inputs, .multi_input = c == CMD_INSPECT};
     int rc = parse_args(argc, argv, i + 1, &a);
-    if (rc) {
-        free(inputs);
-        return rc;
-    }
-    if (c != CMD_PLUGINS && !a.input) {
-        free(inputs);
-        return usage_error(a.command, "%s", "missing FILE");
-    }
-    cli_signals_install();
-    amn_ctx_options opts = {
-        .struct_size = sizeof(amn_ctx_options), .plugin_dirs = dirs, .n_plugin_dirs = n_dirs};
-    amn_ctx *ctx;
-    amn_error err = {0};
-    if (amn_ctx_new(&opts, &ctx, &err)) {
-        free(inputs);
-        return cli_fail(&err);
-    }
-    switch (c) {
-    case CMD_PARSE:
-        rc = cmd_parse(ctx, &a, false);
-        break;
-    case CMD_INSPECT:
-        rc = cmd_inspect(ctx, &a);
-        break;
-    case CMD_REMEMBER:
-        rc = cmd_remember(ctx, &a, false);
-        break;
-    case CMD_CONVERT:
-        rc = cmd_remember(ctx, &a, true);
-        break;
-    case CMD_FORGET:
-        rc = cmd_forget(ctx, &a);
-        break;
-    default:
-        rc = cmd_plugins(ctx, &a);
-        break;
-    }
-    amn_ctx_free_keep_modules(ctx); /* the process exits next: no module unmapping */
+    if (!rc && c != CMD_PLUGINS && !a.input) rc = usage_error(a.command, "%s", "missing FILE");
+    if (!rc) rc = run_command(c, &a, dirs, n_dirs);
+    free(a.opt_text);
+    free(a.enc_text);
     free(inputs);
     return rc;
 }

@@ -38,7 +38,7 @@ function(amn_add_plugin name)
     C_VISIBILITY_PRESET hidden)
   target_link_libraries(${t} PRIVATE amn ${P_LIBS})
   # An unresolved symbol must fail at load time, not mid-run.
-  target_link_options(${t} PRIVATE -Wl,-z,defs -Wl,-z,now)
+  target_link_options(${t} PRIVATE -Wl,-z,defs -Wl,-z,now ${AMN_COMPACT_LINK})
   install(TARGETS ${t} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/${AMN_PLUGIN_SUBDIR})
   # libamn, two levels up in the build tree and installed.
   amn_runpath(${t} ${CMAKE_INSTALL_LIBDIR}/${AMN_PLUGIN_SUBDIR} "$ORIGIN/../.." "$ORIGIN/../..")

@@ -100,12 +100,30 @@ CRC512_TARGET static uint32_t crc32_vpclmul(uint32_t crc, const uint8_t *p, size
     return (uint32_t)crc32_z(0xffffffffu, last, 16);
 }
 
+/* From glibc's start-up CPU survey where there is one: __builtin_cpu_supports
+ * would link libgcc's constructor into the plugin, ten CPUID instructions
+ * (each a trap to the hypervisor in a VM) at every load (see core/src/simd.c). */
+#if defined(__x86_64__) && defined(__GLIBC__) && __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>
+/* CPU_FEATURE_ACTIVE's lookup with an unsigned shift (glibc 2.36's inline
+ * shifts 1 << 31 in an int, which UBSan rejects). */
+static int cpu_active(unsigned index) {
+    const struct cpuid_feature *f = __x86_get_cpuid_feature_leaf(index / 128);
+    return (f->active_array[index % 128 / 32] >> (index % 32)) & 1u;
+}
+#define CPU_HAS_VPCLMUL() cpu_active(x86_cpu_VPCLMULQDQ)
+#define CPU_HAS_PCLMUL()  cpu_active(x86_cpu_PCLMULQDQ)
+#else
+#define CPU_HAS_VPCLMUL() __builtin_cpu_supports("vpclmulqdq")
+#define CPU_HAS_PCLMUL()  __builtin_cpu_supports("pclmul")
+#endif
+
 static int have_vpclmul(void) {
-    return amn_simd_level() >= AMN_SIMD_AVX512 && __builtin_cpu_supports("vpclmulqdq");
+    return amn_simd_level() >= AMN_SIMD_AVX512 && CPU_HAS_VPCLMUL();
 }
 
 static int have_pclmul(void) {
-    return amn_simd_level() >= AMN_SIMD_AVX2 && __builtin_cpu_supports("pclmul");
+    return amn_simd_level() >= AMN_SIMD_AVX2 && CPU_HAS_PCLMUL();
 }
 
 uint32_t kit_crc32(uint32_t crc, const void *buf, size_t n) {

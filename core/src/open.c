@@ -7,6 +7,7 @@
 #include "amn/context.h"
 #include "abi_internal.h"
 #include "registry_internal.h"
+#include "probe_buf.h"
 
 void amn_limits_default(amn_limits *l) {
     l->struct_size = sizeof *l;
@@ -124,16 +125,15 @@ static int detect_impl(const amn_ctx *ctx, const amn_source *src, const char *pa
     amn_probe_data pd = {
         .struct_size = sizeof pd, .path = path, .head = none, .tail = none, .is_directory = is_dir};
     uint8_t *head = NULL, *tail = NULL;
+    amni_probe_buf buf = {0};
     int rc = AMN_OK;
     if (src) {
         pd.file_size = src->size;
         size_t hn = src->size < AMN_PROBE_HEAD ? (size_t)src->size : AMN_PROBE_HEAD;
-        head = calloc(1, hn + AMN_PROBE_PADDING);
-        tail = calloc(1, hn + AMN_PROBE_PADDING);
-        if (!head || !tail) {
-            rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        if ((rc = amni_probe_buf_alloc(&buf, 2 * (hn + AMN_PROBE_PADDING), err)) != AMN_OK)
             goto done;
-        }
+        head = buf.data;
+        tail = buf.data + hn + AMN_PROBE_PADDING;
         if ((rc = amn_source_read(src, 0, head, hn, err)) != AMN_OK) goto done;
         if ((rc = amn_source_read(src, src->size - hn, tail, hn, err)) != AMN_OK) goto done;
         pd.head = head;
@@ -143,8 +143,7 @@ static int detect_impl(const amn_ctx *ctx, const amn_source *src, const char *pa
     }
     rc = choose(ctx, &pd, from, out, err);
 done:
-    free(head);
-    free(tail);
+    amni_probe_buf_free(&buf);
     return rc;
 }
 

@@ -6,7 +6,7 @@
  * median and best wall time and the median CPU time (user + system, from
  * wait4; what a loaded machine shares out) of each:
  *   /bin/true                         process start alone (exec, ld.so, libc)
- *   amn --version                     + libamn, json-c, libltdl; no plugin
+ *   amn --version                     + libamn, json-c; no plugin
  *   amn plugins, no plugin directory  + the registry with nothing to load
  *   amn inspect 2 GiB, safetensors only  (a directory holding only that module)
  *   amn inspect 2 GiB, no cache       every plugin loaded (AMN_REGISTRY_CACHE=0)
@@ -14,10 +14,14 @@
  *                                     that claims the file loaded (as shipped)
  *   amn inspect 16 MiB                the same two with a small file
  * The differences between neighbouring lines are the cost of each step.
+ * Given another build's amn (e.g. one of an earlier commit), its --version
+ * and warm-cache inspect run in the same rounds, for a before/after pair
+ * measured under the same load.
  * Part 2 times `amn inspect F1 ... F1000` (median of 3) against one loop of
  * 1000 `amn inspect Fi` (both to /dev/null), and their ratio (target >= 5).
  *
- *   build/bin/startup_bench [workdir] [rounds]   (default /dev/shm or /tmp, 101)
+ *   build/bin/startup_bench [workdir] [rounds] [other-amn]
+ *   (default /dev/shm or /tmp, 101 rounds, no other build)
  * The 2 GiB file is sparse (inspect never reads its data). The load average
  * is printed before and after: on a shared machine only same-run ratios mean
  * anything. */
@@ -120,6 +124,11 @@ int main(int argc, char **argv) {
     const int rounds = argc > 2 ? atoi(argv[2]) : 101;
     if (rounds < 1) return 2;
     char amn[] = AMN_BINARY_DIR "/bin/amn";
+    char *other = argc > 3 ? argv[3] : NULL;
+    if (other && access(other, X_OK) != 0) {
+        perror(other);
+        return 1;
+    }
     const char *st_module = AMN_BINARY_DIR "/lib/amn/plugins/amn-safetensors.so";
     char work[512], big[600], small[600], only[600], link[700];
     snprintf(work, sizeof work, "%s/amn-startup-bench.%d", dir, (int)getpid());
@@ -150,9 +159,10 @@ int main(int argc, char **argv) {
     snprintf(env_cache_dir, sizeof env_cache_dir, "AMN_REGISTRY_CACHE_DIR=%s/cache", work);
     char *env_warm[] = {env_cache_dir, NULL};
     {
-        char *av[] = {amn, "inspect", big, NULL};
+        char *av[] = {amn, "inspect", big, NULL}, *ov[] = {other, "inspect", big, NULL};
         double w_, c_;
         run(av, env_warm, &w_, &c_);
+        if (other) run(ov, env_warm, &w_, &c_);
     }
 
     struct {
@@ -162,7 +172,7 @@ int main(int argc, char **argv) {
         int skip;
     } cmd[] = {
         {"/bin/true (process start)", {"/bin/true", NULL}, NULL, 0},
-        {"amn --version (+ libamn, json-c, ltdl)", {amn, "--version", NULL}, NULL, 0},
+        {"amn --version (+ libamn, json-c)", {amn, "--version", NULL}, NULL, 0},
         {"amn plugins, no plugin found", {amn, "plugins", NULL}, env_none, 0},
         {"amn inspect 2 GiB, safetensors only",
          {amn, "inspect", big, NULL},
@@ -175,6 +185,11 @@ int main(int argc, char **argv) {
          env_nocache,
          0},
         {"amn inspect 16 MiB, cache warm", {amn, "inspect", small, NULL}, env_warm, 0},
+        {"other build: amn --version", {other, "--version", NULL}, NULL, !other},
+        {"other build: amn inspect 2 GiB, cache warm",
+         {other, "inspect", big, NULL},
+         env_warm,
+         !other},
     };
     enum { NC = sizeof cmd / sizeof *cmd };
     double *wall = calloc((size_t)rounds * NC, sizeof *wall);
