@@ -1,6 +1,7 @@
-/* Plugin discovery, validation and registration (dlopen). */
+/* Plugin discovery, validation and registration (libltdl). */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <ltdl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,57 +361,36 @@ static amni_cached_plugin *describe(const plugin_rec *rec) {
 
 /* ---- loading a module ---- */
 
-/* Modules were loaded through libltdl until it showed up as a tenth of a
- * bare `amn inspect` (one more library to map and relocate, and its own
- * set-up at every start). It called dlopen with these flags and looked a
- * symbol up as "<module>_LTX_<symbol>" before "<symbol>", <module> being the
- * file's name up to its last '.' with every byte that is not a letter or a
- * digit turned into '_': module_sym keeps that order, so every module that
- * loaded before loads the same way. */
-#define MODULE_FLAGS (RTLD_LAZY | RTLD_LOCAL)
-
-static void *module_sym(void *h, const char *path, const char *symbol) {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    const char *ext = strrchr(base, '.');
-    char name[320];
-    const size_t len = ext ? (size_t)(ext - base) : 0;
-    if (len && len + sizeof "_LTX_" + strlen(symbol) <= sizeof name) {
-        for (size_t i = 0; i < len; i++) {
-            const char c = base[i];
-            const bool alnum =
-                (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-            name[i] = alnum ? c : '_';
-        }
-        snprintf(name + len, sizeof name - len, "_LTX_%s", symbol);
-        void *p = dlsym(h, name);
-        if (p) return p;
-    }
-    return dlsym(h, symbol);
-}
-
 /* dlopen path and admit its descriptor; the outcome is in rec->status. */
 static bool load_module(amn_ctx *ctx, plugin_rec *rec, const char *path, const char *stem) {
-    void *h = dlopen(path, MODULE_FLAGS);
+    lt_dladvise adv;
+    lt_dladvise_init(&adv);
+    lt_dladvise_local(&adv);
+    lt_dlhandle h = lt_dlopenadvise(path, adv);
+    lt_dladvise_destroy(&adv);
     if (!h) {
-        const char *why = dlerror();
+        /* libltdl reports "file not found" for any failure; ask the
+         * dynamic loader itself for the real reason. */
+        void *probe = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        const char *why = probe ? "libltdl could not load it" : dlerror();
         set_status(rec, "rejected", why ? why : "cannot load");
+        if (probe) dlclose(probe);
         return false;
     }
     /* The descriptor's name carries the ABI major: a module of another
      * major is told apart without reading any of its data. */
-    const amn_plugin_desc *desc = module_sym(h, path, "amn_plugin_v2");
+    const amn_plugin_desc *desc = lt_dlsym(h, "amn_plugin_v2");
     if (!desc) {
         const char *why = "no amn_plugin_v2 descriptor (not an amn plugin)";
-        if (module_sym(h, path, "amn_plugin_v1"))
+        if (lt_dlsym(h, "amn_plugin_v1"))
             why = "built for plugin ABI 1 (before 2.0 settled the struct layouts), this amn "
                   "speaks 2; rebuild it";
         set_status(rec, "rejected", why);
-        dlclose(h);
+        lt_dlclose(h);
         return false;
     }
     if (admit(ctx, rec, desc, stem) != 0) {
-        dlclose(h);
+        lt_dlclose(h);
         return false;
     }
     rec->handle = h;
@@ -730,6 +710,7 @@ int amn_ctx_new(const amn_ctx_options *opts, amn_ctx **out, amn_error *err) {
     pthread_mutex_init(&ctx->lock, NULL);
     const char *tr = getenv("AMN_REGISTRY_TRACE");
     ctx->trace = tr && *tr && strcmp(tr, "0") != 0;
+    if (lt_dlinit() == 0) ctx->ltdl_ready = 1;
     amn_ctx_options o = {.struct_size = sizeof o};
     if (opts) {
         int rc =
@@ -741,24 +722,26 @@ int amn_ctx_new(const amn_ctx_options *opts, amn_ctx **out, amn_error *err) {
     }
     opts = &o;
     if (!opts->no_builtin) load_builtins(ctx);
-    char **dirs = NULL;
-    size_t n = 0, cap = 0;
-    for (size_t i = 0; i < opts->n_plugin_dirs; i++)
-        push_dir(&dirs, &n, &cap, opts->plugin_dirs[i]);
-    const char *env = opts->no_env ? NULL : getenv("AMN_PLUGIN_PATH");
-    if (env) push_path_list(&dirs, &n, &cap, env);
-    const char *sys = opts->no_env ? NULL : getenv("AMN_PLUGIN_SYSTEM_PATH");
-    if (sys)
-        push_path_list(&dirs, &n, &cap, sys);
-    else if (!opts->no_default)
-        push_default(&dirs, &n, &cap);
-    if (n) open_cache(ctx, dirs, n);
-    for (size_t i = 0; i < n; i++) load_dir(ctx, dirs[i]);
-    for (size_t i = 0; i < n; i++) free(dirs[i]);
-    free(dirs);
-    /* Entries left over describe files that are gone. */
-    if (ctx->cache_path && (ctx->cache_dirty || ctx->cache.n)) write_cache(ctx);
-    amni_cache_clear(&ctx->cache);
+    if (ctx->ltdl_ready) {
+        char **dirs = NULL;
+        size_t n = 0, cap = 0;
+        for (size_t i = 0; i < opts->n_plugin_dirs; i++)
+            push_dir(&dirs, &n, &cap, opts->plugin_dirs[i]);
+        const char *env = opts->no_env ? NULL : getenv("AMN_PLUGIN_PATH");
+        if (env) push_path_list(&dirs, &n, &cap, env);
+        const char *sys = opts->no_env ? NULL : getenv("AMN_PLUGIN_SYSTEM_PATH");
+        if (sys)
+            push_path_list(&dirs, &n, &cap, sys);
+        else if (!opts->no_default)
+            push_default(&dirs, &n, &cap);
+        if (n) open_cache(ctx, dirs, n);
+        for (size_t i = 0; i < n; i++) load_dir(ctx, dirs[i]);
+        for (size_t i = 0; i < n; i++) free(dirs[i]);
+        free(dirs);
+        /* Entries left over describe files that are gone. */
+        if (ctx->cache_path && (ctx->cache_dirty || ctx->cache.n)) write_cache(ctx);
+        amni_cache_clear(&ctx->cache);
+    }
     *out = ctx;
     return AMN_OK;
 }
@@ -767,7 +750,7 @@ static void ctx_free(amn_ctx *ctx, bool unload) {
     if (!ctx) return;
     for (size_t i = 0; i < ctx->n_plugins; i++) {
         plugin_rec *p = &ctx->plugins[i];
-        if (p->handle && unload) dlclose(p->handle);
+        if (p->handle && unload) lt_dlclose(p->handle);
         free(p->name), free(p->version), free(p->description), free(p->license);
         free(p->file), free(p->status), free(p->reason);
         free(p->formats), free(p->schemes), free(p->resolvers);
@@ -782,6 +765,7 @@ static void ctx_free(amn_ctx *ctx, bool unload) {
     amni_cache_clear(&ctx->cache);
     free(ctx->cache_path);
     pthread_mutex_destroy(&ctx->lock);
+    if (ctx->ltdl_ready && unload) lt_dlexit();
     free(ctx);
 }
 
@@ -789,7 +773,7 @@ void amn_ctx_free(amn_ctx *ctx) {
     ctx_free(ctx, true);
 }
 
-/* The modules stay mapped (their handles are never closed) until the process
+/* The modules stay mapped (libltdl keeps their handles) until the process
  * exits, which tears the whole address space down at once. */
 void amn_ctx_free_keep_modules(amn_ctx *ctx) {
     ctx_free(ctx, false);

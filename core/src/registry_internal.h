@@ -14,7 +14,7 @@
 typedef struct plugin_rec {
     char *name, *version, *description, *license, *file, *status, *reason;
     unsigned abi_major, abi_minor;
-    void *handle; /* from dlopen, NULL for built-ins and rejected files */
+    void *handle; /* lt_dlhandle, NULL for built-ins and rejected files */
     const amn_format **formats;
     size_t n_formats;
     const amn_scheme **schemes;
@@ -39,6 +39,7 @@ struct amn_ctx {
     const char **format_owner;
     const amn_resolver **resolvers;
     size_t n_resolvers;
+    int ltdl_ready;
     /* Lazy loading (registry.c): the cache read at start, where it lives
      * (NULL: no cache), whether it must be rewritten, how many plugins are
      * still pending, and a lock that serialises loading. */

@@ -6,7 +6,7 @@
  * median and best wall time and the median CPU time (user + system, from
  * wait4; what a loaded machine shares out) of each:
  *   /bin/true                         process start alone (exec, ld.so, libc)
- *   amn --version                     + libamn, json-c; no plugin
+ *   amn --version                     + libamn, json-c, libltdl; no plugin
  *   amn plugins, no plugin directory  + the registry with nothing to load
  *   amn inspect 2 GiB, safetensors only  (a directory holding only that module)
  *   amn inspect 2 GiB, no cache       every plugin loaded (AMN_REGISTRY_CACHE=0)
@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
         int skip;
     } cmd[] = {
         {"/bin/true (process start)", {"/bin/true", NULL}, NULL, 0},
-        {"amn --version (+ libamn, json-c)", {amn, "--version", NULL}, NULL, 0},
+        {"amn --version (+ libamn, json-c, ltdl)", {amn, "--version", NULL}, NULL, 0},
         {"amn plugins, no plugin found", {amn, "plugins", NULL}, env_none, 0},
         {"amn inspect 2 GiB, safetensors only",
          {amn, "inspect", big, NULL},
