@@ -24,6 +24,10 @@
 # after linking the output in; cp + sync does not: a few ms at most.
 # BASE=OTHER_BUILD_DIR also times that build's amn in every round, both
 # ways, and prints its times against this build's (before/after in one run).
+# Also printed: minor page faults (best / median; each costs 10-13 us on the
+# project's VM, so they show where CPU goes beyond the copy). AMN_INPUT=pread
+# (or map, splice, copy) pins the way amn reads its input instead of its
+# probe choosing one per input; the header line says which was used.
 set -eu
 B=${1:?usage: writer_bench.sh BUILD_DIR [DIR]}
 D=${2:-/tmp/amn-writer-bench}
@@ -48,28 +52,28 @@ PY
 fi
 cat "$IN" >/dev/null
 
-# time_to FILE CMD...: append "wall user sys maxrss" of CMD to FILE.
+# time_to FILE CMD...: append "wall user sys maxrss minor-faults" of CMD to FILE.
 time_to() {
     f=$1
     shift
-    /usr/bin/time -f "%e %U %S %M" -a -o "$f" "$@" >/dev/null
+    /usr/bin/time -f "%e %U %S %M %R" -a -o "$f" "$@" >/dev/null
 }
 
 report() { # report LABEL SIZE AMN_TIMES CP_TIMES
     awk -v t="$1" -v sz="$2" '
         function sort(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j > 0 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x } }
-        FNR == NR { aw[++na] = $1 * 1000; ac[na] = ($2 + $3) * 1000; if ($4 > rss) rss = $4; next }
-        { cw[++nc] = $1 * 1000; cc[nc] = ($2 + $3) * 1000 }
+        FNR == NR { aw[++na] = $1 * 1000; ac[na] = ($2 + $3) * 1000; if ($4 > rss) rss = $4; af[na] = $5; next }
+        { cw[++nc] = $1 * 1000; cc[nc] = ($2 + $3) * 1000; cf[nc] = $5 }
         END {
-            sort(aw, na); sort(ac, na); sort(cw, nc); sort(cc, nc)
+            sort(aw, na); sort(ac, na); sort(cw, nc); sort(cc, nc); sort(af, na); sort(cf, nc)
             m = int((na + 1) / 2)
-            printf "%s: %.0f MiB out. wall: amn %.0f ms best, %.0f median; cp %.0f / %.0f; rate vs cp %.2fx best, %.2fx median. cpu (user+sys): amn %.0f / %.0f ms, cp %.0f / %.0f. amn peak RSS %.1f MiB\n",
+            printf "%s: %.0f MiB out. wall: amn %.0f ms best, %.0f median; cp %.0f / %.0f; rate vs cp %.2fx best, %.2fx median. cpu (user+sys): amn %.0f / %.0f ms, cp %.0f / %.0f. minor faults: amn %d / %d, cp %d / %d. amn peak RSS %.1f MiB\n",
                 t, sz / 1048576, aw[1], aw[m], cw[1], cw[m], cw[1] / aw[1], cw[m] / aw[m],
-                ac[1], ac[m], cc[1], cc[m], rss / 1024
+                ac[1], ac[m], cc[1], cc[m], af[1], af[m], cf[1], cf[m], rss / 1024
         }' "$3" "$4"
 }
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $R rounds; $D"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $R rounds; $D; AMN_INPUT=${AMN_INPUT:-auto}"
 for T in ${TARGETS:-safetensors npz pth}; do
     OUT="$D/out.$T" COPY="$D/copy.$T"
     rm -f "$D"/*.t
