@@ -99,7 +99,7 @@ static int unicode_escape(st_json *j, char **r, unsigned *cp) {
                              "%s: header string holds an escaped NUL (\\u0000)", j->src);
     if (*cp >= 0xDC00 && *cp <= 0xDFFF) return stj_error(j, "lone surrogate in a \\u escape");
     if (*cp < 0xD800 || *cp > 0xDBFF) return AMN_OK;
-    unsigned low;
+    unsigned low = 0;
     if (j->end - *r < 6 || (*r)[0] != '\\' || (*r)[1] != 'u' || hex4(*r + 2, j->end, &low) ||
         low < 0xDC00 || low > 0xDFFF)
         return stj_error(j, "lone surrogate in a \\u escape");
@@ -147,7 +147,7 @@ int stj_string(st_json *j, const char **out) {
             *w++ = to[k - from];
             r++;
         } else if (*r == 'u') {
-            unsigned cp;
+            unsigned cp = 0;
             r++;
             if ((rc = unicode_escape(j, &r, &cp))) return rc;
             w = put_utf8(w, cp);
