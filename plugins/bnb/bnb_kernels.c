@@ -20,10 +20,22 @@ void bnb4_dequant(const bnb4_layout *l, uint64_t e0, uint64_t count, amn_dtype o
     const size_t es = amn_dtype_size(out);
     uint8_t *d = dst;
     const uint64_t end = e0 + count;
-    for (uint64_t e = e0; e < end;) {
-        const uint64_t b = e / l->block;
+    /* Blocks and nested blocks are counted, not divided out per block: a
+     * 64-bit division costs 40-90 cycles on Skylake, as much as decoding
+     * the block's 64 elements. */
+    uint64_t b = e0 / l->block;
+    uint64_t nb = l->nested ? b / l->nested_block : 0,
+             nb_left = l->nested ? l->nested_block - b % l->nested_block : 0;
+    for (uint64_t e = e0; e < end; b++) {
         const uint64_t bend = (b + 1) * l->block < end ? (b + 1) * l->block : end;
-        const float s = bnb4_block_scale(l, b);
+        float s;
+        if (l->nested) {
+            if (nb_left == 0) nb++, nb_left = l->nested_block;
+            nb_left--;
+            s = bnb4_nested_scale(l, b, nb);
+        } else {
+            s = bnb4_block_scale(l, b);
+        }
         uint64_t i = e;
         if (i & 1) { /* a low nibble first: the vector path takes whole bytes */
             qs_store1(l->codebook[nibble_at(l->weight, i)] * s, out, d + (i - e0) * es);

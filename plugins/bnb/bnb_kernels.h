@@ -45,6 +45,14 @@ typedef struct bnb4_layout {
 /* The codebook a quant_map decodes to (the -0.0 rule). */
 void bnb4_codebook(const float quant_map[16], float cb[16]);
 
+/* Scale of block b under double quantization, whose nested block is nb. */
+static inline float bnb4_nested_scale(const bnb4_layout *l, uint64_t b, uint64_t nb) {
+    float na;
+    memcpy(&na, l->nested_absmax + nb * 4, 4);
+    const float prod = l->nested_map[l->absmax[b]] * na; /* separate statements: */
+    return prod + l->nested_offset;                      /* two roundings */
+}
+
 /* Scale of block b. */
 static inline float bnb4_block_scale(const bnb4_layout *l, uint64_t b) {
     float f;
@@ -52,10 +60,7 @@ static inline float bnb4_block_scale(const bnb4_layout *l, uint64_t b) {
         memcpy(&f, l->absmax + b * 4, 4);
         return f;
     }
-    float na;
-    memcpy(&na, l->nested_absmax + (b / l->nested_block) * 4, 4);
-    const float prod = l->nested_map[l->absmax[b]] * na; /* separate statements: */
-    return prod + l->nested_offset;                      /* two roundings */
+    return bnb4_nested_scale(l, b, b / l->nested_block);
 }
 
 /* Elements [e0, e0 + count) as `out` (F32, F16, BF16) into dst. */

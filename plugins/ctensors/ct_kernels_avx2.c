@@ -86,22 +86,30 @@ static inline __attribute__((always_inline)) void row_vec(const ct_layout *l, ui
                                                           amn_dtype stype, uint8_t *d) {
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const uint8_t *row = l->weight + o * (l->packed ? l->words * 4 : l->in);
-    const bool uniform = !gt && l->group_size % 8 == 0;
     const uint64_t in8 = l->in - l->in % 8;
-    for (uint64_t i = 0; i < in8; i += 8) {
-        __m256 s;
-        __m256i z;
-        if (uniform) {
-            const uint64_t g = i / l->group_size;
-            s = _mm256_set1_ps(st[g]);
-            z = _mm256_set1_epi32(zt[g]);
-        } else {
-            const __m256i gi = _mm256_loadu_si256((const __m256i *)(gt + i));
-            s = _mm256_i32gather_ps(st, gi, 4);
-            z = l->zkind ? _mm256_i32gather_epi32(zt, gi, 4) : _mm256_setzero_si256();
+    if (!gt && l->group_size % 8 == 0) {
+        /* Group by group: a division per 8 columns costs 40-90 cycles on
+         * Skylake, 5x the work it would index. */
+        uint64_t i = 0;
+        for (uint64_t g = 0; i < in8; g++) {
+            const __m256 s = _mm256_set1_ps(st[g]);
+            const __m256i z = _mm256_set1_epi32(zt[g]);
+            const uint64_t end = i + l->group_size < in8 ? i + l->group_size : in8;
+            for (; i < end; i += 8) {
+                const __m256 y =
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(l, row, i), z)), s);
+                store8(y, out, stype, d + i * es);
+            }
         }
-        __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(l, row, i), z)), s);
-        store8(y, out, stype, d + i * es);
+    } else {
+        for (uint64_t i = 0; i < in8; i += 8) {
+            const __m256i gi = _mm256_loadu_si256((const __m256i *)(gt + i));
+            const __m256 s = _mm256_i32gather_ps(st, gi, 4);
+            const __m256i z = l->zkind ? _mm256_i32gather_epi32(zt, gi, 4) : _mm256_setzero_si256();
+            const __m256 y =
+                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(l, row, i), z)), s);
+            store8(y, out, stype, d + i * es);
+        }
     }
     for (uint64_t i = in8; i < l->in; i++) {
         const uint64_t g = gt ? (uint64_t)gt[i] : i / l->group_size;

@@ -175,6 +175,11 @@ tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t
  * loading them stalls on store forwarding). */
 #define XCHUNK 512
 
+/* Input rows per band (a multiple of 16); see mxfp4_expert_rows_avx2. */
+#ifndef MXFP4_BAND
+#define MXFP4_BAND 256
+#endif
+
 /* Input rows [r0, r1) of group g (r0 a multiple of 16; r1 one too, or R),
  * output rows [klo, khi). */
 static inline __attribute__((always_inline)) void
@@ -217,9 +222,21 @@ static void group_rows_any(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64
 
 void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
                             amn_dtype out, uint8_t *dst) {
-    for (uint64_t g = k0 / 32; g * 32 < k1; g++) {
-        const uint64_t klo = g * 32 > k0 ? g * 32 : k0;
-        const uint64_t khi = g * 32 + 32 < k1 ? g * 32 + 32 : k1;
-        group_rows_any(l, e, g, 0, l->rows, klo, khi, k0, out, dst);
+    /* Windows of 4 groups (128 output rows; one 64-byte line of each input
+     * row), each in bands of input rows: a band's code bytes and the
+     * stretches of output rows it writes lie on a few hundred pages, which
+     * the TLB holds (1536 entries on Skylake); a whole group at a time
+     * crossed thousands and missed on every strided row. */
+    for (uint64_t w0 = k0; w0 < k1;) {
+        const uint64_t w1 = (w0 / 128 + 1) * 128 < k1 ? (w0 / 128 + 1) * 128 : k1;
+        for (uint64_t rb = 0; rb < l->rows; rb += MXFP4_BAND) {
+            const uint64_t re = l->rows - rb > MXFP4_BAND ? rb + MXFP4_BAND : l->rows;
+            for (uint64_t g = w0 / 32; g * 32 < w1; g++) {
+                const uint64_t klo = g * 32 > w0 ? g * 32 : w0;
+                const uint64_t khi = g * 32 + 32 < w1 ? g * 32 + 32 : w1;
+                group_rows_any(l, e, g, rb, re, klo, khi, k0, out, dst);
+            }
+        }
+        w0 = w1;
     }
 }

@@ -17,12 +17,20 @@ void nvfp4_row_scalar(const uint8_t *w, const float *bs, uint64_t in, const floa
     }
 }
 
+/* The 256 E4M3 values: a call per block scale (one per 16 elements) cost
+ * more than decoding the block. */
+static void e4m3_table(float t[256]) {
+    for (unsigned c = 0; c < 256; c++) t[c] = amn_f8e4m3_to_f32((uint8_t)c);
+}
+
 void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
                         void *dst, amn_simd level) {
     const uint64_t nb = l->in / 16;
     const size_t rowbytes = (size_t)l->in * amn_dtype_size(out);
     const float *table = l->neg_zero ? e2m1_neg0 : e2m1_pos0;
-    float bs[512];
+    float bs[512], e4m3[256];
+    e4m3_table(e4m3);
+    const bool divide = l->divide;
     uint8_t *d = dst;
     for (uint64_t r = row0; r < row0 + nrows; r++, d += rowbytes) {
         const float second = l->second[r / l->rows_per_second];
@@ -31,12 +39,12 @@ void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, am
         /* Block scales a chunk at a time (rows may be long). */
         for (uint64_t b0 = 0; b0 < nb; b0 += 512) {
             const uint64_t n = nb - b0 < 512 ? nb - b0 : 512;
-            for (uint64_t b = 0; b < n; b++) {
-                const float s = amn_f8e4m3_to_f32(sc[b0 + b]);
-                bs[b] = l->divide ? s / second : s * second;
-            }
+            if (divide)
+                for (uint64_t b = 0; b < n; b++) bs[b] = e4m3[sc[b0 + b]] / second;
+            else
+                for (uint64_t b = 0; b < n; b++) bs[b] = e4m3[sc[b0 + b]] * second;
             const uint64_t i0 = b0 * 16;
-            if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16)
+            if (level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16)
                 nvfp4_row_avx512(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
             else if (level >= AMN_SIMD_AVX2)
                 nvfp4_row_avx2(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
@@ -60,6 +68,8 @@ int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn
     float *bs = malloc((size_t)O * sizeof *bs);
     if (!bs) return -1;
     uint64_t have = UINT64_MAX; /* the (expert, block row) whose scales bs holds */
+    float e4m3[256];
+    e4m3_table(e4m3);
     uint8_t *d = dst;
     for (uint64_t r = row0; r < row0 + nrows; r++, d += rowbytes) {
         const uint64_t e = r / l->in, i = r % l->in;
@@ -68,12 +78,12 @@ int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn
             /* ModelOpt's per_block = f32(e4m3) * weight_scale_2, once per 16 rows. */
             const float second = l->second[l->n_second == 1 ? 0 : e];
             const uint8_t *sc = l->scales + brow * O;
-            for (uint64_t o = 0; o < O; o++) bs[o] = amn_f8e4m3_to_f32(sc[o]) * second;
+            for (uint64_t o = 0; o < O; o++) bs[o] = e4m3[sc[o]] * second;
             have = brow;
         }
         const uint8_t *w = l->weight + (e * (l->in / 2) + i / 2) * O;
         const unsigned shift = 4 * (unsigned)(i & 1);
-        if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16)
+        if (level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16)
             nvfp4_bmm_row_avx512(w, shift, bs, O, e2m1_pos0, out, d);
         else if (level >= AMN_SIMD_AVX2)
             nvfp4_bmm_row_avx2(w, shift, bs, O, e2m1_pos0, out, d);

@@ -209,6 +209,12 @@ static void cli_case(const char *what, const char *dir, const entry *e, int coun
            "  --no-sync %.3f s wall (%.3f s CPU) against cp %.3f s (%.3f s CPU): rate x%.2f\n",
            what, bytes * 1e-6, tr[0], cr[0], tc[0], cc[0], tc[0] / tr[0], tr[1], cr[1], tc[1],
            cc[1], tc[1] / tr[1]);
+    if (getenv("SCHEME_BENCH_KEEP")) { /* keep each input, e.g. for perf record */
+        static int kept;
+        char keep[300];
+        snprintf(keep, sizeof keep, "%s/model-%d.safetensors", dir, kept++);
+        if (rename(in, keep) == 0) printf("  input kept: %s\n", keep);
+    }
     unlink(in);
     unlink(out);
     unlink(copy);
@@ -353,7 +359,7 @@ int main(int argc, char **argv) {
                 snprintf(ne[3 * k + 2].name, sizeof ne[0].name, "l%d.weight_scale_2", k);
             }
             cli_case("ModelOpt NVFP4, 4 x [11008, 4096]", dir, ne, 12);
-            rmdir(dir);
+            if (!getenv("SCHEME_BENCH_KEEP")) rmdir(dir);
         }
     }
     free(blocks), free(e8), free(w4), free(w8), free(s128), free(zp), free(sch), free(gidx);

@@ -99,9 +99,20 @@ static void run_bmm(const void *l, uint64_t r0, uint64_t n, amn_dtype out, void 
  * so every scale meets every code. */
 static void test_mxfp4(void **state) {
     (void)state;
-    static const uint64_t shapes[][4] = {{1, 8, 1, 0},  {2, 13, 3, 0}, {3, 24, 2, 0}, {1, 67, 5, 0},
-                                         {2, 5, 1, 0},  {1, 16, 1, 1}, {2, 32, 2, 1}, {1, 59, 3, 1},
-                                         {2, 48, 2, 1}, {3, 96, 1, 1}, {1, 256, 2, 2}};
+    static const uint64_t shapes[][4] = {{1, 8, 1, 0},
+                                         {2, 13, 3, 0},
+                                         {3, 24, 2, 0},
+                                         {1, 67, 5, 0},
+                                         {2, 5, 1, 0},
+                                         {1, 16, 1, 1},
+                                         {2, 32, 2, 1},
+                                         {1, 59, 3, 1},
+                                         {2, 48, 2, 1},
+                                         {3, 96, 1, 1},
+                                         {1, 256, 2, 2},
+                                         /* several bands of input rows and windows of groups */
+                                         {2, 600, 6, 1},
+                                         {1, 523, 5, 0}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const uint64_t E = shapes[s][0], R = shapes[s][1], G = shapes[s][2], n = E * R * G;
         uint8_t *blocks = rbytes(n * 16), *scales = rbytes(n);
@@ -134,15 +145,27 @@ static void test_ctensors(void **state) {
         int zkind;
         bool act;
         uint64_t br; /* block strategy: rows per scale row (0: one each) */
-    } cases[] = {{true, 4, 9, 96, 32, 0, false, 0},   {true, 4, 20, 100, 100, 1, false, 0},
-                 {true, 4, 17, 64, 16, 2, true, 0},   {true, 8, 11, 36, 12, 1, false, 0},
-                 {true, 4, 5, 48, 12, 0, false, 0},   {true, 2, 7, 64, 32, 1, false, 0},
-                 {true, 2, 9, 40, 8, 2, false, 0},    {true, 2, 6, 72, 24, 0, true, 0},
-                 {false, 8, 13, 40, 8, 2, false, 0},  {false, 8, 6, 24, 24, 0, false, 0},
-                 {false, 8, 21, 40, 16, 2, false, 8}, {true, 4, 20, 40, 32, 0, false, 16},
-                 {true, 2, 11, 56, 12, 0, false, 3},  {true, 4, 24, 204, 40, 1, true, 0},
-                 {false, 8, 16, 44, 11, 2, true, 0},  {true, 8, 19, 40, 8, 0, true, 0},
-                 {true, 2, 12, 72, 24, 1, true, 0},   {true, 4, 32, 64, 12, 2, false, 5}};
+    } cases[] = {{true, 4, 9, 96, 32, 0, false, 0},
+                 {true, 4, 20, 100, 100, 1, false, 0},
+                 {true, 4, 17, 64, 16, 2, true, 0},
+                 {true, 8, 11, 36, 12, 1, false, 0},
+                 {true, 4, 5, 48, 12, 0, false, 0},
+                 {true, 2, 7, 64, 32, 1, false, 0},
+                 {true, 2, 9, 40, 8, 2, false, 0},
+                 {true, 2, 6, 72, 24, 0, true, 0},
+                 {false, 8, 13, 40, 8, 2, false, 0},
+                 {false, 8, 6, 24, 24, 0, false, 0},
+                 {false, 8, 21, 40, 16, 2, false, 8},
+                 {true, 4, 20, 40, 32, 0, false, 16},
+                 {true, 2, 11, 56, 12, 0, false, 3},
+                 {true, 4, 24, 204, 40, 1, true, 0},
+                 {false, 8, 16, 44, 11, 2, true, 0},
+                 {true, 8, 19, 40, 8, 0, true, 0},
+                 {true, 2, 12, 72, 24, 1, true, 0},
+                 {true, 4, 32, 64, 12, 2, false, 5},
+                 /* uniform groups of 8k columns, the last one short */
+                 {true, 4, 10, 100, 32, 1, false, 0},
+                 {false, 8, 7, 51, 16, 2, false, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         for (int st = 0; st < 3; st++) {
             const uint64_t O = cases[c].out, I = cases[c].in,
