@@ -16,6 +16,7 @@
  * follow, hence the software prefetch. */
 #include <immintrin.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "mxfp4_kernels.h"
 #include "amn/kit/store_avx2.h"
@@ -55,10 +56,9 @@ static inline __m256 lookup(__m256 lo, __m256 hi, __m256i code) {
     return _mm256_blendv_ps(a, b, upper);
 }
 
-static inline __attribute__((always_inline)) void tile(const mxfp4_layout *l, uint64_t e,
-                                                       uint64_t g, uint64_t r, uint64_t klo,
-                                                       uint64_t khi, uint64_t k0, amn_dtype out,
-                                                       uint8_t *dst, size_t rowbytes) {
+static inline __attribute__((always_inline)) void
+tile(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, uint64_t klo, uint64_t khi,
+     uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes, uint64_t col0) {
     const uint64_t R = l->rows, G = l->groups, kb = g * 32;
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const __m256 lut_lo = _mm256_loadu_ps(mxfp4_e2m1), lut_hi = _mm256_loadu_ps(mxfp4_e2m1 + 8);
@@ -80,7 +80,7 @@ static inline __attribute__((always_inline)) void tile(const mxfp4_layout *l, ui
         for (int j = 0; j < 8; j++) {
             const uint64_t k = kb + (uint64_t)(part >> 1) * 16 + 2 * (uint64_t)j + (part & 1);
             if (k < klo || k >= khi) continue;
-            uint8_t *d = dst + (k - k0) * rowbytes + r * es;
+            uint8_t *d = dst + (k - k0) * rowbytes + (r - col0) * es;
             if (out == AMN_DTYPE_BF16)
                 _mm_storeu_si128((__m128i *)d, bf16_exact(v[part][j]));
             else
@@ -123,7 +123,7 @@ static inline void store16(amn_dtype out, uint8_t *d, __m256i v) {
 
 static inline __attribute__((always_inline)) void
 tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t *xs, uint64_t klo,
-       uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes) {
+       uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes, uint64_t col0) {
     const uint64_t R = l->rows, G = l->groups;
     const __m256i x = _mm256_loadu_si256((const __m256i *)xs);
     const __m256i tlo =
@@ -163,7 +163,8 @@ tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t
                 const uint64_t k = kb + 4 * (uint64_t)q + 2 * (uint64_t)t + (uint64_t)h;
                 if (k < klo || k >= khi) continue;
                 const __m256i v = t ? _mm256_unpackhi_epi8(lo, hi) : _mm256_unpacklo_epi8(lo, hi);
-                store16(out, dst + (k - k0) * rowbytes + r * (out == AMN_DTYPE_F32 ? 4 : 2),
+                store16(out,
+                        dst + (k - k0) * rowbytes + (r - col0) * (out == AMN_DTYPE_F32 ? 4 : 2),
                         scale16(v, x));
             }
         }
@@ -181,11 +182,12 @@ tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t
 #endif
 
 /* Input rows [r0, r1) of group g (r0 a multiple of 16; r1 one too, or R),
- * output rows [klo, khi). */
+ * output rows [klo, khi): element (k, r) at dst + (k - k0) * rowbytes +
+ * (r - col0) * its size. A tail of fewer than 8 rows (r1 = R only) goes
+ * by the scalar path, which writes whole output rows (col0 = 0). */
 static inline __attribute__((always_inline)) void
 group_rows(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1, uint64_t klo,
-           uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst) {
-    const size_t rowbytes = (size_t)l->rows * (out == AMN_DTYPE_F32 ? 4 : 2);
+           uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes, uint64_t col0) {
     const uint64_t r16 = r1 - (r1 - r0) % 16, r8 = r1 - (r1 - r0) % 8;
     for (uint64_t rc = r0; rc < r16; rc += XCHUNK) {
         const uint64_t rend = r16 - rc < XCHUNK ? r16 : rc + XCHUNK;
@@ -194,47 +196,62 @@ group_rows(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t 
         if (out != AMN_DTYPE_F16) mxfp4_shifts(l, e, g, rc, rend, xs, fast);
         for (uint64_t r = rc; r < rend; r += 16) {
             if (out != AMN_DTYPE_F16 && fast[(r - rc) / 16]) {
-                tile16(l, e, g, r, xs + (r - rc), klo, khi, k0, out, dst, rowbytes);
+                tile16(l, e, g, r, xs + (r - rc), klo, khi, k0, out, dst, rowbytes, col0);
                 continue;
             }
-            tile(l, e, g, r, klo, khi, k0, out, dst, rowbytes);
-            tile(l, e, g, r + 8, klo, khi, k0, out, dst, rowbytes);
+            tile(l, e, g, r, klo, khi, k0, out, dst, rowbytes, col0);
+            tile(l, e, g, r + 8, klo, khi, k0, out, dst, rowbytes, col0);
         }
     }
-    if (r16 < r8) tile(l, e, g, r16, klo, khi, k0, out, dst, rowbytes);
+    if (r16 < r8) tile(l, e, g, r16, klo, khi, k0, out, dst, rowbytes, col0);
     if (r8 < r1) mxfp4_expert_rows_scalar(l, e, klo, khi, r8, out, dst + (klo - k0) * rowbytes);
 }
 
 static void group_rows_any(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1,
-                           uint64_t klo, uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst) {
+                           uint64_t klo, uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst,
+                           size_t rowbytes, uint64_t col0) {
     switch (out) {
     case AMN_DTYPE_F32:
-        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F32, dst);
+        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F32, dst, rowbytes, col0);
         break;
     case AMN_DTYPE_F16:
-        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F16, dst);
+        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F16, dst, rowbytes, col0);
         break;
     default:
-        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_BF16, dst);
+        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_BF16, dst, rowbytes, col0);
         break;
     }
 }
 
 void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
                             amn_dtype out, uint8_t *dst) {
-    /* Windows of 4 groups (128 output rows; one 64-byte line of each input
-     * row), each in bands of input rows: a band's code bytes and the
-     * stretches of output rows it writes lie on a few hundred pages, which
-     * the TLB holds (1536 entries on Skylake); a whole group at a time
-     * crossed thousands and missed on every strided row. */
+    /* The output is the input transposed, so one side is always strided.
+     * Windows of 4 groups (128 output rows; one 64-byte line of each input
+     * row), each in bands of MXFP4_BAND input rows, so that what a band
+     * reads lies on a few hundred pages, which the TLB holds (1536 entries
+     * on Skylake). Each group of a full band is decoded into a stage of
+     * 32 x MXFP4_BAND elements that L1 holds, then copied out as 32 runs
+     * of contiguous bytes: the tiles' 32-byte stores to 32 distinct output
+     * lines each cost 5x the decoding when they went to the output itself
+     * (Skylake-SP, 2 MiB chunks). */
+    const size_t es = amn_dtype_size(out), rowbytes = (size_t)l->rows * es;
+    const size_t sbytes = MXFP4_BAND * es;
+    _Alignas(64) uint8_t stage[32 * MXFP4_BAND * 4];
     for (uint64_t w0 = k0; w0 < k1;) {
         const uint64_t w1 = (w0 / 128 + 1) * 128 < k1 ? (w0 / 128 + 1) * 128 : k1;
         for (uint64_t rb = 0; rb < l->rows; rb += MXFP4_BAND) {
-            const uint64_t re = l->rows - rb > MXFP4_BAND ? rb + MXFP4_BAND : l->rows;
+            const bool full = l->rows - rb >= MXFP4_BAND;
+            const uint64_t re = full ? rb + MXFP4_BAND : l->rows;
             for (uint64_t g = w0 / 32; g * 32 < w1; g++) {
                 const uint64_t klo = g * 32 > w0 ? g * 32 : w0;
                 const uint64_t khi = g * 32 + 32 < w1 ? g * 32 + 32 : w1;
-                group_rows_any(l, e, g, rb, re, klo, khi, k0, out, dst);
+                if (!full) {
+                    group_rows_any(l, e, g, rb, re, klo, khi, k0, out, dst, rowbytes, 0);
+                    continue;
+                }
+                group_rows_any(l, e, g, rb, re, klo, khi, klo, out, stage, sbytes, rb);
+                for (uint64_t k = klo; k < khi; k++)
+                    memcpy(dst + (k - k0) * rowbytes + rb * es, stage + (k - klo) * sbytes, sbytes);
             }
         }
         w0 = w1;
