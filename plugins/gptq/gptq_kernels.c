@@ -33,9 +33,11 @@ int32_t gptq_zero(const gptq_layout *l, uint64_t g, uint64_t o) {
      * 0x01010101), so a stored all-ones field wraps to 0 and carries into
      * the next field. Reproduce that word addition. */
     static const uint32_t ones[9] = {[2] = 0x55555555u, [4] = 0x11111111u, [8] = 0x01010101u};
-    const unsigned pf = 32 / bits;
-    const uint32_t w = gptq_ld32(row + (o / pf) * 4) + ones[bits];
-    return (int32_t)((w >> (bits * (o % pf))) & mask);
+    /* Fields per word 16, 8 or 4: shifts, not a division per call (the
+     * AVX2 path calls this once per group per output row). */
+    const unsigned lg = bits == 2 ? 4 : bits == 4 ? 3 : 2;
+    const uint32_t w = gptq_ld32(row + (o >> lg) * 4) + ones[bits];
+    return (int32_t)((w >> (bits * (o & ((1u << lg) - 1)))) & mask);
 }
 
 float gptq_scale(const gptq_layout *l, uint64_t g, uint64_t o) {
