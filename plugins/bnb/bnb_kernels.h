@@ -84,6 +84,12 @@ void bnb8_row_avx2(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t 
 /* AVX-512 (bnb_kernels_avx512.c): F32 and BF16 outputs only. */
 void bnb4_run_avx512(const float cb[16], const uint8_t *w, size_t nbytes, float scale,
                      amn_dtype out, uint8_t *dst);
+/* n whole blocks of bbytes bytes each (2 * bbytes elements), block j scaled
+ * by s[j], into dst. */
+void bnb4_blocks_avx2(const float cb[16], const uint8_t *w, size_t n, size_t bbytes, const float *s,
+                      amn_dtype out, uint8_t *dst);
+void bnb4_blocks_avx512(const float cb[16], const uint8_t *w, size_t n, size_t bbytes,
+                        const float *s, amn_dtype out, uint8_t *dst);
 void bnb8_row_avx512(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t *dst);
 
 /* ---- encode (the arithmetic of bitsandbytes' CUDA kernels) ---- */

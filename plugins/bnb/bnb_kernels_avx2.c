@@ -13,10 +13,12 @@ static inline __m256 lookup8(__m256 lo, __m256 hi, __m256i idx) {
     return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 }
 
-void bnb4_run_avx2(const float cb[16], const uint8_t *w, size_t nbytes, float scale, amn_dtype out,
-                   uint8_t *dst) {
-    const size_t es = amn_dtype_size(out);
-    const __m256 lo = _mm256_loadu_ps(cb), hi = _mm256_loadu_ps(cb + 8);
+/* 2 * nbytes elements of one block scaled by s; out fixed by the callers
+ * (always inlined) so the store's dtype test folds. */
+static inline __attribute__((always_inline)) void run256(const float cb[16], __m256 lo, __m256 hi,
+                                                         const uint8_t *w, size_t nbytes,
+                                                         float scale, amn_dtype out, uint8_t *dst) {
+    const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const __m256 s = _mm256_set1_ps(scale);
     const __m128i m15 = _mm_set1_epi8(15);
     size_t i = 0;
@@ -37,6 +39,35 @@ void bnb4_run_avx2(const float cb[16], const uint8_t *w, size_t nbytes, float sc
         qs_store1(cb[w[i] >> 4] * scale, out, dst + 2 * i * es);
         qs_store1(cb[w[i] & 15] * scale, out, dst + (2 * i + 1) * es);
     }
+}
+
+#define BY_OUT(CALL)                                                                               \
+    do {                                                                                           \
+        if (out == AMN_DTYPE_F32)                                                                  \
+            CALL(AMN_DTYPE_F32);                                                                   \
+        else if (out == AMN_DTYPE_F16)                                                             \
+            CALL(AMN_DTYPE_F16);                                                                   \
+        else                                                                                       \
+            CALL(AMN_DTYPE_BF16);                                                                  \
+    } while (0)
+
+void bnb4_run_avx2(const float cb[16], const uint8_t *w, size_t nbytes, float scale, amn_dtype out,
+                   uint8_t *dst) {
+    const __m256 lo = _mm256_loadu_ps(cb), hi = _mm256_loadu_ps(cb + 8);
+#define RUN(OUT) run256(cb, lo, hi, w, nbytes, scale, OUT, dst)
+    BY_OUT(RUN);
+#undef RUN
+}
+
+void bnb4_blocks_avx2(const float cb[16], const uint8_t *w, size_t n, size_t bbytes, const float *s,
+                      amn_dtype out, uint8_t *dst) {
+    const __m256 lo = _mm256_loadu_ps(cb), hi = _mm256_loadu_ps(cb + 8);
+#define BLOCKS(OUT)                                                                                \
+    for (size_t j = 0; j < n; j++)                                                                 \
+    run256(cb, lo, hi, w + j * bbytes, bbytes, s[j], OUT,                                          \
+           dst + 2 * j * bbytes * (OUT == AMN_DTYPE_F32 ? 4 : 2))
+    BY_OUT(BLOCKS);
+#undef BLOCKS
 }
 
 void bnb8_row_avx2(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t *dst) {

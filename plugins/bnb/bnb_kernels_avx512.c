@@ -16,11 +16,14 @@
 static const int32_t inter_a[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
 static const int32_t inter_b[16] = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
-void bnb4_run_avx512(const float cb[16], const uint8_t *w, size_t nbytes, float scale,
-                     amn_dtype out, uint8_t *dst) {
-    const size_t es = amn_dtype_size(out);
-    const __m512 table = _mm512_loadu_ps(cb), s = _mm512_set1_ps(scale);
-    const __m512i ia = _mm512_loadu_si512(inter_a), ib = _mm512_loadu_si512(inter_b);
+/* 2 * nbytes elements of one block scaled by s; out fixed by the callers
+ * (always inlined) so the store's dtype test folds. */
+static inline __attribute__((always_inline)) void run512(const float cb[16], __m512 table,
+                                                         __m512i ia, __m512i ib, const uint8_t *w,
+                                                         size_t nbytes, float scale, amn_dtype out,
+                                                         uint8_t *dst) {
+    const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
+    const __m512 s = _mm512_set1_ps(scale);
     size_t i = 0;
     for (; i + 16 <= nbytes; i += 16) {
         const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + i)));
@@ -33,6 +36,34 @@ void bnb4_run_avx512(const float cb[16], const uint8_t *w, size_t nbytes, float 
         qs_store1(cb[w[i] >> 4] * scale, out, dst + 2 * i * es);
         qs_store1(cb[w[i] & 15] * scale, out, dst + (2 * i + 1) * es);
     }
+}
+
+void bnb4_run_avx512(const float cb[16], const uint8_t *w, size_t nbytes, float scale,
+                     amn_dtype out, uint8_t *dst) {
+    const __m512 table = _mm512_loadu_ps(cb);
+    const __m512i ia = _mm512_loadu_si512(inter_a), ib = _mm512_loadu_si512(inter_b);
+    if (out == AMN_DTYPE_F32)
+        run512(cb, table, ia, ib, w, nbytes, scale, AMN_DTYPE_F32, dst);
+    else
+        run512(cb, table, ia, ib, w, nbytes, scale, AMN_DTYPE_BF16, dst);
+}
+
+static inline __attribute__((always_inline)) void blocks512(const float cb[16], const uint8_t *w,
+                                                            size_t n, size_t bbytes, const float *s,
+                                                            amn_dtype out, uint8_t *dst) {
+    const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
+    const __m512 table = _mm512_loadu_ps(cb);
+    const __m512i ia = _mm512_loadu_si512(inter_a), ib = _mm512_loadu_si512(inter_b);
+    for (size_t j = 0; j < n; j++)
+        run512(cb, table, ia, ib, w + j * bbytes, bbytes, s[j], out, dst + 2 * j * bbytes * es);
+}
+
+void bnb4_blocks_avx512(const float cb[16], const uint8_t *w, size_t n, size_t bbytes,
+                        const float *s, amn_dtype out, uint8_t *dst) {
+    if (out == AMN_DTYPE_F32)
+        blocks512(cb, w, n, bbytes, s, AMN_DTYPE_F32, dst);
+    else
+        blocks512(cb, w, n, bbytes, s, AMN_DTYPE_BF16, dst);
 }
 
 void bnb8_row_avx512(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t *dst) {

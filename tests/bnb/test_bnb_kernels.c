@@ -240,6 +240,52 @@ static void test_bnb_codes(void **state) {
     assert_int_equal(p[1], 0x0d);
 }
 
+/* Many blocks (more than one vector batch) under double quantization:
+ * every path against scalar, from starts inside and at block and nested-block
+ * boundaries. */
+static void test_bnb_paths_nested_long(void **state) {
+    (void)state;
+    if (amn_simd_level() < AMN_SIMD_AVX2) skip();
+    uint32_t x = 24680u;
+    enum { BS = 64, BLOCKS = 700, N = BS * BLOCKS - 29, NB = 256 };
+    static uint8_t w[(N + 1) / 2], codes[BLOCKS];
+    float nabs[(BLOCKS + NB - 1) / NB], nmap[256];
+    for (size_t i = 0; i < sizeof w; i++) w[i] = (uint8_t)qg_lcg(&x);
+    for (size_t i = 0; i < BLOCKS; i++) codes[i] = (uint8_t)qg_lcg(&x);
+    for (size_t i = 0; i < sizeof nabs / sizeof *nabs; i++)
+        nabs[i] = (float)(qg_lcg(&x) % 1000 + 1) * 1e-3f;
+    memcpy(nmap, bnb_dynamic_map, sizeof nmap);
+    bnb4_layout l = {.weight = w,
+                     .n = N,
+                     .block = BS,
+                     .absmax = codes,
+                     .nested = true,
+                     .nested_absmax = (const uint8_t *)nabs,
+                     .nested_map = nmap,
+                     .nested_block = NB,
+                     .nested_offset = 0.0123f};
+    bnb4_codebook(bnb_nf4_map, l.codebook);
+    static const uint64_t starts[] = {0, 1, BS, BS * NB - 3, BS * NB, 5 * BS + 7};
+    amn_simd lv[3];
+    const size_t nlv = levels(lv);
+    for (size_t oi = 0; oi < 3; oi++) {
+        const size_t es = amn_dtype_size(outs[oi]);
+        uint8_t *s = malloc((size_t)N * es), *v = malloc((size_t)N * es);
+        assert_non_null(s);
+        assert_non_null(v);
+        for (size_t k = 0; k < sizeof starts / sizeof *starts; k++) {
+            const uint64_t e0 = starts[k], c = N - e0 - k;
+            bnb4_dequant(&l, e0, c, outs[oi], s, AMN_SIMD_SCALAR);
+            for (size_t li = 1; li < nlv; li++) {
+                bnb4_dequant(&l, e0, c, outs[oi], v, lv[li]);
+                assert_memory_equal(s, v, c * es);
+            }
+        }
+        free(s);
+        free(v);
+    }
+}
+
 /* The vector path against scalar on random bytes, odd starts and lengths,
  * partial blocks, and scales with specials. */
 static void test_bnb_paths_random(void **state) {
@@ -374,8 +420,11 @@ static void test_bnb_encode_paths(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bnb_goldens),      cmocka_unit_test(test_bnb_tables),
-        cmocka_unit_test(test_bnb_codes),        cmocka_unit_test(test_bnb_paths_random),
+        cmocka_unit_test(test_bnb_goldens),
+        cmocka_unit_test(test_bnb_tables),
+        cmocka_unit_test(test_bnb_codes),
+        cmocka_unit_test(test_bnb_paths_random),
+        cmocka_unit_test(test_bnb_paths_nested_long),
         cmocka_unit_test(test_bnb_encode_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
