@@ -183,6 +183,10 @@ static void cli_bench(void) {
            "remember/cp time x%.2f (1 thread), x%.2f (2 threads)\n",
            layers, bytes * 1e-6, t1, bytes / t1 * 1e-9, t2, bytes / t2 * 1e-9, tc,
            bytes / tc * 1e-9, t1 / tc, t2 / tc);
+    if (getenv("QUANT_BENCH_KEEP")) { /* keep the model, e.g. for perf record */
+        printf("  kept: %s\n", in);
+        return;
+    }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
