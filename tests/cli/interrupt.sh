@@ -91,6 +91,37 @@ done
 echo "$kills kills, $midway caught while the temporary existed"
 [ "$midway" -ge $((kills / 3)) ] && pass || fail "too few kills landed during the write ($midway of $kills)"
 
+# An input truncated while it is read through its mapping (AMN_INPUT=map:
+# the cast reads the mapped F32 in user space) raises SIGBUS: the CLI turns
+# it into an I/O error (exit 6, a message), with no output and no temporary
+# left. Other paths report the same truncation as "file shrank" (exit 6).
+# A run that finished before the truncation proves nothing: at least one of
+# the tries must land while the output is being written.
+bus_landed=0
+for try in 1 2 3 4 5 6; do
+  dir=$work/b; rm -rf "$dir"; mkdir "$dir"
+  cp "$work/in.safetensors" "$dir/in.safetensors"
+  AMN_INPUT=map "$amn" convert "$dir/in.safetensors" --to safetensors --out-dtype bf16 \
+    -o "$dir/out.safetensors" -q --threads 1 2>"$work/buslog" &
+  pid=$! waited=0
+  until writing "$pid" "$dir" || ! kill -0 "$pid" 2>/dev/null || [ $waited -gt 2000 ]; do
+    sleep 0.001; waited=$((waited + 1))
+  done
+  landed=0; writing "$pid" "$dir" && landed=1
+  truncate -s 4096 "$dir/in.safetensors"
+  wait "$pid"; rc=$?
+  if [ $rc -eq 0 ] && [ $landed -eq 0 ]; then continue; fi
+  if [ $rc -eq 0 ]; then continue; fi # the last bytes were read before the cut
+  if [ $rc -ne 6 ]; then fail "truncated input (try $try): exit $rc, wanted 6"; cat "$work/buslog"; continue; fi
+  if ! grep -qE "SIGBUS|shrank" "$work/buslog"; then fail "truncated input: message: $(cat "$work/buslog")"; continue; fi
+  grep -q SIGBUS "$work/buslog" && bus_landed=$((bus_landed + 1))
+  if [ -e "$dir/out.safetensors" ] || [ "$(leftovers "$dir")" -ne 0 ]; then
+    fail "truncated input: left $(ls -a "$dir")"
+  else pass; fi
+done
+echo "truncated inputs: $bus_landed of 6 tries ended by SIGBUS"
+[ "$bus_landed" -ge 1 ] && pass || fail "no truncation landed as SIGBUS"
+
 # The named fallback really registers what it creates, and SIGKILL is the
 # one case it cannot clean (documented): check that claim is what happens.
 export AMN_NO_TMPFILE=1
