@@ -37,6 +37,29 @@ float ct_scale(const ct_layout *l, uint64_t o, uint64_t g) {
                           l->per_tensor ? 0 : ct_scale_row(l, o) * l->groups + g);
 }
 
+void ct_row_tables(const ct_layout *l, uint64_t o, float *st, int32_t *zt, size_t step) {
+    const uint64_t G = l->groups, srow = ct_scale_row(l, o);
+    for (uint64_t g = 0; g < G; g++)
+        st[g * step] = quant_scale_at(l->scales, l->stype, l->per_tensor ? 0 : srow * G + g);
+    switch (l->zkind) {
+    case CT_ZERO_PACKED: {
+        const unsigned pf = 32 / l->bits, sh = l->bits * (unsigned)(o % pf);
+        const uint8_t *row = l->zeros + (o / pf) * G * 4;
+        const uint32_t mask = (1u << l->bits) - 1;
+        const int32_t bias = (int32_t)(1u << (l->bits - 1));
+        for (uint64_t g = 0; g < G; g++)
+            zt[g * step] = (int32_t)((ld32(row + g * 4) >> sh) & mask) - bias;
+        break;
+    }
+    case CT_ZERO_I8:
+        for (uint64_t g = 0; g < G; g++) zt[g * step] = (int8_t)l->zeros[srow * G + g];
+        break;
+    default:
+        for (uint64_t g = 0; g < G; g++) zt[g * step] = 0;
+        break;
+    }
+}
+
 int ct_rows_scalar(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst) {
     const size_t es = amn_dtype_size(out);
     uint8_t *d = dst;

@@ -69,6 +69,10 @@ int ct_rows_avx2(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype ou
 int32_t ct_q(const ct_layout *l, uint64_t o, uint64_t i);
 int32_t ct_zero(const ct_layout *l, uint64_t o, uint64_t g);
 float ct_scale(const ct_layout *l, uint64_t o, uint64_t g);
+/* ct_scale and ct_zero of row o for every group, at st[g * step] and
+ * zt[g * step]: the row's divisions (block rows, packed zero fields) done
+ * once, not per group as the two calls do (40-90 cycles each on Skylake). */
+void ct_row_tables(const ct_layout *l, uint64_t o, float *st, int32_t *zt, size_t step);
 
 /* (q - z) * s in the scale's dtype, as binary32. */
 static inline float ct_apply(int32_t qz, float s, amn_dtype stype) {

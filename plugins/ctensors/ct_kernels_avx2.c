@@ -199,11 +199,9 @@ static void block_dispatch(const ct_layout *l, uint64_t o, const float *stt, con
 static void one_row(const ct_layout *l, uint64_t o, float *st, int32_t *zt, const int32_t *gt,
                     amn_dtype out, uint8_t *d) {
     bool finite = true;
-    for (uint64_t g = 0; g < l->groups; g++) {
-        st[g] = ct_scale(l, o, g);
-        zt[g] = ct_zero(l, o, g);
+    ct_row_tables(l, o, st, zt, 1);
+    for (uint64_t g = 0; g < l->groups; g++)
         if (!isfinite(st[g])) finite = false;
-    }
     if (finite)
         row_dispatch(l, o, st, zt, gt, out, d);
     else
@@ -213,12 +211,9 @@ static void one_row(const ct_layout *l, uint64_t o, float *st, int32_t *zt, cons
 /* Rows o..o+7 as one block when all their scales are finite. */
 static bool block_rows(const ct_layout *l, uint64_t o, float *stt, int32_t *ztt, const int32_t *gt,
                        amn_dtype out, uint8_t *d, size_t rowbytes) {
-    for (uint64_t g = 0; g < l->groups; g++)
-        for (uint64_t r = 0; r < 8; r++) {
-            stt[g * 8 + r] = ct_scale(l, o + r, g);
-            ztt[g * 8 + r] = ct_zero(l, o + r, g);
-            if (!isfinite(stt[g * 8 + r])) return false;
-        }
+    for (uint64_t r = 0; r < 8; r++) ct_row_tables(l, o + r, stt + r, ztt + r, 8);
+    for (uint64_t k = 0; k < l->groups * 8; k++)
+        if (!isfinite(stt[k])) return false;
     block_dispatch(l, o, stt, ztt, gt, out, d, rowbytes);
     return true;
 }
