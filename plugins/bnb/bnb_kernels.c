@@ -77,11 +77,12 @@ void bnb4_dequant(const bnb4_layout *l, uint64_t e0, uint64_t count, amn_dtype o
         }
         const uint64_t pairs = (bend - i) / 2;
         if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16 && pairs) {
-            bnb4_run_avx512(l->codebook, l->weight + i / 2, (size_t)pairs, s, out,
-                            d + (i - e0) * es);
+            bnb4_blocks_avx512(l->codebook, l->weight + i / 2, 1, (size_t)pairs, &s, out,
+                               d + (i - e0) * es);
             i += 2 * pairs;
         } else if (level >= AMN_SIMD_AVX2 && pairs) {
-            bnb4_run_avx2(l->codebook, l->weight + i / 2, (size_t)pairs, s, out, d + (i - e0) * es);
+            bnb4_blocks_avx2(l->codebook, l->weight + i / 2, 1, (size_t)pairs, &s, out,
+                             d + (i - e0) * es);
             i += 2 * pairs;
         }
         for (; i < bend; i++)

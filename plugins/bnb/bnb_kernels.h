@@ -76,20 +76,16 @@ typedef struct bnb8_layout {
 void bnb8_dequant_rows(const bnb8_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
                        void *dst, amn_simd level);
 
-/* Vector paths (bnb_kernels_avx2.c): 2 * nbytes elements from whole bytes;
- * one row of INT8. */
-void bnb4_run_avx2(const float cb[16], const uint8_t *w, size_t nbytes, float scale, amn_dtype out,
-                   uint8_t *dst);
-void bnb8_row_avx2(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t *dst);
-/* AVX-512 (bnb_kernels_avx512.c): F32 and BF16 outputs only. */
-void bnb4_run_avx512(const float cb[16], const uint8_t *w, size_t nbytes, float scale,
-                     amn_dtype out, uint8_t *dst);
-/* n whole blocks of bbytes bytes each (2 * bbytes elements), block j scaled
- * by s[j], into dst. */
+/* Vector paths: n blocks of bbytes bytes each (2 * bbytes elements from
+ * whole bytes), block j scaled by s[j], into dst; a partial block is one
+ * block of its own length. AVX2 (bnb_kernels_avx2.c) for every output
+ * dtype, AVX-512 (bnb_kernels_avx512.c) for F32 and BF16 only. One row of
+ * INT8 each. */
 void bnb4_blocks_avx2(const float cb[16], const uint8_t *w, size_t n, size_t bbytes, const float *s,
                       amn_dtype out, uint8_t *dst);
 void bnb4_blocks_avx512(const float cb[16], const uint8_t *w, size_t n, size_t bbytes,
                         const float *s, amn_dtype out, uint8_t *dst);
+void bnb8_row_avx2(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t *dst);
 void bnb8_row_avx512(const int8_t *w, size_t n, float scb, amn_dtype out, uint8_t *dst);
 
 /* ---- encode (the arithmetic of bitsandbytes' CUDA kernels) ---- */

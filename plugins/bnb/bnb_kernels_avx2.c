@@ -51,14 +51,6 @@ static inline __attribute__((always_inline)) void run256(const float cb[16], __m
             CALL(AMN_DTYPE_BF16);                                                                  \
     } while (0)
 
-void bnb4_run_avx2(const float cb[16], const uint8_t *w, size_t nbytes, float scale, amn_dtype out,
-                   uint8_t *dst) {
-    const __m256 lo = _mm256_loadu_ps(cb), hi = _mm256_loadu_ps(cb + 8);
-#define RUN(OUT) run256(cb, lo, hi, w, nbytes, scale, OUT, dst)
-    BY_OUT(RUN);
-#undef RUN
-}
-
 void bnb4_blocks_avx2(const float cb[16], const uint8_t *w, size_t n, size_t bbytes, const float *s,
                       amn_dtype out, uint8_t *dst) {
     const __m256 lo = _mm256_loadu_ps(cb), hi = _mm256_loadu_ps(cb + 8);

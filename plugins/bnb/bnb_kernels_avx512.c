@@ -38,16 +38,6 @@ static inline __attribute__((always_inline)) void run512(const float cb[16], __m
     }
 }
 
-void bnb4_run_avx512(const float cb[16], const uint8_t *w, size_t nbytes, float scale,
-                     amn_dtype out, uint8_t *dst) {
-    const __m512 table = _mm512_loadu_ps(cb);
-    const __m512i ia = _mm512_loadu_si512(inter_a), ib = _mm512_loadu_si512(inter_b);
-    if (out == AMN_DTYPE_F32)
-        run512(cb, table, ia, ib, w, nbytes, scale, AMN_DTYPE_F32, dst);
-    else
-        run512(cb, table, ia, ib, w, nbytes, scale, AMN_DTYPE_BF16, dst);
-}
-
 static inline __attribute__((always_inline)) void blocks512(const float cb[16], const uint8_t *w,
                                                             size_t n, size_t bbytes, const float *s,
                                                             amn_dtype out, uint8_t *dst) {

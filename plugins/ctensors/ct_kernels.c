@@ -17,46 +17,56 @@ int32_t ct_q(const ct_layout *l, uint64_t o, uint64_t i) {
     return (int32_t)f - (int32_t)(1u << (l->bits - 1));
 }
 
-int32_t ct_zero(const ct_layout *l, uint64_t o, uint64_t g) {
+/* Where row o's scales and zero points are: the row's divisions (block
+ * rows, packed zero fields), done once per row by ct_row_tables. */
+typedef struct row_pos {
+    uint64_t srow;     /* scale row */
+    const uint8_t *zw; /* packed zero points: the row's words, one per group */
+    unsigned zshift;   /* and the field's place in them */
+} row_pos;
+
+static row_pos row_at(const ct_layout *l, uint64_t o) {
+    row_pos p = {.srow = ct_scale_row(l, o)};
+    if (l->zkind == CT_ZERO_PACKED) {
+        const unsigned pf = 32 / l->bits;
+        p.zw = l->zeros + (o / pf) * l->groups * 4;
+        p.zshift = l->bits * (unsigned)(o % pf);
+    }
+    return p;
+}
+
+static int32_t zero_at(const ct_layout *l, const row_pos *p, uint64_t g) {
     switch (l->zkind) {
     case CT_ZERO_PACKED: {
-        const unsigned pf = 32 / l->bits;
-        const uint32_t w = ld32(l->zeros + ((o / pf) * l->groups + g) * 4);
-        const uint32_t f = (w >> (l->bits * (unsigned)(o % pf))) & ((1u << l->bits) - 1);
+        const uint32_t f = (ld32(p->zw + g * 4) >> p->zshift) & ((1u << l->bits) - 1);
         return (int32_t)f - (int32_t)(1u << (l->bits - 1));
     }
     case CT_ZERO_I8:
-        return (int8_t)l->zeros[ct_scale_row(l, o) * l->groups + g];
+        return (int8_t)l->zeros[p->srow * l->groups + g];
     default:
         return 0;
     }
 }
 
+static float scale_at(const ct_layout *l, const row_pos *p, uint64_t g) {
+    return quant_scale_at(l->scales, l->stype, l->per_tensor ? 0 : p->srow * l->groups + g);
+}
+
+int32_t ct_zero(const ct_layout *l, uint64_t o, uint64_t g) {
+    const row_pos p = row_at(l, o);
+    return zero_at(l, &p, g);
+}
+
 float ct_scale(const ct_layout *l, uint64_t o, uint64_t g) {
-    return quant_scale_at(l->scales, l->stype,
-                          l->per_tensor ? 0 : ct_scale_row(l, o) * l->groups + g);
+    const row_pos p = row_at(l, o);
+    return scale_at(l, &p, g);
 }
 
 void ct_row_tables(const ct_layout *l, uint64_t o, float *st, int32_t *zt, size_t step) {
-    const uint64_t G = l->groups, srow = ct_scale_row(l, o);
-    for (uint64_t g = 0; g < G; g++)
-        st[g * step] = quant_scale_at(l->scales, l->stype, l->per_tensor ? 0 : srow * G + g);
-    switch (l->zkind) {
-    case CT_ZERO_PACKED: {
-        const unsigned pf = 32 / l->bits, sh = l->bits * (unsigned)(o % pf);
-        const uint8_t *row = l->zeros + (o / pf) * G * 4;
-        const uint32_t mask = (1u << l->bits) - 1;
-        const int32_t bias = (int32_t)(1u << (l->bits - 1));
-        for (uint64_t g = 0; g < G; g++)
-            zt[g * step] = (int32_t)((ld32(row + g * 4) >> sh) & mask) - bias;
-        break;
-    }
-    case CT_ZERO_I8:
-        for (uint64_t g = 0; g < G; g++) zt[g * step] = (int8_t)l->zeros[srow * G + g];
-        break;
-    default:
-        for (uint64_t g = 0; g < G; g++) zt[g * step] = 0;
-        break;
+    const row_pos p = row_at(l, o);
+    for (uint64_t g = 0; g < l->groups; g++) {
+        st[g * step] = scale_at(l, &p, g);
+        zt[g * step] = zero_at(l, &p, g);
     }
 }
 
