@@ -23,6 +23,16 @@ static void e4m3_table(float t[256]) {
     for (unsigned c = 0; c < 256; c++) t[c] = amn_f8e4m3_to_f32((uint8_t)c);
 }
 
+/* Whether every one of bs[0..n) is finite (no inf, no NaN). */
+static bool all_finite(const float *bs, uint64_t n) {
+    uint32_t worst = 0; /* the largest exponent field seen */
+    for (uint64_t i = 0; i < n; i++) {
+        const uint32_t e = amn_f32_bits(bs[i]) & 0x7f800000u;
+        worst = e > worst ? e : worst;
+    }
+    return worst != 0x7f800000u;
+}
+
 void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
                         void *dst, amn_simd level) {
     const uint64_t nb = l->in / 16;
@@ -47,7 +57,8 @@ void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, am
             if (level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16)
                 nvfp4_row_avx512(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
             else if (level >= AMN_SIMD_AVX2)
-                nvfp4_row_avx2(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
+                nvfp4_row_avx2(w + i0 / 2, bs, n * 16, table, out, all_finite(bs, n),
+                               d + i0 * amn_dtype_size(out));
             else
                 nvfp4_row_scalar(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
         }
@@ -68,6 +79,7 @@ int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn
     float *bs = malloc((size_t)O * sizeof *bs);
     if (!bs) return -1;
     uint64_t have = UINT64_MAX; /* the (expert, block row) whose scales bs holds */
+    bool finite = false;
     float e4m3[256];
     e4m3_table(e4m3);
     uint8_t *d = dst;
@@ -79,6 +91,7 @@ int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn
             const float second = l->second[l->n_second == 1 ? 0 : e];
             const uint8_t *sc = l->scales + brow * O;
             for (uint64_t o = 0; o < O; o++) bs[o] = e4m3[sc[o]] * second;
+            finite = all_finite(bs, O);
             have = brow;
         }
         const uint8_t *w = l->weight + (e * (l->in / 2) + i / 2) * O;
@@ -86,7 +99,7 @@ int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn
         if (level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16)
             nvfp4_bmm_row_avx512(w, shift, bs, O, e2m1_pos0, out, d);
         else if (level >= AMN_SIMD_AVX2)
-            nvfp4_bmm_row_avx2(w, shift, bs, O, e2m1_pos0, out, d);
+            nvfp4_bmm_row_avx2(w, shift, bs, O, e2m1_pos0, out, finite, d);
         else
             nvfp4_bmm_row_scalar(w, shift, bs, O, e2m1_pos0, out, d);
     }

@@ -59,8 +59,10 @@ int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn
 /* Internal: the scalar and vector row loops, block scales given. */
 void nvfp4_row_scalar(const uint8_t *w, const float *bs, uint64_t in, const float *table,
                       amn_dtype out, uint8_t *d);
+/* finite: every bs[] is finite, so no product is NaN (a hint; false is
+ * always right). */
 void nvfp4_row_avx2(const uint8_t *w, const float *bs, uint64_t in, const float *table,
-                    amn_dtype out, uint8_t *d);
+                    amn_dtype out, bool finite, uint8_t *d);
 /* F32 and BF16 only (F16 takes the AVX2 loop). */
 void nvfp4_row_avx512(const uint8_t *w, const float *bs, uint64_t in, const float *table,
                       amn_dtype out, uint8_t *d);
@@ -70,7 +72,7 @@ void nvfp4_row_avx512(const uint8_t *w, const float *bs, uint64_t in, const floa
 void nvfp4_bmm_row_scalar(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
                           const float *table, amn_dtype out, uint8_t *d);
 void nvfp4_bmm_row_avx2(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
-                        const float *table, amn_dtype out, uint8_t *d);
+                        const float *table, amn_dtype out, bool finite, uint8_t *d);
 void nvfp4_bmm_row_avx512(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
                           const float *table, amn_dtype out, uint8_t *d);
 

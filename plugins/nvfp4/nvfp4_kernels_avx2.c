@@ -2,8 +2,13 @@
  * and high nibbles of the 8 bytes are the even and odd elements; each set
  * goes through the 16-entry table (two permutes and a blend), is multiplied
  * by the block's scale, and the two are interleaved back into element
- * order before the store, which rounds as the scalar path does. */
+ * order before the store, which rounds as the scalar path does. BF16 is
+ * the shuffle port's work: the interleave leaves the halves in the order
+ * one 16-bit pack puts right, and when every block scale is finite (no
+ * product can be NaN: the E2M1 values are finite) the rounding skips the
+ * NaN test. */
 #include <immintrin.h>
+#include <stdbool.h>
 
 #include "amn/kit/store_avx2.h"
 #include "nvfp4_kernels.h"
@@ -14,8 +19,14 @@ static inline __m256 lookup(__m256 lo, __m256 hi, __m256i code) {
     return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
 }
 
-static inline __attribute__((always_inline)) void
-row(const uint8_t *w, const float *bs, uint64_t in, const float *table, amn_dtype out, uint8_t *d) {
+/* Rounded BF16 lanes (amn/bf16_avx2.h), with the NaN test or without. */
+static inline __m256i bf16_lanes(__m256 v, bool finite) {
+    return finite ? amn_bf16_lanes_finite_avx2(v) : amn_bf16_lanes_avx2(v);
+}
+
+static inline __attribute__((always_inline)) void row(const uint8_t *w, const float *bs,
+                                                      uint64_t in, const float *table,
+                                                      amn_dtype out, bool finite, uint8_t *d) {
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const __m256 tlo = _mm256_loadu_ps(table), thi = _mm256_loadu_ps(table + 8);
     for (uint64_t b = 0; b < in / 16; b++) {
@@ -26,22 +37,31 @@ row(const uint8_t *w, const float *bs, uint64_t in, const float *table, amn_dtyp
         const __m256 odd = _mm256_mul_ps(lookup(tlo, thi, _mm256_srli_epi32(bytes, 4)), s);
         const __m256 a = _mm256_unpacklo_ps(even, odd); /* 0 1 2 3 | 8 9 10 11 */
         const __m256 c = _mm256_unpackhi_ps(even, odd); /* 4 5 6 7 | 12 13 14 15 */
+        if (out == AMN_DTYPE_BF16) {
+            /* The pack's lane order is the element order: 0-3 4-7 | 8-11 12-15. */
+            _mm256_storeu_si256((__m256i *)(d + 32 * b),
+                                _mm256_packus_epi32(bf16_lanes(a, finite), bf16_lanes(c, finite)));
+            continue;
+        }
         qs_store8(out, d + 16 * b * es, _mm256_permute2f128_ps(a, c, 0x20));
         qs_store8(out, d + (16 * b + 8) * es, _mm256_permute2f128_ps(a, c, 0x31));
     }
 }
 
 void nvfp4_row_avx2(const uint8_t *w, const float *bs, uint64_t in, const float *table,
-                    amn_dtype out, uint8_t *d) {
+                    amn_dtype out, bool finite, uint8_t *d) {
     switch (out) {
     case AMN_DTYPE_F32:
-        row(w, bs, in, table, AMN_DTYPE_F32, d);
+        row(w, bs, in, table, AMN_DTYPE_F32, false, d);
         break;
     case AMN_DTYPE_F16:
-        row(w, bs, in, table, AMN_DTYPE_F16, d);
+        row(w, bs, in, table, AMN_DTYPE_F16, false, d);
         break;
     default:
-        row(w, bs, in, table, AMN_DTYPE_BF16, d);
+        if (finite)
+            row(w, bs, in, table, AMN_DTYPE_BF16, true, d);
+        else
+            row(w, bs, in, table, AMN_DTYPE_BF16, false, d);
         break;
     }
 }
@@ -50,11 +70,25 @@ void nvfp4_row_avx2(const uint8_t *w, const float *bs, uint64_t in, const float 
 static inline __attribute__((always_inline)) void bmm_row(const uint8_t *w, unsigned shift,
                                                           const float *bs, uint64_t n,
                                                           const float *table, amn_dtype out,
-                                                          uint8_t *d) {
+                                                          bool finite, uint8_t *d) {
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const __m256 tlo = _mm256_loadu_ps(table), thi = _mm256_loadu_ps(table + 8);
     const __m128i sh = _mm_cvtsi32_si128((int)shift);
     uint64_t o = 0;
+    if (out == AMN_DTYPE_BF16) /* 16 at a time, one pack and one permute */
+        for (; o + 16 <= n; o += 16) {
+            const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + o)));
+            const __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + o + 8)));
+            const __m256i m = _mm256_set1_epi32(15);
+            const __m256 y0 =
+                _mm256_mul_ps(lookup(tlo, thi, _mm256_and_si256(_mm256_srl_epi32(b0, sh), m)),
+                              _mm256_loadu_ps(bs + o));
+            const __m256 y1 =
+                _mm256_mul_ps(lookup(tlo, thi, _mm256_and_si256(_mm256_srl_epi32(b1, sh), m)),
+                              _mm256_loadu_ps(bs + o + 8));
+            const __m256i p = _mm256_packus_epi32(bf16_lanes(y0, finite), bf16_lanes(y1, finite));
+            _mm256_storeu_si256((__m256i *)(d + 2 * o), _mm256_permute4x64_epi64(p, 0xd8));
+        }
     for (; o + 8 <= n; o += 8) {
         const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + o)));
         const __m256i code = _mm256_and_si256(_mm256_srl_epi32(bytes, sh), _mm256_set1_epi32(15));
@@ -64,16 +98,19 @@ static inline __attribute__((always_inline)) void bmm_row(const uint8_t *w, unsi
 }
 
 void nvfp4_bmm_row_avx2(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
-                        const float *table, amn_dtype out, uint8_t *d) {
+                        const float *table, amn_dtype out, bool finite, uint8_t *d) {
     switch (out) {
     case AMN_DTYPE_F32:
-        bmm_row(w, shift, bs, n, table, AMN_DTYPE_F32, d);
+        bmm_row(w, shift, bs, n, table, AMN_DTYPE_F32, false, d);
         break;
     case AMN_DTYPE_F16:
-        bmm_row(w, shift, bs, n, table, AMN_DTYPE_F16, d);
+        bmm_row(w, shift, bs, n, table, AMN_DTYPE_F16, false, d);
         break;
     default:
-        bmm_row(w, shift, bs, n, table, AMN_DTYPE_BF16, d);
+        if (finite)
+            bmm_row(w, shift, bs, n, table, AMN_DTYPE_BF16, true, d);
+        else
+            bmm_row(w, shift, bs, n, table, AMN_DTYPE_BF16, false, d);
         break;
     }
 }

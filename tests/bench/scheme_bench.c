@@ -79,46 +79,62 @@ static uint8_t *bytes_in(size_t n, unsigned lo, unsigned hi) {
     return s;
 }
 
+/* The converter hands each worker CHUNK output bytes at a time, in one
+ * buffer it reuses (core/src/convert.c's CHUNK_BYTES), so a kernel writes
+ * into cache there; the whole-tensor rows write a buffer far larger than
+ * the caches and so measure the memory's write bandwidth as well. */
+#define CHUNK (1u << 20)
+
 typedef struct bench {
     const char *name;
-    double elems;
-    void (*run)(const void *l, amn_simd lv, amn_dtype out, void *dst);
+    uint64_t rows, row_elems; /* output rows, and elements in each */
+    void (*run)(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n, void *dst);
     const void *layout;
 } bench;
 
-static void run_mx(const void *l, amn_simd lv, amn_dtype out, void *dst) {
-    const mxfp4_layout *m = l;
-    mxfp4_dequant_rows(m, 0, m->experts * m->groups * 32, out, dst, lv);
+static void run_mx(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n,
+                   void *dst) {
+    mxfp4_dequant_rows(l, row0, n, out, dst, lv);
 }
-static void run_ct(const void *l, amn_simd lv, amn_dtype out, void *dst) {
-    const ct_layout *c = l;
-    if (ct_dequant_rows(c, 0, c->out, out, dst, lv)) exit(1);
+static void run_ct(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n,
+                   void *dst) {
+    if (ct_dequant_rows(l, row0, n, out, dst, lv)) exit(1);
 }
-static void run_nv(const void *l, amn_simd lv, amn_dtype out, void *dst) {
-    const nvfp4_layout *v = l;
-    nvfp4_dequant_rows(v, 0, v->rows, out, dst, lv);
+static void run_nv(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n,
+                   void *dst) {
+    nvfp4_dequant_rows(l, row0, n, out, dst, lv);
 }
-static void run_bmm(const void *l, amn_simd lv, amn_dtype out, void *dst) {
-    const nvfp4_bmm_layout *v = l;
-    if (nvfp4_bmm_rows(v, 0, v->experts * v->in, out, dst, lv)) exit(1);
+static void run_bmm(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n,
+                    void *dst) {
+    if (nvfp4_bmm_rows(l, row0, n, out, dst, lv)) exit(1);
+}
+
+/* The whole tensor into dst, or CHUNK bytes of rows at a time into its start. */
+static void run_all(const bench *b, amn_simd lv, amn_dtype out, bool chunked, void *dst) {
+    const uint64_t step = chunked ? CHUNK / (b->row_elems * amn_dtype_size(out)) : b->rows;
+    for (uint64_t r = 0; r < b->rows; r += step)
+        b->run(b->layout, lv, out, r, b->rows - r < step ? b->rows - r : step, dst);
 }
 
 static void report(const bench *b, void *dst) {
     const amn_dtype outs[2] = {AMN_DTYPE_BF16, AMN_DTYPE_F32};
+    const double elems = (double)b->rows * (double)b->row_elems;
     for (int oi = 0; oi < 2; oi++) {
         double scalar = 0;
         for (int lv = AMN_SIMD_SCALAR; lv <= (int)amn_simd_level(); lv++) {
-            double t = 1e30;
-            for (int r = 0; r < REPS; r++) {
-                const double t0 = cpu_now();
-                b->run(b->layout, (amn_simd)lv, outs[oi], dst);
-                const double d = cpu_now() - t0;
-                if (d < t) t = d;
-            }
-            if (lv == AMN_SIMD_SCALAR) scalar = t;
-            printf("%-28s %-4s %-6s %8.2f ms CPU %6.2f Gelem/s  x%5.2f scalar\n", b->name,
-                   amn_dtype_name(outs[oi]), amn_simd_name((amn_simd)lv), t * 1e3,
-                   b->elems / t * 1e-9, scalar / t);
+            double t[2] = {1e30, 1e30};
+            for (int r = 0; r < REPS; r++)
+                for (int chunked = 0; chunked < 2; chunked++) {
+                    const double t0 = cpu_now();
+                    run_all(b, (amn_simd)lv, outs[oi], chunked, dst);
+                    const double d = cpu_now() - t0;
+                    if (d < t[chunked]) t[chunked] = d;
+                }
+            if (lv == AMN_SIMD_SCALAR) scalar = t[0];
+            printf("%-28s %-4s %-6s %8.2f ms CPU %6.2f Gelem/s  x%5.2f scalar  %6.2f Gelem/s "
+                   "in 1 MiB chunks\n",
+                   b->name, amn_dtype_name(outs[oi]), amn_simd_name((amn_simd)lv), t[0] * 1e3,
+                   elems / t[0] * 1e-9, scalar / t[0], elems / t[1] * 1e-9);
         }
     }
 }
@@ -280,16 +296,16 @@ int main(int argc, char **argv) {
     ct_layout c2 = c4;
     c2.bits = 2, c2.out = O / 2, c2.in = 2 * I, c2.groups = 2 * I / 128;
     const bench benches[] = {
-        {"mxfp4 4x[5760,2880]", (double)E * R * K, run_mx, &mx},
-        {"ctensors int4 g128", (double)O * I, run_ct, &c4},
-        {"ctensors int4 g128 asym", (double)O * I, run_ct, &c4z},
-        {"ctensors int4 act-order", (double)O * I, run_ct, &c4a},
-        {"ctensors int8 channel", (double)O * I, run_ct, &c8},
-        {"ctensors int4 block 128x128", (double)O * I, run_ct, &c4b},
-        {"ctensors int2 g128", (double)O * I, run_ct, &c2},
-        {"nvfp4 modelopt", (double)O * I, run_nv, &nv},
-        {"nvfp4 compressed-tensors", (double)O * I, run_nv, &nvc},
-        {"nvfp4 fused experts [E,I,O]", (double)O * I, run_bmm, &nvb},
+        {"mxfp4 4x[5760,2880]", E * K, R, run_mx, &mx},
+        {"ctensors int4 g128", O, I, run_ct, &c4},
+        {"ctensors int4 g128 asym", O, I, run_ct, &c4z},
+        {"ctensors int4 act-order", O, I, run_ct, &c4a},
+        {"ctensors int8 channel", O, I, run_ct, &c8},
+        {"ctensors int4 block 128x128", O, I, run_ct, &c4b},
+        {"ctensors int2 g128", O / 2, 2 * I, run_ct, &c2},
+        {"nvfp4 modelopt", O, I, run_nv, &nv},
+        {"nvfp4 compressed-tensors", O, I, run_nv, &nvc},
+        {"nvfp4 fused experts [E,I,O]", 4 * I, O / 4, run_bmm, &nvb},
     };
     const size_t most = (size_t)(E * R * K > O * I ? E * R * K : O * I);
     uint8_t *dst = malloc(most * 4);

@@ -239,13 +239,17 @@ static void test_nvfp4(void **state) {
             uint8_t *w = rbytes(R * I / 2), *sc = rbytes(R * I / 16);
             sc[0] = 0x7f; /* NaN */
             if (R * I / 16 > 3) sc[1] = 0x01, sc[2] = 0x80, sc[3] = 0x7e;
-            const float second[2] = {ct ? 2688.0f : 3.7e-4f, amn_bits_f32(0x7f800000u)};
+            /* A normal second scale, inf (0 * inf is the default NaN), and a
+             * NaN whose payload fills the low 16 bits (rounding it without
+             * the NaN test would carry into the sign). */
+            const float second[3] = {ct ? 2688.0f : 3.7e-4f, amn_bits_f32(0x7f800000u),
+                                     amn_bits_f32(0x7fbfffffu)};
             const nvfp4_layout l = {.weight = w,
                                     .scales = sc,
                                     .rows = R,
                                     .in = I,
                                     .second = second,
-                                    .rows_per_second = R > 1 ? R - 1 : 1,
+                                    .rows_per_second = (R + 2) / 3,
                                     .divide = ct,
                                     .neg_zero = ct};
             char what[64];
@@ -262,13 +266,14 @@ static void test_nvfp4_bmm(void **state) {
     (void)state;
     static const uint64_t shapes[][3] = {{1, 16, 1}, {3, 32, 40}, {2, 48, 13}, {2, 64, 517}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-        for (uint64_t ns = 1; ns <= 2; ns++) {
+        for (uint64_t ns = 1; ns <= 3; ns++) {
             const uint64_t E = shapes[s][0], I = shapes[s][1], O = shapes[s][2];
             uint8_t *w = rbytes(E * I / 2 * O), *sc = rbytes(E * I / 16 * O);
             sc[0] = 0x7f; /* NaN */
             if (E * I / 16 * O > 3) sc[1] = 0x01, sc[2] = 0x80, sc[3] = 0x7e;
             float second[3] = {3.7e-4f, 2.5e-3f, 1.0f};
-            if (ns == 2) second[E - 1] = amn_bits_f32(0x7f800000u);
+            if (ns > 1) /* inf, or a NaN with a payload in its low 16 bits */
+                second[E - 1] = amn_bits_f32(ns == 2 ? 0x7f800000u : 0x7fbfffffu);
             const nvfp4_bmm_layout l = {.weight = w,
                                         .scales = sc,
                                         .experts = E,
