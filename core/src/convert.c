@@ -16,6 +16,7 @@
 #include "input_internal.h"
 #include "io_internal.h"
 #include "plan_internal.h"
+#include "split_internal.h"
 
 #define CHUNK_BYTES (1u << 20) /* output bytes per worker per round: cache-sized */
 #define MAX_THREADS 64
@@ -139,18 +140,19 @@ typedef struct batch {
 /* Split units [unit0, unit0+n) into one slice per worker and hand them to the
  * pool (or run them here when async is false or there are no workers). */
 static void batch_start(pool *p, batch *b, produce_fn fn, const void *ctx, uint64_t unit0,
-                        uint64_t n, uint64_t unit_bytes, uint8_t *dst, bool async) {
-    unsigned parts = async && p->n_threads ? p->n_threads : 1;
-    if (n < parts) parts = (unsigned)n;
-    if (parts == 0) parts = 1;
-    const uint64_t base = n / parts, extra = n % parts;
+                        uint64_t n, uint64_t unit_bytes, uint64_t quantum, uint8_t *dst,
+                        bool async) {
+    uint64_t counts[MAX_THREADS];
+    unsigned parts = amni_split_units(n, async && p->n_threads ? p->n_threads : 1, quantum, counts);
     uint64_t at = unit0;
     b->n = parts;
     for (unsigned k = 0; k < parts; k++) {
-        const uint64_t cnt = base + (k < extra);
-        b->w[k] = (work){
-            .fn = fn, .ctx = ctx, .unit0 = at, .n = cnt, .dst = dst + (at - unit0) * unit_bytes};
-        at += cnt;
+        b->w[k] = (work){.fn = fn,
+                         .ctx = ctx,
+                         .unit0 = at,
+                         .n = counts[k],
+                         .dst = dst + (at - unit0) * unit_bytes};
+        at += counts[k];
     }
     if (!async || !p->n_threads) {
         for (unsigned k = 0; k < parts; k++) run_item(&b->w[k]);
@@ -185,20 +187,22 @@ static int batch_join(pool *p, batch *b, double *acc, amn_error *err) {
 }
 
 /* Produce `units` units of `unit_bytes` each through fn and write them in
- * order. bufs are two buffers of buf_size bytes. */
+ * order. bufs are two buffers of buf_size bytes. Rounds and the workers'
+ * slices start at multiples of `quantum` units (a scheme's row_quantum). */
 static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint64_t unit_bytes,
-                  uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr, double *acc,
-                  amn_error *err) {
+                  uint64_t quantum, uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr,
+                  double *acc, amn_error *err) {
     if (units == 0) return AMN_OK;
-    uint64_t per = buf_size / unit_bytes;
-    if (per == 0) per = 1; /* buffers hold at least one unit (sized by the caller) */
+    /* buffers hold at least one unit (sized by the caller) */
     /* Small outputs are not worth the hand-over. */
     const bool async = units * unit_bytes >= (256u << 10);
+    const uint64_t per = amni_round_units(buf_size / unit_bytes, quantum,
+                                          async && pl->n_threads ? pl->n_threads : 1);
     batch b[2];
     uint64_t next = 0;
     int k = 0, rc;
     uint64_t n0 = units < per ? units : per;
-    batch_start(pl, &b[0], fn, ctx, 0, n0, unit_bytes, bufs[0], async);
+    batch_start(pl, &b[0], fn, ctx, 0, n0, unit_bytes, quantum, bufs[0], async);
     next = n0;
     uint64_t cur_n = n0;
     for (;;) {
@@ -207,7 +211,7 @@ static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint
         uint64_t nn = 0;
         if (next < units) {
             nn = units - next < per ? units - next : per;
-            batch_start(pl, &b[!k], fn, ctx, next, nn, unit_bytes, bufs[!k], async);
+            batch_start(pl, &b[!k], fn, ctx, next, nn, unit_bytes, quantum, bufs[!k], async);
         }
         rc = amn_sink_write(sink, bufs[k], cur_n * unit_bytes, err);
         if (rc) {
@@ -296,7 +300,8 @@ static int write_group(pool *pl, const amn_model *m, const group *g, amn_dtype o
     for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d]; /* checked at claim */
     const group_ctx c = {m, g, out};
     return stream(pl, produce_group, &c, numel / g->spec.row_elems,
-                  g->spec.row_elems * amn_dtype_size(out), bufs, buf_size, sink, pr, NULL, err);
+                  g->spec.row_elems * amn_dtype_size(out), g->spec.row_quantum, bufs, buf_size,
+                  sink, pr, NULL, err);
 }
 
 /* Plain same-dtype tensors pass through a PASS_CHUNK at a time, each chunk
@@ -320,7 +325,7 @@ static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dt
     }
     const size_t ss = t->dtype == AMN_DTYPE_BLOCK ? 1 : amn_dtype_size(t->dtype);
     const cast_ctx c = {m, t, to, ss};
-    return stream(pl, produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to),
+    return stream(pl, produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to), 1,
                   bufs, buf_size, sink, pr, NULL, err);
 }
 
@@ -580,7 +585,7 @@ static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bu
         st->abs_err_values += s->values.numel;
     }
     const encode_ctx c = {run->e, s, e->enc_out};
-    return stream(pl, produce_encode, &c, e->out.nbytes / e->unit_bytes, e->unit_bytes, bufs,
+    return stream(pl, produce_encode, &c, e->out.nbytes / e->unit_bytes, e->unit_bytes, 1, bufs,
                   buf_size, sink, pr, &st->abs_err_sum, err);
 }
 

@@ -53,6 +53,12 @@ typedef struct amn_group_spec {
     const char *label;                     /* "GPTQ 4-bit, group 128, act-order" */
     void *plan;                            /* scheme-private */
     void (*plan_free)(void *plan);         /* may be NULL */
+    /* ABI 2.3, optional: dequantize() runs fastest when row0 and nrows are
+     * multiples of this (a kernel working on blocks of rows), and the core
+     * cuts its chunks and the workers' slices at such multiples where it can
+     * (the last slice of a tensor may be short). A hint: 0 and 1 mean any
+     * row; output bytes never depend on it. */
+    uint64_t row_quantum;
 } amn_group_spec;
 
 /* True when another group already claimed tensor i. */
