@@ -33,16 +33,25 @@ static inline __m256i bcast32(const uint8_t *p) {
     return _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)p));
 }
 
-static inline __attribute__((always_inline)) __m256i load_q(const ct_layout *l, const uint8_t *row,
+/* The weight's encoding, a constant in each instance of the loops below
+ * (a field of the layout would be reloaded after every store, which may
+ * alias it): I8 values, or packed fields of 8, 4 or 2 bits. */
+enum { Q_I8 = 0, Q_P8 = 8, Q_P4 = 4, Q_P2 = 2 };
+
+static inline unsigned q_kind(const ct_layout *l) {
+    return l->packed ? l->bits : Q_I8;
+}
+
+static inline __attribute__((always_inline)) __m256i load_q(unsigned kind, const uint8_t *row,
                                                             uint64_t i) {
-    if (!l->packed) {
+    if (kind == Q_I8) {
         return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + i)));
     }
-    if (l->bits == 8) {
+    if (kind == Q_P8) {
         const __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + i)));
         return _mm256_sub_epi32(u, _mm256_set1_epi32(128));
     }
-    if (l->bits == 2) {
+    if (kind == Q_P2) {
         /* Word i / 16 holds columns i..i+15: these 8 are its low or high half. */
         const __m256i f = _mm256_and_si256(
             _mm256_srlv_epi32(bcast32(row + (i / 16) * 4),
@@ -80,34 +89,60 @@ static inline __attribute__((always_inline)) void store8(__m256 y, amn_dtype out
     }
 }
 
-static inline __attribute__((always_inline)) void row_vec(const ct_layout *l, uint64_t o,
-                                                          const float *st, const int32_t *zt,
-                                                          const int32_t *gt, amn_dtype out,
-                                                          amn_dtype stype, uint8_t *d) {
+/* store8 of 16 lanes, y0 then y1. To BF16 both halves are rounded into
+ * one 16-bit pack (and one permute puts its 128-bit lanes in order): the
+ * shuffle port is what BF16 output waits on. */
+static inline __attribute__((always_inline)) void store16(__m256 y0, __m256 y1, amn_dtype out,
+                                                          amn_dtype stype, uint8_t *p) {
+    if (out != AMN_DTYPE_BF16) {
+        store8(y0, out, stype, p);
+        store8(y1, out, stype, p + (out == AMN_DTYPE_F32 ? 32 : 16));
+        return;
+    }
+    if (stype == AMN_DTYPE_F16) {
+        y0 = _mm256_cvtph_ps(_mm256_cvtps_ph(y0, _MM_FROUND_TO_NEAREST_INT));
+        y1 = _mm256_cvtph_ps(_mm256_cvtps_ph(y1, _MM_FROUND_TO_NEAREST_INT));
+    }
+    const __m256i h = _mm256_packus_epi32(
+        amn_bf16_lanes_finite_avx2(y0), amn_bf16_lanes_finite_avx2(y1)); /* 0-3 8-11 | 4-7 12-15 */
+    _mm256_storeu_si256((__m256i *)p, _mm256_permute4x64_epi64(h, 0xd8));
+}
+
+static inline __attribute__((always_inline)) void
+row_vec(const ct_layout *l, uint64_t o, const float *st, const int32_t *zt, const int32_t *gt,
+        unsigned kind, amn_dtype out, amn_dtype stype, uint8_t *d) {
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const uint8_t *row = l->weight + o * (l->packed ? l->words * 4 : l->in);
-    const uint64_t in8 = l->in - l->in % 8;
-    if (!gt && l->group_size % 8 == 0) {
+    const uint64_t in8 = l->in - l->in % 8, gs = l->group_size; /* locals: see Q_I8 */
+    if (!gt && gs % 8 == 0) {
         /* Group by group: a division per 8 columns costs 40-90 cycles on
          * Skylake, 5x the work it would index. */
         uint64_t i = 0;
         for (uint64_t g = 0; i < in8; g++) {
             const __m256 s = _mm256_set1_ps(st[g]);
             const __m256i z = _mm256_set1_epi32(zt[g]);
-            const uint64_t end = i + l->group_size < in8 ? i + l->group_size : in8;
+            const uint64_t end = i + gs < in8 ? i + gs : in8;
+            for (; i + 16 <= end; i += 16) {
+                const __m256 y0 =
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(kind, row, i), z)), s);
+                const __m256 y1 = _mm256_mul_ps(
+                    _mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(kind, row, i + 8), z)), s);
+                store16(y0, y1, out, stype, d + i * es);
+            }
             for (; i < end; i += 8) {
                 const __m256 y =
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(l, row, i), z)), s);
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(kind, row, i), z)), s);
                 store8(y, out, stype, d + i * es);
             }
         }
     } else {
+        const bool zk = l->zkind != 0;
         for (uint64_t i = 0; i < in8; i += 8) {
             const __m256i gi = _mm256_loadu_si256((const __m256i *)(gt + i));
             const __m256 s = _mm256_i32gather_ps(st, gi, 4);
-            const __m256i z = l->zkind ? _mm256_i32gather_epi32(zt, gi, 4) : _mm256_setzero_si256();
+            const __m256i z = zk ? _mm256_i32gather_epi32(zt, gi, 4) : _mm256_setzero_si256();
             const __m256 y =
-                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(l, row, i), z)), s);
+                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(load_q(kind, row, i), z)), s);
             store8(y, out, stype, d + i * es);
         }
     }
@@ -124,9 +159,10 @@ static inline __attribute__((always_inline)) void row_vec(const ct_layout *l, ui
  * row its 8 scales (and zero points). */
 static inline __attribute__((always_inline)) void
 block_vec(const ct_layout *l, uint64_t o, const float *stt, const int32_t *ztt, const int32_t *gt,
-          amn_dtype out, amn_dtype stype, uint8_t *d, size_t rowbytes) {
+          unsigned kind, amn_dtype out, amn_dtype stype, uint8_t *d, size_t rowbytes) {
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const size_t wbytes = l->packed ? (size_t)l->words * 4 : (size_t)l->in;
+    const bool zk = l->zkind != 0; /* a local: the stores may alias *l */
     const uint8_t *w = l->weight + o * wbytes;
     const uint64_t in8 = l->in - l->in % 8;
     for (uint64_t i = 0; i < in8; i += 8) {
@@ -134,14 +170,14 @@ block_vec(const ct_layout *l, uint64_t o, const float *stt, const int32_t *ztt, 
         for (int c = 0; c < 8; c++)
             s[c] = _mm256_loadu_si256((const __m256i *)(stt + (size_t)gt[i + c] * 8));
         qs_transpose8x8(s);
-        if (l->zkind) {
+        if (zk) {
             for (int c = 0; c < 8; c++)
                 z[c] = _mm256_loadu_si256((const __m256i *)(ztt + (size_t)gt[i + c] * 8));
             qs_transpose8x8(z);
         }
         for (int r = 0; r < 8; r++) {
-            __m256i q = load_q(l, w + (size_t)r * wbytes, i);
-            if (l->zkind) q = _mm256_sub_epi32(q, z[r]);
+            __m256i q = load_q(kind, w + (size_t)r * wbytes, i);
+            if (zk) q = _mm256_sub_epi32(q, z[r]);
             const __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_castsi256_ps(s[r]));
             store8(y, out, stype, d + (size_t)r * rowbytes + i * es);
         }
@@ -181,8 +217,29 @@ block_vec(const ct_layout *l, uint64_t o, const float *stt, const int32_t *ztt, 
         }                                                                                          \
     } while (0)
 
-#define ROW_CASE(OUT, ST)   row_vec(l, o, st, zt, gt, OUT, ST, d)
-#define BLOCK_CASE(OUT, ST) block_vec(l, o, stt, ztt, gt, OUT, ST, d, rowbytes)
+/* CALL(kind, out, scale dtype) for the layout's encoding. */
+#define BY_KIND(CALL, OUT, ST)                                                                     \
+    do {                                                                                           \
+        switch (q_kind(l)) {                                                                       \
+        case Q_P4:                                                                                 \
+            CALL(Q_P4, OUT, ST);                                                                   \
+            break;                                                                                 \
+        case Q_P2:                                                                                 \
+            CALL(Q_P2, OUT, ST);                                                                   \
+            break;                                                                                 \
+        case Q_P8:                                                                                 \
+            CALL(Q_P8, OUT, ST);                                                                   \
+            break;                                                                                 \
+        default:                                                                                   \
+            CALL(Q_I8, OUT, ST);                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
+#define ROW_K(K, OUT, ST)   row_vec(l, o, st, zt, gt, K, OUT, ST, d)
+#define BLOCK_K(K, OUT, ST) block_vec(l, o, stt, ztt, gt, K, OUT, ST, d, rowbytes)
+#define ROW_CASE(OUT, ST)   BY_KIND(ROW_K, OUT, ST)
+#define BLOCK_CASE(OUT, ST) BY_KIND(BLOCK_K, OUT, ST)
 
 static void row_dispatch(const ct_layout *l, uint64_t o, const float *st, const int32_t *zt,
                          const int32_t *gt, amn_dtype out, uint8_t *d) {
