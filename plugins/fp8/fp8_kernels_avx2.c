@@ -6,6 +6,7 @@
  * which one exact multiply by 256 undoes. Only E4M3's NaN (S.1111.111, which
  * that half reads as 480) needs patching. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "fp8_kernels.h"
 #include "amn/kit/store_avx2.h"
@@ -23,13 +24,29 @@ static inline __m256 apply(__m256 w, __m256 s, __m256 nanmask) {
     return _mm256_blendv_ps(_mm256_mul_ps(w, s), q, nanmask);
 }
 
-static inline void e4m3_16(const uint8_t *src, __m256 s, amn_dtype out, uint8_t *d, size_t es) {
+/* Two products of 8 lanes, neither NaN, to 16 BF16 values at d: rounded
+ * without the NaN test and packed at once (one pack and one permute for 16,
+ * the shuffle port being what BF16 output waits on). */
+static inline void bf16x16_finite(__m256 y0, __m256 y1, uint8_t *d) {
+    const __m256i h = _mm256_packus_epi32(
+        amn_bf16_lanes_finite_avx2(y0), amn_bf16_lanes_finite_avx2(y1)); /* 0-3 8-11 | 4-7 12-15 */
+    _mm256_storeu_si256((__m256i *)d, _mm256_permute4x64_epi64(h, 0xd8));
+}
+
+/* 16 elements. finite: the scale is finite, so what a byte that is no NaN
+ * gives is no NaN either (E4M3 has no infinity). */
+static inline __attribute__((always_inline)) void
+e4m3_16(const uint8_t *src, __m256 s, amn_dtype out, bool finite, uint8_t *d, size_t es) {
     const __m128i b = _mm_loadu_si128((const __m128i *)src);
     const __m128i lo = _mm_cvtepu8_epi16(b), hi = _mm_cvtepu8_epi16(_mm_srli_si128(b, 8));
     __m256 w0 = e4m3x8(lo), w1 = e4m3x8(hi);
     const __m128i isnan =
         _mm_cmpeq_epi8(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
     if (__builtin_expect(_mm_movemask_epi8(isnan) == 0, 1)) {
+        if (out == AMN_DTYPE_BF16 && finite) {
+            bf16x16_finite(_mm256_mul_ps(w0, s), _mm256_mul_ps(w1, s), d);
+            return;
+        }
         qs_store8(out, d, _mm256_mul_ps(w0, s));
         qs_store8(out, d + 8 * es, _mm256_mul_ps(w1, s));
         return;
@@ -45,23 +62,62 @@ static inline void e4m3_16(const uint8_t *src, __m256 s, amn_dtype out, uint8_t 
     qs_store8(out, d + 8 * es, apply(w1, s, m1));
 }
 
-static inline void e5m2_16(const uint8_t *src, __m256 s, amn_dtype out, uint8_t *d, size_t es) {
+static inline __attribute__((always_inline)) void
+e5m2_16(const uint8_t *src, __m256 s, amn_dtype out, bool finite, uint8_t *d, size_t es) {
     const __m128i b = _mm_loadu_si128((const __m128i *)src);
     const __m128i lo = _mm_unpacklo_epi8(_mm_setzero_si128(), b); /* byte << 8 per lane */
     const __m128i hi = _mm_unpackhi_epi8(_mm_setzero_si128(), b);
     const __m256 w0 = _mm256_cvtph_ps(lo), w1 = _mm256_cvtph_ps(hi);
+    if (out == AMN_DTYPE_BF16 && finite) {
+        /* No test for E5M2's infinities and NaNs: times a finite scale a NaN
+         * byte gives itself quieted, whose low 16 bits are 0 (its payload
+         * sits in the half's bits), and 0 x inf the default NaN, so the
+         * rounding without the NaN test gives the quieted bits too. */
+        bf16x16_finite(_mm256_mul_ps(w0, s), _mm256_mul_ps(w1, s), d);
+        return;
+    }
     qs_store8(out, d, apply(w0, s, _mm256_cmp_ps(w0, w0, _CMP_UNORD_Q)));
     qs_store8(out, d + 8 * es, apply(w1, s, _mm256_cmp_ps(w1, w1, _CMP_UNORD_Q)));
 }
 
-void fp8_run_avx2(const uint8_t *src, size_t n, float scale, bool e5m2, amn_dtype out, void *dst) {
-    const size_t es = amn_dtype_size(out);
+/* One instance per (format, output dtype, finite scale). */
+static inline __attribute__((always_inline)) void
+run(const uint8_t *src, size_t n, float scale, bool e5m2, amn_dtype out, bool finite, uint8_t *d) {
+    const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const __m256 s = _mm256_set1_ps(scale);
-    uint8_t *d = dst;
     size_t i = 0;
     if (e5m2)
-        for (; i + 16 <= n; i += 16) e5m2_16(src + i, s, out, d + i * es, es);
+        for (; i + 16 <= n; i += 16) e5m2_16(src + i, s, out, finite, d + i * es, es);
     else
-        for (; i + 16 <= n; i += 16) e4m3_16(src + i, s, out, d + i * es, es);
+        for (; i + 16 <= n; i += 16) e4m3_16(src + i, s, out, finite, d + i * es, es);
     for (; i < n; i++) qs_store1(fp8_apply(fp8_decode(src[i], e5m2), scale), out, d + i * es);
+}
+
+void fp8_run_avx2(const uint8_t *src, size_t n, float scale, bool e5m2, amn_dtype out, void *dst) {
+    const bool finite = isfinite(scale);
+    uint8_t *d = dst;
+    switch (out) {
+    case AMN_DTYPE_F32:
+        if (e5m2)
+            run(src, n, scale, true, AMN_DTYPE_F32, false, d);
+        else
+            run(src, n, scale, false, AMN_DTYPE_F32, false, d);
+        break;
+    case AMN_DTYPE_F16:
+        if (e5m2)
+            run(src, n, scale, true, AMN_DTYPE_F16, false, d);
+        else
+            run(src, n, scale, false, AMN_DTYPE_F16, false, d);
+        break;
+    default:
+        if (e5m2 && finite)
+            run(src, n, scale, true, AMN_DTYPE_BF16, true, d);
+        else if (e5m2)
+            run(src, n, scale, true, AMN_DTYPE_BF16, false, d);
+        else if (finite)
+            run(src, n, scale, false, AMN_DTYPE_BF16, true, d);
+        else
+            run(src, n, scale, false, AMN_DTYPE_BF16, false, d);
+        break;
+    }
 }

@@ -73,9 +73,15 @@ static inline __attribute__((always_inline)) void store_rows(const block_ctx *c,
 }
 
 /* One block. Inlined per output dtype and bit width so every shift folds. */
-static inline __attribute__((always_inline)) void block(const block_ctx *c, amn_dtype out,
+static inline __attribute__((always_inline)) void block(const block_ctx *cp, amn_dtype out,
                                                         unsigned bits) {
-    const gptq_layout *l = c->l;
+    /* Local copies: the stores may alias anything reached through a
+     * pointer, so fields read through one are reloaded after every store. */
+    const gptq_layout lc = *cp->l;
+    block_ctx cc = *cp;
+    cc.l = &lc;
+    const block_ctx *c = &cc;
+    const gptq_layout *l = &lc;
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const unsigned wpu = bits == 3 ? 3 : bits == 8 ? 2 : 1;   /* words per unit */
     const unsigned vpu = bits == 3 ? 32 : bits == 2 ? 16 : 8; /* values per unit */

@@ -4,6 +4,7 @@
  * Prints elements/s, GB/s of output, and ratios against baselines measured in
  * the same run (memcpy of the output, the scalar path, cp). Not a test: it
  * times things. Run from the build tree: bin/quant_bench [--no-cli]. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,23 +56,35 @@ static void *scales(size_t n, amn_dtype t) {
     return s;
 }
 
-typedef void (*kernel)(const void *layout, amn_simd lv, amn_dtype out, void *dst);
+/* The converter hands each worker CHUNK output bytes at a time in one buffer
+ * it reuses (core/src/convert.c's CHUNK_BYTES), which the caches hold; the
+ * whole-layer rows write far more than the caches and so also time the
+ * memory's write bandwidth. */
+#define CHUNK (1u << 20)
 
-static void k_fp8(const void *l, amn_simd lv, amn_dtype out, void *dst) {
-    fp8_dequant_rows(l, 0, OUT, out, dst, lv);
+typedef void (*kernel)(const void *layout, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n,
+                       void *dst);
+
+static void k_fp8(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n, void *dst) {
+    fp8_dequant_rows(l, row0, n, out, dst, lv);
 }
-static void k_gptq(const void *l, amn_simd lv, amn_dtype out, void *dst) {
-    if (gptq_dequant_rows(l, 0, OUT, out, dst, lv)) exit(1);
+static void k_gptq(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n,
+                   void *dst) {
+    if (gptq_dequant_rows(l, row0, n, out, dst, lv)) exit(1);
 }
-static void k_awq(const void *l, amn_simd lv, amn_dtype out, void *dst) {
-    if (awq_dequant_rows(l, 0, OUT, out, dst, lv)) exit(1);
+static void k_awq(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n, void *dst) {
+    if (awq_dequant_rows(l, row0, n, out, dst, lv)) exit(1);
 }
 
-static double best(kernel k, const void *l, amn_simd lv, amn_dtype out, void *dst) {
+/* Best time of the whole layer into dst, or of CHUNK bytes of rows at a
+ * time into its start. */
+static double best(kernel k, const void *l, amn_simd lv, amn_dtype out, bool chunked, void *dst) {
+    const uint64_t step = chunked ? CHUNK / (IN * amn_dtype_size(out)) : OUT;
     double b = 1e30;
     for (int r = 0; r < REPS; r++) {
         const double t0 = now();
-        k(l, lv, out, dst);
+        for (uint64_t o = 0; o < OUT; o += step)
+            k(l, lv, out, o, OUT - o < step ? OUT - o : step, dst);
         const double t = now() - t0;
         if (t < b) b = t;
     }
@@ -88,12 +101,13 @@ static void row(const char *name, kernel k, const void *l, void *dst, double t_c
         double scalar = 0;
         for (int lv = AMN_SIMD_SCALAR; lv <= (int)amn_simd_level(); lv++) {
             if (lv == AMN_SIMD_AVX512) break;
-            const double t = best(k, l, (amn_simd)lv, outs[oi], dst);
+            const double t = best(k, l, (amn_simd)lv, outs[oi], false, dst);
+            const double tc = best(k, l, (amn_simd)lv, outs[oi], true, dst);
             if (lv == AMN_SIMD_SCALAR) scalar = t;
             printf("%-22s %-4s %-6s %7.2f ms %6.2f Gelem/s %6.2f GB/s  x%5.2f scalar  "
-                   "x%5.2f memcpy\n",
+                   "x%5.2f memcpy  %6.2f Gelem/s in 1 MiB chunks\n",
                    name, amn_dtype_name(outs[oi]), amn_simd_name((amn_simd)lv), t * 1e3,
-                   n / t * 1e-9, n * es / t * 1e-9, scalar / t, base / t);
+                   n / t * 1e-9, n * es / t * 1e-9, scalar / t, base / t, n / tc * 1e-9);
         }
     }
 }
