@@ -88,6 +88,7 @@ static uint8_t *bytes_in(size_t n, unsigned lo, unsigned hi) {
 typedef struct bench {
     const char *name;
     uint64_t rows, row_elems; /* output rows, and elements in each */
+    uint64_t quantum;         /* the scheme's row_quantum (chunks are cut at its multiples) */
     void (*run)(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, uint64_t n, void *dst);
     const void *layout;
 } bench;
@@ -109,9 +110,11 @@ static void run_bmm(const void *l, amn_simd lv, amn_dtype out, uint64_t row0, ui
     if (nvfp4_bmm_rows(l, row0, n, out, dst, lv)) exit(1);
 }
 
-/* The whole tensor into dst, or CHUNK bytes of rows at a time into its start. */
+/* The whole tensor into dst, or CHUNK bytes of rows at a time into its start
+ * (rounded down to whole quanta, as the converter rounds one worker's). */
 static void run_all(const bench *b, amn_simd lv, amn_dtype out, bool chunked, void *dst) {
-    const uint64_t step = chunked ? CHUNK / (b->row_elems * amn_dtype_size(out)) : b->rows;
+    uint64_t step = chunked ? CHUNK / (b->row_elems * amn_dtype_size(out)) : b->rows;
+    if (chunked && b->quantum > 1 && step >= b->quantum) step -= step % b->quantum;
     for (uint64_t r = 0; r < b->rows; r += step)
         b->run(b->layout, lv, out, r, b->rows - r < step ? b->rows - r : step, dst);
 }
@@ -300,16 +303,16 @@ int main(int argc, char **argv) {
     ct_layout c2 = c4;
     c2.bits = 2, c2.out = O / 2, c2.in = 2 * I, c2.groups = 2 * I / 128;
     const bench benches[] = {
-        {"mxfp4 4x[5760,2880]", E * K, R, run_mx, &mx},
-        {"ctensors int4 g128", O, I, run_ct, &c4},
-        {"ctensors int4 g128 asym", O, I, run_ct, &c4z},
-        {"ctensors int4 act-order", O, I, run_ct, &c4a},
-        {"ctensors int8 channel", O, I, run_ct, &c8},
-        {"ctensors int4 block 128x128", O, I, run_ct, &c4b},
-        {"ctensors int2 g128", O / 2, 2 * I, run_ct, &c2},
-        {"nvfp4 modelopt", O, I, run_nv, &nv},
-        {"nvfp4 compressed-tensors", O, I, run_nv, &nvc},
-        {"nvfp4 fused experts [E,I,O]", 4 * I, O / 4, run_bmm, &nvb},
+        {"mxfp4 4x[5760,2880]", E * K, R, 32, run_mx, &mx}, /* mxfp4_detect.c's quantum */
+        {"ctensors int4 g128", O, I, 1, run_ct, &c4},
+        {"ctensors int4 g128 asym", O, I, 1, run_ct, &c4z},
+        {"ctensors int4 act-order", O, I, 1, run_ct, &c4a},
+        {"ctensors int8 channel", O, I, 1, run_ct, &c8},
+        {"ctensors int4 block 128x128", O, I, 1, run_ct, &c4b},
+        {"ctensors int2 g128", O / 2, 2 * I, 1, run_ct, &c2},
+        {"nvfp4 modelopt", O, I, 1, run_nv, &nv},
+        {"nvfp4 compressed-tensors", O, I, 1, run_nv, &nvc},
+        {"nvfp4 fused experts [E,I,O]", 4 * I, O / 4, 1, run_bmm, &nvb},
     };
     const size_t most = (size_t)(E * R * K > O * I ? E * R * K : O * I);
     uint8_t *dst = malloc(most * 4);
