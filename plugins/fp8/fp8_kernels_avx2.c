@@ -24,13 +24,9 @@ static inline __m256 apply(__m256 w, __m256 s, __m256 nanmask) {
     return _mm256_blendv_ps(_mm256_mul_ps(w, s), q, nanmask);
 }
 
-/* Two products of 8 lanes, neither NaN, to 16 BF16 values at d: rounded
- * without the NaN test and packed at once (one pack and one permute for 16,
- * the shuffle port being what BF16 output waits on). */
+/* Two products of 8 lanes, neither NaN, to 16 BF16 values at d. */
 static inline void bf16x16_finite(__m256 y0, __m256 y1, uint8_t *d) {
-    const __m256i h = _mm256_packus_epi32(
-        amn_bf16_lanes_finite_avx2(y0), amn_bf16_lanes_finite_avx2(y1)); /* 0-3 8-11 | 4-7 12-15 */
-    _mm256_storeu_si256((__m256i *)d, _mm256_permute4x64_epi64(h, 0xd8));
+    _mm256_storeu_si256((__m256i *)d, qs_bf16x16_finite(y0, y1));
 }
 
 /* 16 elements. finite: the scale is finite, so what a byte that is no NaN

@@ -20,6 +20,15 @@ static inline __m128i qs_bf16x8_finite(__m256 y) {
     return amn_bf16_pack8_avx2(amn_bf16_lanes_finite_avx2(y));
 }
 
+/* qs_bf16x8_finite of 16 lanes, y0 then y1, as 16 consecutive 16-bit values:
+ * one pack and one permute for the 16, where two qs_bf16x8 calls take two
+ * of each (BF16 output waits on the shuffle port). */
+static inline __m256i qs_bf16x16_finite(__m256 y0, __m256 y1) {
+    const __m256i h = _mm256_packus_epi32(
+        amn_bf16_lanes_finite_avx2(y0), amn_bf16_lanes_finite_avx2(y1)); /* 0-3 8-11 | 4-7 12-15 */
+    return _mm256_permute4x64_epi64(h, 0xd8);
+}
+
 /* Write 8 values at d (no alignment needed). F16C rounds to nearest even,
  * as amn_f32_to_f16 does. */
 static inline void qs_store8(amn_dtype out, void *d, __m256 y) {
