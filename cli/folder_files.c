@@ -16,23 +16,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "amn/kit/json_file.h"
 #include "folder.h"
 
 #define CONFIG_MAX (4u << 20) /* a config.json is a few KB; refuse anything huge */
 
 int cli_config_rewrite(const char *src, const char *dst, const char *quant_config,
                        const char *torch_dtype, bool drop_quant, bool sync, amn_error *err) {
-    struct stat st;
-    if (stat(src, &st) != 0 || !S_ISREG(st.st_mode))
-        return amn_error_set(err, AMN_E_IO, "%s: cannot read", src);
-    if (st.st_size > CONFIG_MAX)
-        return amn_error_set(err, AMN_E_LIMIT, "%s: larger than %u bytes", src, CONFIG_MAX);
-    json_object *root = json_object_from_file(src);
-    if (!root || !json_object_is_type(root, json_type_object)) {
-        json_object_put(root);
-        return amn_error_set(err, AMN_E_PARSE, "%s: not a JSON object", src);
-    }
-    int rc = AMN_OK;
+    /* The input's config.json is as hostile as its weights: the kit's
+     * reader caps its size before reading and its nesting while parsing. */
+    static const amn_kit_json_caps caps = {
+        .max_bytes = CONFIG_MAX, .max_depth = 32, .bad_code = AMN_E_PARSE};
+    json_object *root = NULL;
+    int rc = amn_kit_json_read_object(src, NULL, &caps, &root, err);
+    if (rc) return rc;
     if (drop_quant) json_object_object_del(root, "quantization_config");
     if (quant_config) {
         json_object *q = json_tokener_parse(quant_config);

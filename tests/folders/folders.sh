@@ -116,15 +116,20 @@ has "input message" "would replace the input"
 run "parent kept" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/in" --force
 [ -f "$work/in/plain/config.json" ] && ok || fail "input folder touched"
 
-# A config.json that is not a JSON object (an array, a truncated text): a
-# parse error naming it, and no folder, no temporary left.
+# A config.json that is not a JSON object (an array, a truncated text, text
+# after the object, nesting past the cap): an error naming it, and no
+# folder, no temporary left.
 mkdir -p "$work/badcfg"
-for text in '[1]' '{"a": '; do
+deep=$(printf '{"a": %s1%s}' "$(printf '[%.0s' $(seq 40))" "$(printf ']%.0s' $(seq 40))")
+declare -A bad_rc=(['[1]']=1 ['{"a": ']=1 ['{} x']=1 ["$deep"]=4)
+declare -A bad_msg=(['[1]']="config.json: not a JSON object" ['{"a": ']="config.json: not valid JSON"
+  ['{} x']="config.json: not valid JSON" ["$deep"]="config.json: JSON nests deeper than 32")
+for text in '[1]' '{"a": ' '{} x' "$deep"; do
   rm -rf "$work/badcfg/m" "$work/badcfg/out"
   cp -r "$work/in/plain" "$work/badcfg/m"
   printf '%s' "$text" >"$work/badcfg/m/config.json"
-  run "bad config.json $text" 1 "$amn" remember --no-sync "$work/badcfg/m" -o "$work/badcfg/out"
-  has "bad config.json message" "config.json: not a JSON object"
+  run "bad config.json ${text:0:12}" "${bad_rc[$text]}" "$amn" remember --no-sync "$work/badcfg/m" -o "$work/badcfg/out"
+  has "bad config.json message" "${bad_msg[$text]}"
   [ ! -e "$work/badcfg/out" ] && ok || fail "bad config.json: output left"
   no_temporaries "$work/badcfg" "bad config.json"
 done
