@@ -326,7 +326,8 @@ int gptq_dequant_rows_avx2(const gptq_layout *l, uint64_t row0, uint64_t nrows, 
     /* The 4-bit tables: sequential groups whose runs of 8 inputs stay in one
      * group, 2-byte outputs. */
     uint8_t *lut = NULL;
-    if (l->bits == 4 && per_run && out != AMN_DTYPE_F32 && !(lut = aligned_alloc(32, G * 256))) {
+    if (l->bits == 4 && per_run && out != AMN_DTYPE_F32 &&
+        !(lut = aligned_alloc(32, G * LUT_GROUP))) {
         free(st), free(zt), free(gt);
         return AMN_E_NOMEM;
     }
