@@ -36,8 +36,13 @@ typedef struct fp8_layout {
 void fp8_dequant_rows(const fp8_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
                       amn_simd level);
 
-/* The vector path: n weights sharing one scale. Defined in fp8_kernels_avx2.c. */
-void fp8_run_avx2(const uint8_t *src, size_t n, float scale, bool e5m2, amn_dtype out, void *dst);
+/* The vector path: n weights in runs of block_cols (the last may be
+ * shorter), run b scaled by scales[b]; finite: every one of those scales is
+ * finite (a hint; false is always right). One call per row, not per block:
+ * a call per 128-element block cost a third of the work. Defined in
+ * fp8_kernels_avx2.c. */
+void fp8_run_avx2(const uint8_t *src, size_t n, size_t block_cols, const float *scales, bool finite,
+                  bool e5m2, amn_dtype out, void *dst);
 
 /* Scalar helpers both paths share. */
 static inline float fp8_decode(uint8_t b, bool e5m2) {

@@ -6,7 +6,6 @@
  * which one exact multiply by 256 undoes. Only E4M3's NaN (S.1111.111, which
  * that half reads as 480) needs patching. */
 #include <immintrin.h>
-#include <math.h>
 
 #include "fp8_kernels.h"
 #include "amn/kit/store_avx2.h"
@@ -76,44 +75,49 @@ e5m2_16(const uint8_t *src, __m256 s, amn_dtype out, bool finite, uint8_t *d, si
     qs_store8(out, d + 8 * es, apply(w1, s, _mm256_cmp_ps(w1, w1, _CMP_UNORD_Q)));
 }
 
-/* One instance per (format, output dtype, finite scale). */
-static inline __attribute__((always_inline)) void
-run(const uint8_t *src, size_t n, float scale, bool e5m2, amn_dtype out, bool finite, uint8_t *d) {
+/* One instance per (format, output dtype, finite scales). */
+static inline __attribute__((always_inline)) void run(const uint8_t *src, size_t n, size_t bc,
+                                                      const float *scales, bool e5m2, amn_dtype out,
+                                                      bool finite, uint8_t *d) {
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
-    const __m256 s = _mm256_set1_ps(scale);
-    size_t i = 0;
-    if (e5m2)
-        for (; i + 16 <= n; i += 16) e5m2_16(src + i, s, out, finite, d + i * es, es);
-    else
-        for (; i + 16 <= n; i += 16) e4m3_16(src + i, s, out, finite, d + i * es, es);
-    for (; i < n; i++) qs_store1(fp8_apply(fp8_decode(src[i], e5m2), scale), out, d + i * es);
+    for (size_t c = 0, b = 0; c < n; c += bc, b++) {
+        const size_t end = n - c < bc ? n : c + bc;
+        const float scale = scales[b];
+        const __m256 s = _mm256_set1_ps(scale);
+        size_t i = c;
+        if (e5m2)
+            for (; i + 16 <= end; i += 16) e5m2_16(src + i, s, out, finite, d + i * es, es);
+        else
+            for (; i + 16 <= end; i += 16) e4m3_16(src + i, s, out, finite, d + i * es, es);
+        for (; i < end; i++) qs_store1(fp8_apply(fp8_decode(src[i], e5m2), scale), out, d + i * es);
+    }
 }
 
-void fp8_run_avx2(const uint8_t *src, size_t n, float scale, bool e5m2, amn_dtype out, void *dst) {
-    const bool finite = isfinite(scale);
+void fp8_run_avx2(const uint8_t *src, size_t n, size_t bc, const float *scales, bool finite,
+                  bool e5m2, amn_dtype out, void *dst) {
     uint8_t *d = dst;
     switch (out) {
     case AMN_DTYPE_F32:
         if (e5m2)
-            run(src, n, scale, true, AMN_DTYPE_F32, false, d);
+            run(src, n, bc, scales, true, AMN_DTYPE_F32, false, d);
         else
-            run(src, n, scale, false, AMN_DTYPE_F32, false, d);
+            run(src, n, bc, scales, false, AMN_DTYPE_F32, false, d);
         break;
     case AMN_DTYPE_F16:
         if (e5m2)
-            run(src, n, scale, true, AMN_DTYPE_F16, false, d);
+            run(src, n, bc, scales, true, AMN_DTYPE_F16, false, d);
         else
-            run(src, n, scale, false, AMN_DTYPE_F16, false, d);
+            run(src, n, bc, scales, false, AMN_DTYPE_F16, false, d);
         break;
     default:
         if (e5m2 && finite)
-            run(src, n, scale, true, AMN_DTYPE_BF16, true, d);
+            run(src, n, bc, scales, true, AMN_DTYPE_BF16, true, d);
         else if (e5m2)
-            run(src, n, scale, true, AMN_DTYPE_BF16, false, d);
+            run(src, n, bc, scales, true, AMN_DTYPE_BF16, false, d);
         else if (finite)
-            run(src, n, scale, false, AMN_DTYPE_BF16, true, d);
+            run(src, n, bc, scales, false, AMN_DTYPE_BF16, true, d);
         else
-            run(src, n, scale, false, AMN_DTYPE_BF16, false, d);
+            run(src, n, bc, scales, false, AMN_DTYPE_BF16, false, d);
         break;
     }
 }

@@ -185,11 +185,65 @@ static void test_fp8_partial_blocks(void **state) {
     free(w);
 }
 
+/* Blocks narrower than a vector step and rows of more blocks than the
+ * vector path takes scales for at once (334 of 3 columns, in spans of 256):
+ * every element scaled by its own block's scale on every path, to every
+ * output dtype; block rows of finite scales and ones with an infinite or a
+ * NaN scale (whose payload fills the low 16 bits). */
+static void test_fp8_narrow_blocks(void **state) {
+    (void)state;
+    const uint64_t rows = 7, cols = 1000, br = 2, bc = 3, gc = (cols + bc - 1) / bc;
+    const uint64_t gr = (rows + br - 1) / br;
+    uint8_t *w = malloc(rows * cols);
+    float *sc = malloc(gr * gc * 4);
+    assert_true(w && sc);
+    for (uint64_t i = 0; i < rows * cols; i++) w[i] = (uint8_t)((i * 97 + 11) & 0xff);
+    for (uint64_t i = 0; i < gr * gc; i++) sc[i] = (float)((int)(i % 17) - 8) * 0.375f;
+    sc[1 * gc + 300] = amn_bits_f32(0x7f800000u);
+    sc[2 * gc + 5] = amn_bits_f32(0x7f80ffffu);
+    for (int fmt = 0; fmt < 2; fmt++)
+        for (size_t oi = 0; oi < 3; oi++) {
+            const fp8_layout l = {.weight = w,
+                                  .wtype = fmt ? AMN_DTYPE_F8_E5M2 : AMN_DTYPE_F8_E4M3,
+                                  .rows = rows,
+                                  .cols = cols,
+                                  .scale = (const uint8_t *)sc,
+                                  .stype = AMN_DTYPE_F32,
+                                  .block_rows = br,
+                                  .block_cols = bc,
+                                  .grid_cols = gc};
+            const size_t es = amn_dtype_size(outs[oi]), len = rows * cols * es;
+            uint8_t *want = malloc(len), *got = malloc(len);
+            assert_true(want && got);
+            for (uint64_t r = 0; r < rows; r++)
+                for (uint64_t c = 0; c < cols; c++) {
+                    const float x = fmt ? amn_f8e5m2_to_f32(w[r * cols + c])
+                                        : amn_f8e4m3_to_f32(w[r * cols + c]);
+                    qs_store1(fp8_apply(x, sc[(r / br) * gc + c / bc]), outs[oi],
+                              want + (r * cols + c) * es);
+                }
+            amn_simd lv[2];
+            const size_t nl = qg_levels(lv);
+            for (size_t li = 0; li < nl; li++) {
+                memset(got, 0xa5, len);
+                fp8_dequant_rows(&l, 0, rows, outs[oi], got, lv[li]);
+                if (memcmp(want, got, len) != 0)
+                    fail_msg("fmt %d out %s level %d: differs", fmt, amn_dtype_name(outs[oi]),
+                             (int)lv[li]);
+            }
+            free(want);
+            free(got);
+        }
+    free(sc);
+    free(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp8_goldens),
         cmocka_unit_test(test_fp8_paths_agree),
         cmocka_unit_test(test_fp8_partial_blocks),
+        cmocka_unit_test(test_fp8_narrow_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
