@@ -22,6 +22,10 @@ static void test_round_units(void **state) {
     assert_int_equal(amni_round_units(91, 0, 2), 91);
     assert_int_equal(amni_round_units(91, 1, 2), 91);
     assert_int_equal(amni_round_units(0, 32, 2), 1); /* never no progress */
+    /* A plugin's quantum is a hint, whatever its size: no product overflows. */
+    assert_int_equal(amni_round_units(182, UINT64_MAX, 2), 182);
+    assert_int_equal(amni_round_units(UINT64_MAX, 1ull << 63, 2), 1ull << 63);
+    assert_int_equal(amni_round_units(UINT64_MAX, 3, 4), UINT64_MAX - UINT64_MAX % 12);
 }
 
 static void test_split_units(void **state) {
@@ -71,6 +75,12 @@ static void test_split_examples(void **state) {
     assert_int_equal(amni_split_units(182, 2, 1, c), 2);
     assert_int_equal(c[0], 91);
     assert_int_equal(c[1], 91);
+    /* Huge quanta: one slice of everything. */
+    assert_int_equal(amni_split_units(182, 2, UINT64_MAX, c), 1);
+    assert_int_equal(c[0], 182);
+    assert_int_equal(amni_split_units(UINT64_MAX, 2, 1ull << 63, c), 2);
+    assert_int_equal(c[0], 1ull << 63);
+    assert_int_equal(c[1], UINT64_MAX - (1ull << 63));
     /* Fewer quanta than workers: fewer slices. */
     assert_int_equal(amni_split_units(40, 4, 32, c), 2);
     assert_int_equal(c[0], 32);
