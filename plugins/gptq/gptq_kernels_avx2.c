@@ -166,8 +166,7 @@ static inline __attribute__((always_inline)) void lut_fill(const block_ctx *c, a
             v = _mm256_setr_m128i(_mm256_cvtps_ph(y0, _MM_FROUND_TO_NEAREST_INT),
                                   _mm256_cvtps_ph(y1, _MM_FROUND_TO_NEAREST_INT));
         else
-            v = _mm256_permute4x64_epi64(
-                _mm256_packus_epi32(amn_bf16_lanes_avx2(y0), amn_bf16_lanes_avx2(y1)), 0xd8);
+            v = qs_bf16x16(y0, y1);
         /* lo plane (values 0-15) | hi plane */
         const __m256i planes = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, split), 0xd8);
         uint8_t *d = t + (r % 4) * 64 + (r / 4) * 16;

@@ -86,8 +86,8 @@ static inline __attribute__((always_inline)) void bmm_row(const uint8_t *w, unsi
             const __m256 y1 =
                 _mm256_mul_ps(lookup(tlo, thi, _mm256_and_si256(_mm256_srl_epi32(b1, sh), m)),
                               _mm256_loadu_ps(bs + o + 8));
-            const __m256i p = _mm256_packus_epi32(bf16_lanes(y0, finite), bf16_lanes(y1, finite));
-            _mm256_storeu_si256((__m256i *)(d + 2 * o), _mm256_permute4x64_epi64(p, 0xd8));
+            _mm256_storeu_si256((__m256i *)(d + 2 * o),
+                                finite ? qs_bf16x16_finite(y0, y1) : qs_bf16x16(y0, y1));
         }
     for (; o + 8 <= n; o += 8) {
         const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + o)));

@@ -20,13 +20,22 @@ static inline __m128i qs_bf16x8_finite(__m256 y) {
     return amn_bf16_pack8_avx2(amn_bf16_lanes_finite_avx2(y));
 }
 
-/* qs_bf16x8_finite of 16 lanes, y0 then y1, as 16 consecutive 16-bit values:
- * one pack and one permute for the 16, where two qs_bf16x8 calls take two
- * of each (BF16 output waits on the shuffle port). */
-static inline __m256i qs_bf16x16_finite(__m256 y0, __m256 y1) {
-    const __m256i h = _mm256_packus_epi32(
-        amn_bf16_lanes_finite_avx2(y0), amn_bf16_lanes_finite_avx2(y1)); /* 0-3 8-11 | 4-7 12-15 */
+/* Rounded BF16 lanes (32-bit, value in the low half) of y0 then y1 as 16
+ * consecutive 16-bit values: one pack and one permute for the 16, where two
+ * qs_bf16x8 calls take two of each (BF16 output waits on the shuffle port). */
+static inline __m256i qs_pack16(__m256i lanes0, __m256i lanes1) {
+    const __m256i h = _mm256_packus_epi32(lanes0, lanes1); /* 0-3 8-11 | 4-7 12-15 */
     return _mm256_permute4x64_epi64(h, 0xd8);
+}
+
+/* qs_bf16x8 of 16 lanes, y0 then y1, as 16 consecutive 16-bit values. */
+static inline __m256i qs_bf16x16(__m256 y0, __m256 y1) {
+    return qs_pack16(amn_bf16_lanes_avx2(y0), amn_bf16_lanes_avx2(y1));
+}
+
+/* qs_bf16x16 for lanes known to hold no NaN. */
+static inline __m256i qs_bf16x16_finite(__m256 y0, __m256 y1) {
+    return qs_pack16(amn_bf16_lanes_finite_avx2(y0), amn_bf16_lanes_finite_avx2(y1));
 }
 
 /* Write 8 values at d (no alignment needed). F16C rounds to nearest even,
