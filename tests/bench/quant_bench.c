@@ -3,7 +3,9 @@
  * plus a whole-file `amn remember` against cp of the output's size.
  * Prints elements/s, GB/s of output, and ratios against baselines measured in
  * the same run (memcpy of the output, the scalar path, cp). Not a test: it
- * times things. Run from the build tree: bin/quant_bench [--no-cli]. */
+ * times things. Run from the build tree: bin/quant_bench [--no-cli]; the
+ * whole-file rows work in $TMPDIR (default /tmp): TMPDIR=/dev/shm times them
+ * on tmpfs. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,9 +131,11 @@ static double run(const char *cmd, const char *fresh) {
 
 /* A safetensors file of `layers` GPTQ 4-bit layers, remembered by the CLI. */
 static void cli_bench(void) {
-    char dir[] = "/tmp/amn-quant-bench-XXXXXX";
+    const char *tmp = getenv("TMPDIR");
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/amn-quant-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) return;
-    char in[128], out[128], copy[128], cmd[1024];
+    char in[300], out[300], copy[300], cmd[1200];
     snprintf(in, sizeof in, "%s/model.safetensors", dir);
     snprintf(out, sizeof out, "%s/out.safetensors", dir);
     snprintf(copy, sizeof copy, "%s/copy.bin", dir);
