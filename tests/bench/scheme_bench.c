@@ -302,11 +302,25 @@ int main(int argc, char **argv) {
      * the weight and the scales ([O / 2][2 I / 128]) stay within them. */
     ct_layout c2 = c4;
     c2.bits = 2, c2.out = O / 2, c2.in = 2 * I, c2.groups = 2 * I / 128;
+    /* Act-order over a down projection's 14336 inputs (112 groups), [3072,
+     * 14336] within the same buffers. */
+    const uint64_t I112 = 14336;
+    int32_t *gidx112 = malloc(I112 * 4);
+    for (uint64_t i = 0; i < I112; i++) gidx112[i] = (int32_t)(i / 128);
+    for (uint64_t i = I112 - 1; i > 0; i--) {
+        const uint64_t j = rnd() % (i + 1);
+        const int32_t t = gidx112[i];
+        gidx112[i] = gidx112[j], gidx112[j] = t;
+    }
+    ct_layout c4a112 = c4a;
+    c4a112.out = 3072, c4a112.in = I112, c4a112.words = I112 / 8, c4a112.groups = I112 / 128;
+    c4a112.gidx = gidx112;
     const bench benches[] = {
         {"mxfp4 4x[5760,2880]", E * K, R, 32, run_mx, &mx}, /* mxfp4_detect.c's quantum */
         {"ctensors int4 g128", O, I, 1, run_ct, &c4},
         {"ctensors int4 g128 asym", O, I, 1, run_ct, &c4z},
         {"ctensors int4 act-order", O, I, 1, run_ct, &c4a},
+        {"ctensors int4 act-order 112 groups", 3072, I112, 1, run_ct, &c4a112},
         {"ctensors int8 channel", O, I, 1, run_ct, &c8},
         {"ctensors int4 block 128x128", O, I, 1, run_ct, &c4b},
         {"ctensors int2 g128", O / 2, 2 * I, 1, run_ct, &c2},
@@ -385,7 +399,8 @@ int main(int argc, char **argv) {
             if (!getenv("SCHEME_BENCH_KEEP")) rmdir(dir);
         }
     }
-    free(blocks), free(e8), free(w4), free(w8), free(s128), free(zp), free(sch), free(gidx);
+    free(blocks), free(e8), free(w4), free(w8), free(s128), free(zp), free(sch), free(gidx),
+        free(gidx112);
     free(e4);
     return 0;
 }

@@ -163,6 +163,21 @@ static void test_ctensors(void **state) {
                  {true, 8, 19, 40, 8, 0, true, 0},
                  {true, 2, 12, 72, 24, 1, true, 0},
                  {true, 4, 32, 64, 12, 2, false, 5},
+                 /* per-column groups on the AVX-512 path: up to 32 groups (one
+                  * permute), 33-64 (two), 65-128 (four), and 129 (the AVX2
+                  * path's), with rows whose length is not a multiple of 16 */
+                 {true, 4, 5, 1000, 40, 0, true, 0},
+                 {true, 4, 6, 1032, 24, 1, true, 0},
+                 {true, 4, 3, 2048, 32, 2, true, 0},
+                 {true, 4, 3, 520, 8, 1, true, 0},
+                 {true, 4, 3, 1792, 16, 2, true, 0},
+                 {true, 4, 4, 1032, 8, 0, true, 0},
+                 {false, 8, 3, 1290, 10, 2, true, 0},
+                 {true, 2, 3, 1280, 10, 1, false, 0},
+                 {true, 2, 4, 608, 19, 1, false, 0},
+                 {true, 8, 5, 330, 10, 2, true, 0},
+                 {false, 8, 4, 712, 12, 2, true, 0},
+                 {true, 4, 7, 400, 13, 0, false, 0},
                  /* uniform groups of 8k columns, the last one short */
                  {true, 4, 10, 100, 32, 1, false, 0},
                  {false, 8, 7, 51, 16, 2, false, 0}};
