@@ -3,16 +3,10 @@
 #include "amn/kit/quant_common.h"
 #include "ct_kernels.h"
 
-static uint32_t ld32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4); /* tensor data need not be aligned */
-    return v;
-}
-
 int32_t ct_q(const ct_layout *l, uint64_t o, uint64_t i) {
     if (!l->packed) return (int8_t)l->weight[o * l->in + i];
     const unsigned pf = 32 / l->bits;
-    const uint32_t w = ld32(l->weight + (o * l->words + i / pf) * 4);
+    const uint32_t w = ct_ld32(l->weight + (o * l->words + i / pf) * 4);
     const uint32_t f = (w >> (l->bits * (unsigned)(i % pf))) & ((1u << l->bits) - 1);
     return (int32_t)f - (int32_t)(1u << (l->bits - 1));
 }
@@ -38,7 +32,7 @@ static row_pos row_at(const ct_layout *l, uint64_t o) {
 static int32_t zero_at(const ct_layout *l, const row_pos *p, uint64_t g) {
     switch (l->zkind) {
     case CT_ZERO_PACKED: {
-        const uint32_t f = (ld32(p->zw + g * 4) >> p->zshift) & ((1u << l->bits) - 1);
+        const uint32_t f = (ct_ld32(p->zw + g * 4) >> p->zshift) & ((1u << l->bits) - 1);
         return (int32_t)f - (int32_t)(1u << (l->bits - 1));
     }
     case CT_ZERO_I8:

@@ -51,6 +51,22 @@ typedef struct ct_layout {
     uint64_t block_rows; /* block strategy: rows sharing a scale row; 0 or 1 otherwise */
 } ct_layout;
 
+/* The weight's encoding, which the vector loops take as a constant of each
+ * instance (a field of the layout would be reloaded after every store,
+ * which may alias it): I8 values, or packed fields of 8, 4 or 2 bits. */
+enum { CT_Q_I8 = 0, CT_Q_P8 = 8, CT_Q_P4 = 4, CT_Q_P2 = 2 };
+
+static inline unsigned ct_q_kind(const ct_layout *l) {
+    return l->packed ? l->bits : (unsigned)CT_Q_I8;
+}
+
+/* The 32-bit word at p (tensor data need not be aligned). */
+static inline uint32_t ct_ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 /* The scale (and zero point) row of output row o. */
 static inline uint64_t ct_scale_row(const ct_layout *l, uint64_t o) {
     return l->block_rows > 1 ? o / l->block_rows : o;

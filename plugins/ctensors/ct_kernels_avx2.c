@@ -33,25 +33,16 @@ static inline __m256i bcast32(const uint8_t *p) {
     return _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)p));
 }
 
-/* The weight's encoding, a constant in each instance of the loops below
- * (a field of the layout would be reloaded after every store, which may
- * alias it): I8 values, or packed fields of 8, 4 or 2 bits. */
-enum { Q_I8 = 0, Q_P8 = 8, Q_P4 = 4, Q_P2 = 2 };
-
-static inline unsigned q_kind(const ct_layout *l) {
-    return l->packed ? l->bits : Q_I8;
-}
-
 static inline __attribute__((always_inline)) __m256i load_q(unsigned kind, const uint8_t *row,
                                                             uint64_t i) {
-    if (kind == Q_I8) {
+    if (kind == CT_Q_I8) {
         return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + i)));
     }
-    if (kind == Q_P8) {
+    if (kind == CT_Q_P8) {
         const __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + i)));
         return _mm256_sub_epi32(u, _mm256_set1_epi32(128));
     }
-    if (kind == Q_P2) {
+    if (kind == CT_Q_P2) {
         /* Word i / 16 holds columns i..i+15: these 8 are its low or high half. */
         const __m256i f = _mm256_and_si256(
             _mm256_srlv_epi32(bcast32(row + (i / 16) * 4),
@@ -113,7 +104,7 @@ row_vec(const ct_layout *l, uint64_t o, const float *st, const int32_t *zt, cons
         unsigned kind, amn_dtype out, amn_dtype stype, uint8_t *d) {
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const uint8_t *row = l->weight + o * (l->packed ? l->words * 4 : l->in);
-    const uint64_t in8 = l->in - l->in % 8, gs = l->group_size; /* locals: see Q_I8 */
+    const uint64_t in8 = l->in - l->in % 8, gs = l->group_size; /* locals: see CT_Q_I8 */
     if (!gt && gs % 8 == 0) {
         /* Group by group: a division per 8 columns costs 40-90 cycles on
          * Skylake, 5x the work it would index. */
@@ -220,18 +211,18 @@ block_vec(const ct_layout *l, uint64_t o, const float *stt, const int32_t *ztt, 
 /* CALL(kind, out, scale dtype) for the layout's encoding. */
 #define BY_KIND(CALL, OUT, ST)                                                                     \
     do {                                                                                           \
-        switch (q_kind(l)) {                                                                       \
-        case Q_P4:                                                                                 \
-            CALL(Q_P4, OUT, ST);                                                                   \
+        switch (ct_q_kind(l)) {                                                                    \
+        case CT_Q_P4:                                                                              \
+            CALL(CT_Q_P4, OUT, ST);                                                                \
             break;                                                                                 \
-        case Q_P2:                                                                                 \
-            CALL(Q_P2, OUT, ST);                                                                   \
+        case CT_Q_P2:                                                                              \
+            CALL(CT_Q_P2, OUT, ST);                                                                \
             break;                                                                                 \
-        case Q_P8:                                                                                 \
-            CALL(Q_P8, OUT, ST);                                                                   \
+        case CT_Q_P8:                                                                              \
+            CALL(CT_Q_P8, OUT, ST);                                                                \
             break;                                                                                 \
         default:                                                                                   \
-            CALL(Q_I8, OUT, ST);                                                                   \
+            CALL(CT_Q_I8, OUT, ST);                                                                \
             break;                                                                                 \
         }                                                                                          \
     } while (0)

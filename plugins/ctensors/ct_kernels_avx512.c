@@ -20,8 +20,6 @@
 
 #include "ct_kernels.h"
 
-enum { Q_I8 = 0, Q_P8 = 8, Q_P4 = 4, Q_P2 = 2 };
-
 bool ct_avx512_takes(const ct_layout *l, amn_dtype out) {
     const bool per_column = l->gidx || l->group_size % 8 != 0;
     const bool bits_ok = !l->packed || l->bits == 2 || l->bits == 4 || l->bits == 8;
@@ -29,25 +27,20 @@ bool ct_avx512_takes(const ct_layout *l, amn_dtype out) {
            l->groups <= CT_AVX512_MAX_GROUPS;
 }
 
-static inline uint32_t ld32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 /* The signed values of columns i..i+15 (i a multiple of 16) of a row. */
 static inline __attribute__((always_inline)) __m512i load_q16(unsigned kind, const uint8_t *row,
                                                               uint64_t i) {
-    if (kind == Q_I8) return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + i)));
-    if (kind == Q_P8) {
+    if (kind == CT_Q_I8) return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + i)));
+    if (kind == CT_Q_P8) {
         const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + i)));
         return _mm512_sub_epi32(u, _mm512_set1_epi32(128));
     }
-    if (kind == Q_P2) { /* word i / 16: 16 fields of 2 bits */
+    if (kind == CT_Q_P2) { /* word i / 16: 16 fields of 2 bits */
         const __m512i sh =
             _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const __m512i f = _mm512_and_si512(
-            _mm512_srlv_epi32(_mm512_set1_epi32((int)ld32(row + i / 4)), sh), _mm512_set1_epi32(3));
+        const __m512i f =
+            _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)ct_ld32(row + i / 4)), sh),
+                             _mm512_set1_epi32(3));
         return _mm512_sub_epi32(f, _mm512_set1_epi32(2));
     }
     /* 4-bit: words i / 8 and i / 8 + 1, each in 8 lanes */
@@ -172,18 +165,18 @@ row16(const ct_layout *l, uint64_t o, const float *st, const int32_t *zt, const 
 
 static void row_dispatch(const ct_layout *l, uint64_t o, const float *st, const int32_t *zt,
                          const int32_t *gt, amn_dtype out, uint8_t *d) {
-    switch (l->packed ? l->bits : (unsigned)Q_I8) {
-    case Q_P4:
-        BY_WIDTH(Q_P4);
+    switch (ct_q_kind(l)) {
+    case CT_Q_P4:
+        BY_WIDTH(CT_Q_P4);
         break;
-    case Q_P2:
-        BY_WIDTH(Q_P2);
+    case CT_Q_P2:
+        BY_WIDTH(CT_Q_P2);
         break;
-    case Q_P8:
-        BY_WIDTH(Q_P8);
+    case CT_Q_P8:
+        BY_WIDTH(CT_Q_P8);
         break;
     default:
-        BY_WIDTH(Q_I8);
+        BY_WIDTH(CT_Q_I8);
         break;
     }
 }

@@ -64,6 +64,22 @@ static uint8_t *fill(size_t n) {
     return p;
 }
 
+/* An act-order g_idx: groups of gs columns each, the columns shuffled. */
+static int32_t *act_order(uint64_t in, uint64_t gs) {
+    int32_t *g = malloc(in * sizeof *g);
+    if (!g) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (uint64_t i = 0; i < in; i++) g[i] = (int32_t)(i / gs);
+    for (uint64_t i = in - 1; i > 0; i--) {
+        const uint64_t j = rnd() % (i + 1);
+        const int32_t t = g[i];
+        g[i] = g[j], g[j] = t;
+    }
+    return g;
+}
+
 /* Scale-like bytes: BF16 / F16 values, E8M0 exponents, positive E4M3. */
 static uint8_t *scales16(size_t n, amn_dtype t) {
     uint16_t *s = malloc(n * 2);
@@ -252,13 +268,7 @@ int main(int argc, char **argv) {
     const uint64_t O = 11008, I = 4096;
     uint8_t *w4 = fill(O * I / 2), *w8 = fill(O * I), *s128 = scales16(O * I / 128, AMN_DTYPE_BF16);
     uint8_t *zp = fill((O / 8) * (I / 128) * 4), *sch = scales16(O, AMN_DTYPE_BF16);
-    int32_t *gidx = malloc(I * 4);
-    for (uint64_t i = 0; i < I; i++) gidx[i] = (int32_t)(i / 128);
-    for (uint64_t i = I - 1; i > 0; i--) {
-        const uint64_t j = rnd() % (i + 1);
-        const int32_t t = gidx[i];
-        gidx[i] = gidx[j], gidx[j] = t;
-    }
+    int32_t *gidx = act_order(I, 128);
     const ct_layout c4 = {.weight = w4,
                           .packed = true,
                           .bits = 4,
@@ -305,13 +315,7 @@ int main(int argc, char **argv) {
     /* Act-order over a down projection's 14336 inputs (112 groups), [3072,
      * 14336] within the same buffers. */
     const uint64_t I112 = 14336;
-    int32_t *gidx112 = malloc(I112 * 4);
-    for (uint64_t i = 0; i < I112; i++) gidx112[i] = (int32_t)(i / 128);
-    for (uint64_t i = I112 - 1; i > 0; i--) {
-        const uint64_t j = rnd() % (i + 1);
-        const int32_t t = gidx112[i];
-        gidx112[i] = gidx112[j], gidx112[j] = t;
-    }
+    int32_t *gidx112 = act_order(I112, 128);
     ct_layout c4a112 = c4a;
     c4a112.out = 3072, c4a112.in = I112, c4a112.words = I112 / 8, c4a112.groups = I112 / 128;
     c4a112.gidx = gidx112;
