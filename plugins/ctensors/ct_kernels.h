@@ -81,11 +81,11 @@ int ct_dequant_rows(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype
 /* Internal to the kernels. */
 int ct_rows_scalar(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst);
 int ct_rows_avx2(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst);
-/* The AVX-512 path's share: per-column groups (act-order, or groups that
- * 16 columns straddle) of at most CT_AVX512_MAX_GROUPS per row, to BF16 or
- * F32, packed 2, 4 or 8 bits or I8. */
+/* The AVX-512 path's share: per-column groups (act-order, or group sizes
+ * not a multiple of 8) of at most CT_AVX512_MAX_GROUPS per row, packed 2,
+ * 4 or 8 bits or I8, rows not sharing one per-tensor scale. */
 #define CT_AVX512_MAX_GROUPS 128
-bool ct_avx512_takes(const ct_layout *l, amn_dtype out);
+bool ct_avx512_takes(const ct_layout *l);
 int ct_rows_avx512(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst);
 /* Signed value, zero point and scale (as binary32) of element (o, i) / group g. */
 int32_t ct_q(const ct_layout *l, uint64_t o, uint64_t i);

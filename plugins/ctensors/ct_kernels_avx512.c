@@ -1,15 +1,16 @@
 /* compressed-tensors integers with AVX-512 (F, BW, VL, DQ): per-column
- * groups (act-order g_idx, or group sizes that 16 columns straddle) when a
- * row has at most 128 groups (g128 over inputs up to 16384: every
+ * groups (act-order g_idx, or group sizes that are not a multiple of 8)
+ * when a row has at most 128 groups (g128 over inputs up to 16384: every
  * projection of 7-8B models). A row's scales and zero points then fit in
  * registers, 32 per pair, and one two-source permute per pair and 16
  * columns (with blends between pairs) fetches each column's own, where the
  * AVX2 path transposes 8 rows' tables 8 x 8 (24 shuffles per 64 values,
- * the shuffle port being what it waits on). Values, products and roundings are the scalar path's:
- * (q - z) exact in binary32, one multiply, rounded to the scale's dtype, then to the output (BF16
- * or F32; F16 outputs stay on the AVX2 path, whose F16C rounding is the same). Rows whose scales
- * are not all finite take the scalar path. Built against SIMDe's portable AVX-512 for the emulated
- * test (AMN_SCHEME_AVX512_EMULATE). */
+ * the shuffle port being what it waits on). Values, products and
+ * roundings are the scalar path's: (q - z) exact in binary32, one
+ * multiply, rounded to the scale's dtype, then to the output dtype (F16
+ * through F16C, as the AVX2 path). Rows whose scales are not all finite
+ * take the scalar path. Built against SIMDe's portable AVX-512 for the
+ * emulated test (AMN_SCHEME_AVX512_EMULATE). */
 #ifdef AMN_SCHEME_AVX512_EMULATE
 #include "avx512_emulate.h"
 #else
@@ -19,11 +20,10 @@
 
 #include "ct_kernels.h"
 
-bool ct_avx512_takes(const ct_layout *l, amn_dtype out) {
+bool ct_avx512_takes(const ct_layout *l) {
     const bool per_column = l->gidx || l->group_size % 8 != 0;
     const bool bits_ok = !l->packed || l->bits == 2 || l->bits == 4 || l->bits == 8;
-    return per_column && bits_ok && out != AMN_DTYPE_F16 && !l->per_tensor &&
-           l->groups <= CT_AVX512_MAX_GROUPS;
+    return per_column && bits_ok && !l->per_tensor && l->groups <= CT_AVX512_MAX_GROUPS;
 }
 
 /* The signed values of columns i..i+15 (i a multiple of 16) of a row. */
@@ -95,7 +95,7 @@ static inline __m512 round_f16(__m512 y) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(ra), rb, 1);
 }
 
-/* (q - z) * s rounded to the scale's dtype, stored as out (BF16 or F32). */
+/* (q - z) * s rounded to the scale's dtype, stored as out. */
 static inline __attribute__((always_inline)) void store16(__m512 y, amn_dtype out, amn_dtype stype,
                                                           uint8_t *p) {
     if (stype == AMN_DTYPE_F16) y = round_f16(y);
@@ -109,6 +109,12 @@ static inline __attribute__((always_inline)) void store16(__m512 y, amn_dtype ou
     if (stype == AMN_DTYPE_BF16)
         y = _mm512_castsi512_ps(
             _mm512_and_si512(bf16_high(y), _mm512_set1_epi32((int)0xffff0000u)));
+    if (out == AMN_DTYPE_F16) { /* F16C, 8 at a time: the AVX2 path's rounding */
+        const __m256 a = _mm512_castps512_ps256(y), b = _mm512_extractf32x8_ps(y, 1);
+        _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128((__m128i *)(p + 16), _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
+        return;
+    }
     _mm512_storeu_ps((float *)p, y);
 }
 
@@ -149,6 +155,8 @@ row16(const ct_layout *l, uint64_t o, const float *st, const int32_t *zt, const 
     do {                                                                                           \
         if (out == AMN_DTYPE_BF16)                                                                 \
             BY_ST(K, W, AMN_DTYPE_BF16);                                                           \
+        else if (out == AMN_DTYPE_F16)                                                             \
+            BY_ST(K, W, AMN_DTYPE_F16);                                                            \
         else                                                                                       \
             BY_ST(K, W, AMN_DTYPE_F32);                                                            \
     } while (0)
