@@ -56,11 +56,10 @@ typedef struct table128 {
     __m512i t[8];
 } table128;
 
-static table128 load_table(const void *src, uint64_t n) {
-    _Alignas(64) int32_t buf[CT_AVX512_MAX_GROUPS] = {0};
-    memcpy(buf, src, n * 4);
+/* src: CT_AVX512_MAX_GROUPS entries, 64-byte aligned (see row_tables). */
+static table128 load_table(const void *src) {
     table128 t;
-    for (int k = 0; k < 8; k++) t.t[k] = _mm512_load_si512(buf + 16 * k);
+    for (int k = 0; k < 8; k++) t.t[k] = _mm512_load_si512((const int32_t *)src + 16 * k);
     return t;
 }
 
@@ -87,18 +86,24 @@ static inline __m512i bf16_high(__m512 y) {
     return _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
 }
 
-/* Finite lanes rounded to F16 and widened back, through F16C 8 at a time. */
-static inline __m512 round_f16(__m512 y) {
-    const __m256 a = _mm512_castps512_ps256(y), b = _mm512_extractf32x8_ps(y, 1);
-    const __m256 ra = _mm256_cvtph_ps(_mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
-    const __m256 rb = _mm256_cvtph_ps(_mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
-    return _mm512_insertf32x8(_mm512_castps256_ps512(ra), rb, 1);
+/* 16 lanes to F16 (nearest even) and 16 F16 back to binary32, through
+ * F16C 8 at a time: the AVX2 path's conversions (SIMDe has no 512-bit
+ * ones). */
+static inline __m256i to_f16(__m512 y) {
+    const __m128i a = _mm256_cvtps_ph(_mm512_castps512_ps256(y), _MM_FROUND_TO_NEAREST_INT);
+    const __m128i b = _mm256_cvtps_ph(_mm512_extractf32x8_ps(y, 1), _MM_FROUND_TO_NEAREST_INT);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+}
+static inline __m512 from_f16(__m256i h) {
+    const __m256 a = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    const __m256 b = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
 }
 
 /* (q - z) * s rounded to the scale's dtype, stored as out. */
 static inline __attribute__((always_inline)) void store16(__m512 y, amn_dtype out, amn_dtype stype,
                                                           uint8_t *p) {
-    if (stype == AMN_DTYPE_F16) y = round_f16(y);
+    if (stype == AMN_DTYPE_F16) y = from_f16(to_f16(y));
     if (out == AMN_DTYPE_BF16) {
         /* A BF16 or F16 value rounds to BF16 once more: BF16 exactly, F16
          * as `.to(torch.bfloat16)` does. */
@@ -109,10 +114,8 @@ static inline __attribute__((always_inline)) void store16(__m512 y, amn_dtype ou
     if (stype == AMN_DTYPE_BF16)
         y = _mm512_castsi512_ps(
             _mm512_and_si512(bf16_high(y), _mm512_set1_epi32((int)0xffff0000u)));
-    if (out == AMN_DTYPE_F16) { /* F16C, 8 at a time: the AVX2 path's rounding */
-        const __m256 a = _mm512_castps512_ps256(y), b = _mm512_extractf32x8_ps(y, 1);
-        _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
-        _mm_storeu_si128((__m128i *)(p + 16), _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
+    if (out == AMN_DTYPE_F16) {
+        _mm256_storeu_si256((__m256i *)p, to_f16(y));
         return;
     }
     _mm512_storeu_ps((float *)p, y);
@@ -125,7 +128,7 @@ row16(const ct_layout *l, uint64_t o, const float *st, const int32_t *zt, const 
     const uint8_t *row = l->weight + o * (l->packed ? l->words * 4 : l->in);
     const bool zk = l->zkind != CT_ZERO_NONE;
     const uint64_t in = l->in, in16 = in - in % 16; /* locals: the stores may alias *l */
-    const table128 ts = load_table(st, l->groups), tz = load_table(zt, l->groups);
+    const table128 ts = load_table(st), tz = load_table(zt);
     for (uint64_t i = 0; i < in16; i += 16) {
         const __m512i gi = _mm512_loadu_si512(gt + i);
         __m512i q = load_q16(kind, row, i);
@@ -188,8 +191,9 @@ static void row_dispatch(const ct_layout *l, uint64_t o, const float *st, const 
     }
 }
 
-/* ct_row_tables for row o (step 1) 16 groups at a time, the entries past
- * the row's groups zero; returns whether every scale is finite. Value by
+/* ct_row_tables for row o (step 1) 16 groups at a time, into tables of
+ * CT_AVX512_MAX_GROUPS entries whose entries past the row's groups stay
+ * as the caller zeroed them; returns whether every scale is finite. Value by
  * value (a libamn call per F16 scale, a switch per zero point) the tables
  * took a tenth of a 4096-column row. */
 static bool row_tables(const ct_layout *l, uint64_t o, float *st, int32_t *zt) {
@@ -214,9 +218,7 @@ static bool row_tables(const ct_layout *l, uint64_t o, float *st, int32_t *zt) {
             const __m256i h = _mm256_load_si256((const __m256i *)(raw + 2 * g));
             s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
         } else if (l->stype == AMN_DTYPE_F16) {
-            const __m256 a = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(raw + 2 * g)));
-            const __m256 b = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(raw + 2 * g + 16)));
-            s = _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
+            s = from_f16(_mm256_load_si256((const __m256i *)(raw + 2 * g)));
         } else {
             s = _mm512_load_ps((const float *)(const void *)(raw + 4 * g));
         }
@@ -242,8 +244,10 @@ int ct_rows_avx512(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype 
     if (!l->gidx && !own_gt) return -1;
     for (uint64_t i = 0; own_gt && i < l->in; i++) own_gt[i] = (int32_t)(i / l->group_size);
     const int32_t *gt = l->gidx ? l->gidx : own_gt;
-    _Alignas(64) float st[CT_AVX512_MAX_GROUPS];
-    _Alignas(64) int32_t zt[CT_AVX512_MAX_GROUPS];
+    /* Zeroed once: row_tables writes the row's groups rounded up to 16, and
+     * the rest, loaded into the lookup registers, is never selected. */
+    _Alignas(64) float st[CT_AVX512_MAX_GROUPS] = {0};
+    _Alignas(64) int32_t zt[CT_AVX512_MAX_GROUPS] = {0};
     const size_t rowbytes = (size_t)l->in * amn_dtype_size(out);
     uint8_t *d = dst;
     for (uint64_t o = row0; o < row0 + nrows; o++, d += rowbytes) {
