@@ -219,19 +219,25 @@ static void fuzz_run_exact(const uint8_t *data, size_t n) {
     free(p);
 }
 
-/* Run one seed as it is, then `iterations` mutations of it. */
-static int fuzz_seed_file(const char *path, long iterations, uint8_t *buf, uint8_t *orig,
-                          size_t cap, uint64_t *rs) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    size_t n = fread(orig, 1, cap / 2, f);
-    fclose(f);
+/* Run one seed (orig, n bytes) as it is, then `iterations` mutations of it
+ * in buf (cap bytes). */
+static void fuzz_seed_buffer(const uint8_t *orig, size_t n, long iterations, uint8_t *buf,
+                             size_t cap, uint64_t *rs) {
     fuzz_run_exact(orig, n);
     for (long i = 0; i < iterations; i++) {
         memcpy(buf, orig, n);
         size_t m = fuzz_mutate(buf, n, cap, rs);
         fuzz_run_exact(buf, m);
     }
+}
+
+static int fuzz_seed_file(const char *path, long iterations, uint8_t *buf, uint8_t *orig,
+                          size_t cap, uint64_t *rs) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(orig, 1, cap / 2, f);
+    fclose(f);
+    fuzz_seed_buffer(orig, n, iterations, buf, cap, rs);
     return 1;
 }
 

@@ -1,0 +1,253 @@
+/* Fuzz target for model folders: what the quantization schemes read. The
+ * input is packed as
+ *
+ *   u32 LE  n1: length of config.json
+ *   u32 LE  n2: length of hf_quant_config.json (0: no such file)
+ *   u8      how: bits 0-1 the output dtype (BF16, F16, F32, BF16), bit 2
+ *           AMN_MODE_REMEMBER instead of AMN_MODE_CONVERT
+ *   n1 bytes, n2 bytes, and the rest: model.safetensors
+ *
+ * (lengths past the end are cut to what is left), written into a folder
+ * that is opened (amn_open of the folder), planned, and for small models
+ * converted to safetensors: every scheme's detect() with its config parsing
+ * and companion checks, and its kernels on what passed them. The same
+ * invariants as fuzz_smoke (fuzz_common.h) apply.
+ *
+ *   fuzz_model [iterations] [model folders, or folders of them, or packed
+ *              inputs...]       plain build: deterministic mutations
+ *   fuzz_model --pack OUTDIR FOLDER...
+ *                               writes each folder packed, as a seed corpus
+ *                               for the libFuzzer build */
+#include <fcntl.h>
+#include <ftw.h>
+
+#include "fuzz_common.h"
+
+enum { PACK_HEAD = 9 };
+
+static char model_dir[64];
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)ftw;
+    return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+static void remove_dir(void) {
+    if (model_dir[0]) nftw(model_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static const char *folder(void) {
+    if (model_dir[0]) return model_dir;
+    snprintf(model_dir, sizeof model_dir, "/tmp/amn-fuzz-model.XXXXXX");
+    if (!mkdtemp(model_dir)) abort();
+    atexit(remove_dir);
+    return model_dir;
+}
+
+/* name in the folder holds data (NULL: the file is absent). */
+static void put(const char *name, const uint8_t *data, size_t size) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", folder(), name);
+    if (!data) {
+        unlink(path);
+        return;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size)) abort();
+    close(fd);
+}
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void convert_folder(amn_ctx *ctx, const amn_model *m, unsigned how) {
+    const amn_dtype dtypes[4] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32, AMN_DTYPE_BF16};
+    amn_error err;
+    fuzz_err_reset(&err);
+    amn_plan *p = NULL;
+    int rc = amn_plan_new(ctx, m, &p, &err);
+    fuzz_check_rc("amn_plan_new", rc, &err);
+    if (rc != AMN_OK) return;
+    if (amn_model_total_bytes(m) < (4u << 20)) {
+        char out[96];
+        snprintf(out, sizeof out, "/tmp/amn-fuzz-model-%d.safetensors", (int)getpid());
+        amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
+                                 .mode = how & 4 ? AMN_MODE_REMEMBER : AMN_MODE_CONVERT,
+                                 .target = "safetensors",
+                                 .out_dtype = dtypes[how & 3],
+                                 .output = out,
+                                 .overwrite = true,
+                                 .threads = 1,
+                                 .no_sync = true};
+        fuzz_err_reset(&err);
+        rc = amn_convert(ctx, m, p, &o, NULL, &err);
+        fuzz_check_rc("amn_convert", rc, &err);
+        if (rc == AMN_OK) unlink(out);
+    }
+    amn_plan_free(p);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    (void)fuzz_pipeline; /* shared header; this target opens folders only */
+    if (size < PACK_HEAD) return 0;
+    size_t left = size - PACK_HEAD;
+    const size_t n1 = le32(data) < left ? le32(data) : left;
+    left -= n1;
+    const size_t n2 = le32(data + 4) < left ? le32(data + 4) : left;
+    left -= n2;
+    const uint8_t *p = data + PACK_HEAD;
+    put("config.json", p, n1);
+    put("hf_quant_config.json", n2 ? p + n1 : NULL, n2);
+    put("model.safetensors", p + n1 + n2, left);
+    amn_ctx *ctx = fuzz_ctx();
+    amn_limits lim;
+    fuzz_limits(&lim);
+    amn_error err;
+    fuzz_err_reset(&err);
+    amn_model *m = NULL;
+    int rc = amn_open(ctx, folder(), NULL, &lim, &m, &err);
+    fuzz_check_rc("amn_open", rc, &err);
+    if (rc == AMN_OK) {
+        convert_folder(ctx, m, data[8]);
+        amn_model_free(m);
+    }
+    return 0;
+}
+
+#ifndef AMN_LIBFUZZER
+/* The whole file appended to *buf (grown), or false when it is absent. */
+static bool slurp_path(const char *path, uint8_t **buf, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    uint8_t chunk[1 << 14];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        uint8_t *g = realloc(*buf, *len + n);
+        if (!g) abort();
+        memcpy(g + *len, chunk, n);
+        *buf = g, *len += n;
+    }
+    fclose(f);
+    return true;
+}
+
+static bool slurp(const char *dir, const char *name, uint8_t **buf, size_t *len) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return slurp_path(path, buf, len);
+}
+
+/* A model folder packed as the target reads it (BF16, convert mode). */
+static uint8_t *pack(const char *dir, size_t *size) {
+    uint8_t *b = calloc(1, PACK_HEAD);
+    size_t n = PACK_HEAD;
+    if (!b || !slurp(dir, "config.json", &b, &n)) {
+        free(b);
+        return NULL;
+    }
+    const size_t n1 = n - PACK_HEAD;
+    slurp(dir, "hf_quant_config.json", &b, &n);
+    const size_t n2 = n - PACK_HEAD - n1;
+    if (!slurp(dir, "model.safetensors", &b, &n)) {
+        free(b);
+        return NULL;
+    }
+    for (int k = 0; k < 4; k++) b[k] = (uint8_t)(n1 >> 8 * k), b[4 + k] = (uint8_t)(n2 >> 8 * k);
+    *size = n;
+    return b;
+}
+
+/* Bytes worth mutating: the head, both JSON files and the safetensors
+ * header (its length and JSON); the tensor data after it only feeds the
+ * kernels, which the kernel tests cover value by value. */
+static size_t mutable_span(const uint8_t *b, size_t size) {
+    const size_t st = PACK_HEAD + (size_t)le32(b) + le32(b + 4);
+    if (st + 8 > size) return size;
+    const uint64_t hl = le32(b + st) | (uint64_t)le32(b + st + 4) << 32;
+    return hl > size - st - 8 ? size : st + 8 + (size_t)hl;
+}
+
+/* The packed seed, then `iterations` mutations of its mutable span (the
+ * data after it kept as it is). */
+static void run_packed(const uint8_t *orig, size_t n, long iterations, uint64_t *rs) {
+    fuzz_run_exact(orig, n);
+    const size_t span = mutable_span(orig, n), cap = 2 * n + 64;
+    uint8_t *buf = malloc(cap);
+    if (!buf) abort();
+    for (long i = 0; i < iterations; i++) {
+        memcpy(buf, orig, span);
+        size_t m = fuzz_mutate(buf, span, span + 64, rs);
+        memcpy(buf + m, orig + span, n - span);
+        fuzz_run_exact(buf, m + (n - span));
+    }
+    free(buf);
+}
+
+static int seed_dir(const char *dir, long iterations, uint64_t *rs, const char *pack_to);
+
+/* A model folder (it holds config.json), a folder of them, or a packed
+ * input file. Returns the number of seeds run or written. */
+static int seed_path(const char *path, long iterations, uint64_t *rs, const char *pack_to) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    size_t n = 0;
+    uint8_t *b = NULL;
+    if (S_ISDIR(st.st_mode)) {
+        b = pack(path, &n);
+        if (!b) return seed_dir(path, iterations, rs, pack_to);
+    } else if (!slurp_path(path, &b, &n) || (!b && !(b = malloc(1)))) {
+        free(b);
+        return 0;
+    }
+    if (pack_to) {
+        /* Named parent-leaf: leaves repeat across families (bad_orphan). */
+        char out[4096], name[512];
+        snprintf(name, sizeof name, "%s", path);
+        char *leaf = strrchr(name, '/');
+        if (leaf) {
+            *leaf = '\0';
+            char *parent = strrchr(name, '/');
+            snprintf(out, sizeof out, "%s/%s-%s", pack_to, parent ? parent + 1 : name, leaf + 1);
+        } else {
+            snprintf(out, sizeof out, "%s/%s", pack_to, name);
+        }
+        FILE *f = fopen(out, "wb");
+        if (!f || fwrite(b, 1, n, f) != n) abort();
+        fclose(f);
+    } else {
+        run_packed(b, n, iterations, rs);
+    }
+    free(b);
+    return 1;
+}
+
+static int seed_dir(const char *dir, long iterations, uint64_t *rs, const char *pack_to) {
+    struct dirent **names;
+    int k = scandir(dir, &names, NULL, alphasort), seeds = 0;
+    for (int i = 0; i < k; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
+        struct stat st;
+        if (names[i]->d_name[0] != '.' && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            seeds += seed_path(p, iterations, rs, pack_to);
+        free(names[i]);
+    }
+    if (k >= 0) free(names);
+    return seeds;
+}
+
+int main(int argc, char **argv) {
+    const bool packing = argc > 2 && strcmp(argv[1], "--pack") == 0;
+    const long iterations = packing ? 0 : argc > 1 ? atol(argv[1]) : 200;
+    (void)fuzz_driver_main; /* shared header; seeds here are folders */
+    uint64_t rs = 0x5eed;
+    int seeds = 0;
+    if (!packing) fuzz_ctx();
+    for (int a = 2 + packing; a < argc; a++)
+        seeds += seed_path(argv[a], iterations, &rs, packing ? argv[2] : NULL);
+    printf("fuzz model: %d folders %s\n", seeds, packing ? "packed" : "x mutations: no crash");
+    if (!packing) amn_ctx_free(fuzz_ctx());
+    return seeds ? 0 : 1;
+}
+#endif
