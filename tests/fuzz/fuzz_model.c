@@ -4,14 +4,16 @@
  *   u32 LE  n1: length of config.json
  *   u32 LE  n2: length of hf_quant_config.json (0: no such file)
  *   u8      how: bits 0-1 the output dtype (BF16, F16, F32, BF16), bit 2
- *           AMN_MODE_REMEMBER instead of AMN_MODE_CONVERT
+ *           AMN_MODE_REMEMBER instead of AMN_MODE_CONVERT, bits 3-5 an
+ *           encode target (encode_targets below; 0: none)
  *   n1 bytes, n2 bytes, and the rest: model.safetensors
  *
  * (lengths past the end are cut to what is left), written into a folder
  * that is opened (amn_open of the folder), planned, and for small models
- * converted to safetensors: every scheme's detect() with its config parsing
- * and companion checks, and its kernels on what passed them. The same
- * invariants as fuzz_smoke (fuzz_common.h) apply.
+ * converted to safetensors, or encoded ("forget") to a bnb or GGUF target:
+ * every scheme's detect() with its config parsing and companion checks, its
+ * kernels on what passed them, and the encoders on whatever values the
+ * tensors hold. The same invariants as fuzz_smoke (fuzz_common.h) apply.
  *
  *   fuzz_model [iterations] [model folders, or folders of them, or packed
  *              inputs...]       plain build: deterministic mutations
@@ -61,6 +63,11 @@ static uint32_t le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* how's bits 3-5: bnb in safetensors, GGUF file types in GGUF (IQ2_XS needs
+ * an importance matrix: refused). */
+static const char *const encode_targets[8] = {NULL,     "bnb-nf4", "bnb-fp4-dq", "bnb-int8",
+                                              "Q4_K_M", "Q8_0",    "IQ4_XS",     "IQ2_XS"};
+
 static void convert_folder(amn_ctx *ctx, const amn_model *m, unsigned how) {
     const amn_dtype dtypes[4] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32, AMN_DTYPE_BF16};
     amn_error err;
@@ -71,10 +78,14 @@ static void convert_folder(amn_ctx *ctx, const amn_model *m, unsigned how) {
     if (rc != AMN_OK) return;
     if (amn_model_total_bytes(m) < (4u << 20)) {
         char out[96];
-        snprintf(out, sizeof out, "/tmp/amn-fuzz-model-%d.safetensors", (int)getpid());
+        snprintf(out, sizeof out, "/tmp/amn-fuzz-model-%d.out", (int)getpid());
+        const char *enc = encode_targets[how >> 3 & 7];
+        const amn_encode_options eo = {.struct_size = sizeof eo, .target = enc};
+        const bool gguf = enc && strncmp(enc, "bnb", 3) != 0;
         amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
-                                 .mode = how & 4 ? AMN_MODE_REMEMBER : AMN_MODE_CONVERT,
-                                 .target = "safetensors",
+                                 .mode = how & 4 || enc ? AMN_MODE_REMEMBER : AMN_MODE_CONVERT,
+                                 .target = gguf ? "gguf" : "safetensors",
+                                 .encode = enc && amn_ctx_find_encoder(ctx, enc) ? &eo : NULL,
                                  .out_dtype = dtypes[how & 3],
                                  .output = out,
                                  .overwrite = true,
@@ -177,6 +188,7 @@ static void run_packed(const uint8_t *orig, size_t n, long iterations, uint64_t 
     if (!buf) abort();
     for (long i = 0; i < iterations; i++) {
         memcpy(buf, orig, span);
+        buf[8] = (uint8_t)(i * 37); /* every dtype, mode and encode target in turn */
         size_t m = fuzz_mutate(buf, span, span + 64, rs);
         memcpy(buf + m, orig + span, n - span);
         fuzz_run_exact(buf, m + (n - span));
