@@ -8,11 +8,25 @@
 
 static const amn_dtype outs[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F32, AMN_DTYPE_F16};
 
+/* The paths to check: scalar, AVX2, and AVX-512 where the CPU has it or in
+ * the build against SIMDe's portable AVX-512 (test_gptq_kernels_avx512emu). */
+#ifdef AMN_GPTQ_AVX512_EMULATE
+#define HAVE_AVX512() true
+#else
+#define HAVE_AVX512() (amn_simd_level() >= AMN_SIMD_AVX512)
+#endif
+
+static size_t gptq_levels(amn_simd *lv) {
+    size_t n = qg_levels(lv);
+    if (HAVE_AVX512() && n == 2) lv[n++] = AMN_SIMD_AVX512;
+    return n;
+}
+
 static void run_layout(const char *path, const gptq_layout *l, const uint8_t *gf32,
                        const uint8_t *gbf, size_t *values) {
     const uint64_t rows = l->out, cols = l->in;
-    amn_simd lv[2];
-    const size_t nl = qg_levels(lv);
+    amn_simd lv[3];
+    const size_t nl = gptq_levels(lv);
     for (size_t li = 0; li < nl; li++)
         for (size_t oi = 0; oi < 3; oi++) {
             const size_t es = amn_dtype_size(outs[oi]);
@@ -143,8 +157,8 @@ static void test_gptq_v2_zeros(void **state) {
                      .stype = AMN_DTYPE_F16,
                      .zeros_v1 = false};
     float got[16 * 8];
-    amn_simd lv[2];
-    const size_t nl = qg_levels(lv);
+    amn_simd lv[3];
+    const size_t nl = gptq_levels(lv);
     for (size_t li = 0; li < nl; li++) {
         assert_int_equal(gptq_dequant_rows(&l, 0, out, AMN_DTYPE_F32, got, lv[li]), 0);
         for (uint64_t o = 0; o < out; o++)
@@ -166,11 +180,14 @@ static void test_gptq_v2_zeros(void **state) {
 static void test_gptq_paths_random(void **state) {
     (void)state;
     if (amn_simd_level() < AMN_SIMD_AVX2) skip();
+    amn_simd lv[3];
+    const size_t nl = gptq_levels(lv);
     /* bits, in, out, group size, act-order */
-    const unsigned shapes[][5] = {{4, 64, 72, 32, 0}, {4, 64, 72, 32, 1}, {4, 48, 40, 12, 0},
-                                  {4, 40, 16, 40, 0}, {2, 48, 48, 16, 1}, {2, 64, 80, 64, 0},
-                                  {3, 64, 96, 32, 0}, {3, 96, 64, 8, 1},  {3, 64, 32, 64, 0},
-                                  {8, 36, 76, 12, 0}, {8, 36, 76, 12, 1}, {8, 64, 44, 16, 0}};
+    const unsigned shapes[][5] = {{4, 64, 72, 32, 0},   {4, 64, 72, 32, 1},   {4, 48, 40, 12, 0},
+                                  {4, 40, 16, 40, 0},   {2, 48, 48, 16, 1},   {2, 64, 80, 64, 0},
+                                  {3, 64, 96, 32, 0},   {3, 96, 64, 8, 1},    {3, 64, 32, 64, 0},
+                                  {8, 36, 76, 12, 0},   {8, 36, 76, 12, 1},   {8, 64, 44, 16, 0},
+                                  {4, 256, 160, 32, 1}, {4, 128, 48, 128, 0}, {8, 36, 32, 12, 1}};
     const amn_dtype stypes[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32};
     const uint64_t steps[6] = {0, 11, 47, 1, 7, 130}; /* 0: all rows at once */
     uint32_t x = 24681357u;
@@ -210,27 +227,28 @@ static void test_gptq_paths_random(void **state) {
                 uint8_t *a = malloc(in * out * es), *b = malloc(in * out * es);
                 assert_true(a && b);
                 assert_int_equal(gptq_dequant_rows(&l, 0, out, outs[oi], a, AMN_SIMD_SCALAR), 0);
-                for (size_t pi = 0; pi < sizeof steps / sizeof *steps; pi++) {
+                for (size_t pv = 0; pv < (nl - 1) * (sizeof steps / sizeof *steps); pv++) {
+                    const size_t pi = pv % (sizeof steps / sizeof *steps);
+                    const amn_simd level = lv[1 + pv / (sizeof steps / sizeof *steps)];
                     const uint64_t step = steps[pi] ? steps[pi] : out;
                     memset(b, 0xa5, in * out * es);
                     for (uint64_t r0 = 0; r0 < out; r0 += step) {
                         const uint64_t n = out - r0 < step ? out - r0 : step;
                         const size_t len = n * in * es;
                         uint8_t *g = qg_guarded(len);
-                        assert_int_equal(gptq_dequant_rows(&l, r0, n, outs[oi], g, AMN_SIMD_AVX2),
-                                         0);
+                        assert_int_equal(gptq_dequant_rows(&l, r0, n, outs[oi], g, level), 0);
                         qg_guarded_done(g, len, b + r0 * in * es);
                     }
                     if (memcmp(a, b, in * out * es) != 0) {
                         char what[200];
                         snprintf(
                             what, sizeof what,
-                            "%u-bit in %llu out %llu group %llu%s scales %s%s qweight+%zu -> %s "
-                            "step %llu",
-                            bits, (unsigned long long)in, (unsigned long long)out,
-                            (unsigned long long)gs, l.gidx ? " g_idx" : "", amn_dtype_name(st),
-                            specials ? " (specials)" : "", qoff, amn_dtype_name(outs[oi]),
-                            (unsigned long long)step);
+                            "%s: %u-bit in %llu out %llu group %llu%s scales %s%s qweight+%zu -> "
+                            "%s step %llu",
+                            amn_simd_name(level), bits, (unsigned long long)in,
+                            (unsigned long long)out, (unsigned long long)gs, l.gidx ? " g_idx" : "",
+                            amn_dtype_name(st), specials ? " (specials)" : "", qoff,
+                            amn_dtype_name(outs[oi]), (unsigned long long)step);
                         assert_int_equal(qg_diff(what, b, a, in * out, es, in), 0);
                     }
                     values += in * out;
