@@ -355,6 +355,12 @@ static inline __attribute__((always_inline)) void tab_run(const tab_block *b, am
                 for (int w = 0; w < 8; w++) S[8 * h + w][gi] = r[w];
             }
         }
+        /* The output lines of the 128 rows two steps ahead: rows lie 4 KiB
+         * multiples apart, and without this whole tensors ran at 0.7x. */
+        if (i0 + 3 * TS <= in)
+            for (unsigned t = 0; t < 8 * nw; t++)
+                if (b->drow[t])
+                    _mm_prefetch((const char *)(b->drow[t] + (i0 + 2 * TS) * es), _MM_HINT_T0);
         for (unsigned w = 0; w < nw; w++) {
             uint8_t *const *dr = b->drow + 8 * w;
             if (!((uintptr_t)dr[0] | (uintptr_t)dr[1] | (uintptr_t)dr[2] | (uintptr_t)dr[3] |

@@ -49,8 +49,8 @@ int gptq_dequant_rows_scalar(const gptq_layout *l, uint64_t row0, uint64_t nrows
                              void *dst);
 int gptq_dequant_rows_avx2(const gptq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
                            void *dst);
-/* Whether the AVX-512 path takes l to out (the arithmetic path's cases:
- * g_idx, straddled groups, F32, 2/3/8 bits; not F16), and that path (it
+/* Whether the AVX-512 path takes l to out (BF16 output in the arithmetic
+ * path's cases: g_idx, straddled groups, 2/3/8 bits), and that path (it
  * hands partial blocks and blocks with non-finite scales to the AVX2 one). */
 bool gptq_avx512_takes(const gptq_layout *l, amn_dtype out);
 int gptq_dequant_rows_avx512(const gptq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,

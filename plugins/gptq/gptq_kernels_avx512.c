@@ -1,25 +1,23 @@
-/* GPTQ dequantization with AVX-512 (F, BW, VL, DQ): the arithmetic path
- * (act-order g_idx, groups that runs of 8 inputs straddle, F32 output, 2-,
- * 3- and 8-bit weights) for blocks of 16 output rows; 4-bit sequential
- * groups to BF16 / F16 keep the AVX2 tables (block_lut4), which do less work
- * per value.
+/* GPTQ dequantization to BF16 with AVX-512 (F, BW, VL, DQ): the arithmetic
+ * path (act-order g_idx, groups that runs of 8 inputs straddle, 2-, 3- and
+ * 8-bit weights) for blocks of 16 output rows; 4-bit sequential groups keep
+ * the AVX2 tables (block_lut4), which do less work per value, and F32
+ * output the AVX2 path, which its output stores bound (this path ran at
+ * 0.7x it over whole tensors and tied it in 1 MiB chunks).
  *
  * One 64-byte load takes a packed row's words for the 16 rows (a whole
  * cache line when the block is aligned), constant shifts pull out each
  * input's value for the 16 rows, and the input's group entry of the 16
  * rows' scales and zero points is one load each from per-block tables, as
- * on AVX2. Where AVX2 then transposes 8 x 8 binary32 values (24 shuffles
- * per 64 values, the shuffle port being what it waits on), BF16 values are
- * rounded in their 32-bit lanes and two inputs' halves merged into one lane
- * by a masked blend, which is not a shuffle: 8 inputs of 16 rows are then 4
- * vectors of 16 dwords, and two rounds of unpacks (8 shuffles per 128
- * values) leave each 128-bit lane holding 16 bytes of one row, stored
- * straight from the lane. F32 takes two rounds over 8 vectors and stores
- * two 16-byte halves per row. Same bytes as the scalar path: (q - z) exact
- * in binary32, one multiply, rounded to nearest even. Blocks with a
- * non-finite scale, F16 output, and the rows of a call that do not fill a
- * block take the AVX2 path. Built against SIMDe's portable AVX-512 for the
- * emulated test (AMN_GPTQ_AVX512_EMULATE). */
+ * on AVX2. The values are rounded to BF16 in their 32-bit lanes and two
+ * inputs' halves merged into one lane by a masked blend, which is not a
+ * shuffle: 8 inputs of 16 rows are then 4 vectors of 16 dwords, and two
+ * rounds of unpacks (8 shuffles per 128 values) leave each 128-bit lane
+ * holding 16 bytes of one row, stored from the lane. Same bytes as the
+ * scalar path: (q - z) exact in binary32, one multiply, rounded to nearest
+ * even. Blocks with a non-finite scale and the rows of a call that do not
+ * fill a block take the AVX2 path. Built against SIMDe's portable AVX-512
+ * for the emulated test (AMN_GPTQ_AVX512_EMULATE). */
 #ifdef AMN_GPTQ_AVX512_EMULATE
 #include "avx512_emulate.h"
 #else
@@ -34,8 +32,8 @@
 #define PF 8  /* units prefetched ahead */
 
 bool gptq_avx512_takes(const gptq_layout *l, amn_dtype out) {
-    const bool lut4 = l->bits == 4 && !l->gidx && l->group_size % 8 == 0 && out != AMN_DTYPE_F32;
-    return !lut4 && out != AMN_DTYPE_F16 && l->out >= RB;
+    const bool lut4 = l->bits == 4 && !l->gidx && l->group_size % 8 == 0;
+    return out == AMN_DTYPE_BF16 && !lut4 && l->out >= RB;
 }
 
 /* Value j (0..7) of run ch of a unit whose packed rows are w[]. */
@@ -93,27 +91,6 @@ static inline __attribute__((always_inline)) void store_bf16(const __m512 y[8], 
     for (int r = 0; r < RB; r++) store_lane(x[r % 4], r / 4, d + (size_t)r * rowbytes);
 }
 
-static inline __attribute__((always_inline)) void store_f32(const __m512 y[8], uint8_t *d,
-                                                            size_t rowbytes) {
-    __m512i a[8], x[8];
-    for (int h = 0; h < 2; h++) { /* inputs 4h..4h+3 */
-        const __m512i *v = (const __m512i *)(const void *)(y + 4 * h);
-        a[4 * h + 0] = _mm512_unpacklo_epi32(v[0], v[1]); /* rows 4L, 4L+1: inputs 0-1 */
-        a[4 * h + 1] = _mm512_unpackhi_epi32(v[0], v[1]); /* rows 4L+2, 4L+3 */
-        a[4 * h + 2] = _mm512_unpacklo_epi32(v[2], v[3]); /* inputs 2-3 */
-        a[4 * h + 3] = _mm512_unpackhi_epi32(v[2], v[3]);
-        x[4 * h + 0] = _mm512_unpacklo_epi64(a[4 * h + 0], a[4 * h + 2]); /* row 4L */
-        x[4 * h + 1] = _mm512_unpackhi_epi64(a[4 * h + 0], a[4 * h + 2]); /* row 4L+1 */
-        x[4 * h + 2] = _mm512_unpacklo_epi64(a[4 * h + 1], a[4 * h + 3]); /* row 4L+2 */
-        x[4 * h + 3] = _mm512_unpackhi_epi64(a[4 * h + 1], a[4 * h + 3]); /* row 4L+3 */
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < RB; r++) {
-        store_lane(x[r % 4], r / 4, d + (size_t)r * rowbytes);
-        store_lane(x[4 + r % 4], r / 4, d + (size_t)r * rowbytes + 16);
-    }
-}
-
 typedef struct block16 {
     const gptq_layout *l;
     const float *st;   /* [groups][RB] */
@@ -125,18 +102,17 @@ typedef struct block16 {
 } block16;
 
 /* Bytes per row of the stage. The 16 rows' values go to a small buffer
- * first and then out as 16 runs of SPAN bytes (512 BF16 or 256 F32
- * values), whose output lines are prefetched as the span starts, so that
- * its copy finds them in L1. Output rows lie a multiple of 4 KiB apart in
- * real models, so the 16 lines a step would store to share one L1 set of
- * 8 ways: stored directly, the rows ran at 0.9x the AVX2 path. */
+ * first and then out as 16 runs of SPAN bytes (512 values), whose output
+ * lines are prefetched as the span starts, so that its copy finds them in
+ * L1. Output rows lie a multiple of 4 KiB apart in real models, so the 16
+ * lines a step would store to share one L1 set of 8 ways: stored
+ * directly, the rows ran at 0.9x the AVX2 path. */
 #define SPAN 1024
 
-static inline __attribute__((always_inline)) void block(const block16 *cp, amn_dtype out,
-                                                        unsigned bits) {
+static inline __attribute__((always_inline)) void block(const block16 *cp, unsigned bits) {
     const block16 c = *cp; /* locals: the stores may alias anything */
     const uint64_t in = c.l->in, outs = c.l->out;
-    const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
+    const size_t es = 2;
     const size_t pitch = SPAN + 64; /* not a multiple of 4 KiB: rows in distinct sets */
     _Alignas(64) uint8_t stage[RB * (SPAN + 64)];
     const unsigned wpu = bits == 3 ? 3 : bits == 8 ? 2 : 1;   /* words per unit */
@@ -172,11 +148,7 @@ static inline __attribute__((always_inline)) void block(const block16 *cp, amn_d
                     y[j] = _mm512_mul_ps(
                         s, _mm512_cvtepi32_ps(_mm512_sub_epi32(value(w, bits, ch, j), z)));
                 }
-                uint8_t *sd = stage + (i0 - u0 * vpu) * es;
-                if (out == AMN_DTYPE_F32)
-                    store_f32(y, sd, pitch);
-                else
-                    store_bf16(y, sd, pitch);
+                store_bf16(y, stage + (i0 - u0 * vpu) * es, pitch);
             }
         }
         const size_t run = (size_t)(u1 - u0) * vpu * es; /* a multiple of 16 bytes */
@@ -195,32 +167,26 @@ static inline __attribute__((always_inline)) void block(const block16 *cp, amn_d
         for (uint64_t i = units * vpu; i < in; i++) {
             const uint64_t g = (uint64_t)c.gi[i] * RB + r;
             const int32_t q = (int32_t)gptq_q(c.l, i, c.o0 + r);
-            qs_store1(c.st[g] * (float)(q - c.zt[g]), out, c.d + r * c.rowbytes + i * es);
+            qs_store1(c.st[g] * (float)(q - c.zt[g]), AMN_DTYPE_BF16,
+                      c.d + r * c.rowbytes + i * es);
         }
 }
 
-static void block_any(const block16 *c, amn_dtype out) {
-#define BITS_CASES(OUT)                                                                            \
-    switch (c->l->bits) {                                                                          \
-    case 2:                                                                                        \
-        block(c, OUT, 2);                                                                          \
-        break;                                                                                     \
-    case 3:                                                                                        \
-        block(c, OUT, 3);                                                                          \
-        break;                                                                                     \
-    case 4:                                                                                        \
-        block(c, OUT, 4);                                                                          \
-        break;                                                                                     \
-    default:                                                                                       \
-        block(c, OUT, 8);                                                                          \
-        break;                                                                                     \
+static void block_any(const block16 *c) {
+    switch (c->l->bits) {
+    case 2:
+        block(c, 2);
+        break;
+    case 3:
+        block(c, 3);
+        break;
+    case 4:
+        block(c, 4);
+        break;
+    default:
+        block(c, 8);
+        break;
     }
-    if (out == AMN_DTYPE_F32) {
-        BITS_CASES(AMN_DTYPE_F32)
-    } else {
-        BITS_CASES(AMN_DTYPE_BF16)
-    }
-#undef BITS_CASES
 }
 
 /* The 16 scales of rows o..o+15 in group g as binary32, exactly as
@@ -305,7 +271,7 @@ int gptq_dequant_rows_avx512(const gptq_layout *l, uint64_t row0, uint64_t nrows
         }
         c.o0 = o;
         c.d = d;
-        block_any(&c, out);
+        block_any(&c);
     }
     if (!rc && o < end) rc = gptq_dequant_rows_avx2(l, o, end - o, out, d);
     free(st), free(zt), free(gt);
