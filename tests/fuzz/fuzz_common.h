@@ -9,6 +9,8 @@
 #define AMN_FUZZ_COMMON_H
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -100,15 +102,17 @@ static void fuzz_check_same_tensors(const amn_model *in, const amn_model *op) {
     }
 }
 
-static void fuzz_convert(const amn_model *m, const amn_plan *p, const char *target) {
+/* One conversion as o says (target, mode, dtype, encoding), written to a
+ * scratch file that is removed again. */
+static void fuzz_convert_as(const amn_model *m, const amn_plan *p, amn_convert_options o) {
     char out[96];
-    snprintf(out, sizeof out, "/tmp/amn-fuzz-%d.%s", (int)getpid(), target);
-    amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
-                             .mode = AMN_MODE_CONVERT,
-                             .target = target,
-                             .output = out,
-                             .overwrite = true,
-                             .threads = 1};
+    snprintf(out, sizeof out, "/tmp/amn-fuzz-%d.%s", (int)getpid(),
+             o.target ? o.target : "safetensors");
+    o.struct_size = sizeof(amn_convert_options);
+    o.output = out;
+    o.overwrite = true;
+    o.threads = 1;
+    o.no_sync = true;
     amn_error err;
     fuzz_err_reset(&err);
     int rc = amn_convert(fuzz_ctx(), m, p, &o, NULL, &err);
@@ -116,14 +120,24 @@ static void fuzz_convert(const amn_model *m, const amn_plan *p, const char *targ
     if (rc == AMN_OK) unlink(out);
 }
 
-/* Planning a model that opened: checked, then freed. */
-static void fuzz_plan(amn_ctx *ctx, const amn_model *m, bool convert) {
+static void fuzz_convert(const amn_model *m, const amn_plan *p, const char *target) {
+    fuzz_convert_as(m, p, (amn_convert_options){.mode = AMN_MODE_CONVERT, .target = target});
+}
+
+/* The plan of a model that opened, checked (NULL when planning failed). */
+static amn_plan *fuzz_plan_new(amn_ctx *ctx, const amn_model *m) {
     amn_error err;
     fuzz_err_reset(&err);
     amn_plan *p = NULL;
     int rc = amn_plan_new(ctx, m, &p, &err);
     fuzz_check_rc("amn_plan_new", rc, &err);
-    if (rc != AMN_OK) return;
+    return rc == AMN_OK ? p : NULL;
+}
+
+/* Planning a model that opened: checked, then freed. */
+static void fuzz_plan(amn_ctx *ctx, const amn_model *m, bool convert) {
+    amn_plan *p = fuzz_plan_new(ctx, m);
+    if (!p) return;
     if (convert && amn_model_total_bytes(m) < (4u << 20)) {
         fuzz_convert(m, p, "safetensors");
         const char *fmt = amn_model_format(m);
@@ -131,6 +145,46 @@ static void fuzz_plan(amn_ctx *ctx, const amn_model *m, bool convert) {
             fuzz_convert(m, p, "gguf");
     }
     amn_plan_free(p);
+}
+
+/* path (in a scratch folder) holds exactly data. */
+static inline void fuzz_write_file(const char *path, const uint8_t *data, size_t size) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size)) abort();
+    close(fd);
+}
+
+/* amn_open of a path under the fuzzing limits, checked; NULL when it failed. */
+static inline amn_model *fuzz_open_path(amn_ctx *ctx, const char *path) {
+    amn_limits lim;
+    fuzz_limits(&lim);
+    amn_error err;
+    fuzz_err_reset(&err);
+    amn_model *m = NULL;
+    int rc = amn_open(ctx, path, NULL, &lim, &m, &err);
+    fuzz_check_rc("amn_open", rc, &err);
+    return rc == AMN_OK ? m : NULL;
+}
+
+/* A scratch folder for the run (a target that writes files into one),
+ * removed with its contents at exit. */
+static char fuzz_dir_[64];
+
+static inline int fuzz_rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)ftw;
+    return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+static inline void fuzz_remove_dir(void) {
+    if (fuzz_dir_[0]) nftw(fuzz_dir_, fuzz_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static inline const char *fuzz_folder(const char *prefix) {
+    if (fuzz_dir_[0]) return fuzz_dir_;
+    snprintf(fuzz_dir_, sizeof fuzz_dir_, "/tmp/%s.XXXXXX", prefix);
+    if (!mkdtemp(fuzz_dir_)) abort();
+    atexit(fuzz_remove_dir);
+    return fuzz_dir_;
 }
 
 /* Probe + header-only inspect over a memory source, then the mapped open

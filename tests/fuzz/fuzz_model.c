@@ -20,43 +20,23 @@
  *   fuzz_model --pack OUTDIR FOLDER...
  *                               writes each folder packed, as a seed corpus
  *                               for the libFuzzer build */
-#include <fcntl.h>
-#include <ftw.h>
 
 #include "fuzz_common.h"
 
 enum { PACK_HEAD = 9 };
 
-static char model_dir[64];
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)ftw;
-    return flag == FTW_DP ? rmdir(p) : unlink(p);
-}
-
-static void remove_dir(void) {
-    if (model_dir[0]) nftw(model_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
 static const char *folder(void) {
-    if (model_dir[0]) return model_dir;
-    snprintf(model_dir, sizeof model_dir, "/tmp/amn-fuzz-model.XXXXXX");
-    if (!mkdtemp(model_dir)) abort();
-    atexit(remove_dir);
-    return model_dir;
+    return fuzz_folder("amn-fuzz-model");
 }
 
 /* name in the folder holds data (NULL: the file is absent). */
 static void put(const char *name, const uint8_t *data, size_t size) {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", folder(), name);
-    if (!data) {
+    if (data)
+        fuzz_write_file(path, data, size);
+    else
         unlink(path);
-        return;
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size)) abort();
-    close(fd);
 }
 
 static uint32_t le32(const uint8_t *p) {
@@ -70,31 +50,18 @@ static const char *const encode_targets[8] = {NULL,     "bnb-nf4", "bnb-fp4-dq",
 
 static void convert_folder(amn_ctx *ctx, const amn_model *m, unsigned how) {
     const amn_dtype dtypes[4] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32, AMN_DTYPE_BF16};
-    amn_error err;
-    fuzz_err_reset(&err);
-    amn_plan *p = NULL;
-    int rc = amn_plan_new(ctx, m, &p, &err);
-    fuzz_check_rc("amn_plan_new", rc, &err);
-    if (rc != AMN_OK) return;
+    amn_plan *p = fuzz_plan_new(ctx, m);
+    if (!p) return;
     if (amn_model_total_bytes(m) < (4u << 20)) {
-        char out[96];
-        snprintf(out, sizeof out, "/tmp/amn-fuzz-model-%d.out", (int)getpid());
         const char *enc = encode_targets[how >> 3 & 7];
         const amn_encode_options eo = {.struct_size = sizeof eo, .target = enc};
         const bool gguf = enc && strncmp(enc, "bnb", 3) != 0;
-        amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
-                                 .mode = how & 4 || enc ? AMN_MODE_REMEMBER : AMN_MODE_CONVERT,
-                                 .target = gguf ? "gguf" : "safetensors",
-                                 .encode = enc && amn_ctx_find_encoder(ctx, enc) ? &eo : NULL,
-                                 .out_dtype = dtypes[how & 3],
-                                 .output = out,
-                                 .overwrite = true,
-                                 .threads = 1,
-                                 .no_sync = true};
-        fuzz_err_reset(&err);
-        rc = amn_convert(ctx, m, p, &o, NULL, &err);
-        fuzz_check_rc("amn_convert", rc, &err);
-        if (rc == AMN_OK) unlink(out);
+        fuzz_convert_as(
+            m, p,
+            (amn_convert_options){.mode = how & 4 || enc ? AMN_MODE_REMEMBER : AMN_MODE_CONVERT,
+                                  .target = gguf ? "gguf" : "safetensors",
+                                  .encode = enc && amn_ctx_find_encoder(ctx, enc) ? &eo : NULL,
+                                  .out_dtype = dtypes[how & 3]});
     }
     amn_plan_free(p);
 }
@@ -112,14 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     put("hf_quant_config.json", n2 ? p + n1 : NULL, n2);
     put("model.safetensors", p + n1 + n2, left);
     amn_ctx *ctx = fuzz_ctx();
-    amn_limits lim;
-    fuzz_limits(&lim);
-    amn_error err;
-    fuzz_err_reset(&err);
-    amn_model *m = NULL;
-    int rc = amn_open(ctx, folder(), NULL, &lim, &m, &err);
-    fuzz_check_rc("amn_open", rc, &err);
-    if (rc == AMN_OK) {
+    amn_model *m = fuzz_open_path(ctx, folder());
+    if (m) {
         convert_folder(ctx, m, data[8]);
         amn_model_free(m);
     }
