@@ -364,10 +364,13 @@ int gptq_dequant_rows_avx2(const gptq_layout *l, uint64_t row0, uint64_t nrows, 
         free(gt);
         return AMN_E_NOMEM;
     }
-    if (per_run)
-        for (uint64_t k = 0; k < in / 8; k++) gt[k] = (int32_t)(8 * k / l->group_size);
-    else if (!l->gidx)
-        for (uint64_t i = 0; i < in; i++) gt[i] = (int32_t)(i / l->group_size);
+    /* Group by group, not a division per entry (one per input cost as much
+     * as the rows of a 1 MiB call). per_run: group_size is a multiple of 8. */
+    const uint64_t step = per_run ? 8 : 1;
+    for (uint64_t k = 0, g = 0, end = l->group_size; !l->gidx && k < in / step; k++) {
+        while (k * step >= end) g++, end += l->group_size;
+        gt[k] = (int32_t)g;
+    }
     const uint64_t rowbytes = in * amn_dtype_size(out);
     /* The 4-bit tables: sequential groups whose runs of 8 inputs stay in one
      * group, 2-byte outputs. */
