@@ -415,7 +415,8 @@ static int claim(const amn_model *m, amn_claimset *cs, const quant_config *qc, s
                         .row_elems = p->l.in,
                         .label = p->label,
                         .plan = p,
-                        .plan_free = ct_plan_free};
+                        .plan_free = ct_plan_free,
+                        .row_quantum = ct_row_quantum(&p->l)};
     g.members[g.n_members] = wi;
     g.roles[g.n_members++] = AMN_ROLE_WEIGHT;
     g.members[g.n_members] = (size_t)si;

@@ -72,6 +72,13 @@ static inline uint64_t ct_scale_row(const ct_layout *l, uint64_t o) {
     return l->block_rows > 1 ? o / l->block_rows : o;
 }
 
+/* Rows per call the kernels prefer: per-column groups (act-order, or group
+ * sizes that 8 columns may straddle) go 8 rows at a time on AVX2, and the
+ * remainder of a call by a slower row path. */
+static inline uint64_t ct_row_quantum(const ct_layout *l) {
+    return l->gidx || l->group_size % 8 != 0 ? 8 : 1;
+}
+
 /* Rows [row0, row0 + nrows) of [out][in], as `out` (F32, F16, BF16), into dst.
  * The layout must be valid (the detector checked every size and g_idx).
  * Returns 0, or -1 when out of memory. */

@@ -150,13 +150,13 @@ row_vec(const ct_layout *l, uint64_t o, const float *st, const int32_t *zt, cons
  * row its 8 scales (and zero points). */
 static inline __attribute__((always_inline)) void
 block_vec(const ct_layout *l, uint64_t o, const float *stt, const int32_t *ztt, const int32_t *gt,
-          unsigned kind, amn_dtype out, amn_dtype stype, uint8_t *d, size_t rowbytes) {
+          unsigned kind, amn_dtype out, amn_dtype stype, uint8_t *d, size_t rowbytes, uint64_t i0) {
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const size_t wbytes = l->packed ? (size_t)l->words * 4 : (size_t)l->in;
     const bool zk = l->zkind != 0; /* a local: the stores may alias *l */
     const uint8_t *w = l->weight + o * wbytes;
     const uint64_t in8 = l->in - l->in % 8;
-    for (uint64_t i = 0; i < in8; i += 8) {
+    for (uint64_t i = i0; i < in8; i += 8) {
         __m256i s[8], z[8];
         for (int c = 0; c < 8; c++)
             s[c] = _mm256_loadu_si256((const __m256i *)(stt + (size_t)gt[i + c] * 8));
@@ -179,6 +179,67 @@ block_vec(const ct_layout *l, uint64_t o, const float *stt, const int32_t *ztt, 
             qs_store1(ct_apply(ct_q(l, o + r, i) - ztt[g * 8 + r], stt[g * 8 + r], stype), out,
                       d + r * rowbytes + i * es);
         }
+}
+
+/* Columns per 32-bit word of each encoding. */
+static inline unsigned per_word(unsigned kind) {
+    return kind == CT_Q_P4 ? 8 : kind == CT_Q_P2 ? 16 : 4;
+}
+
+/* Field f of every lane of w (the words of 8 rows), as a signed value
+ * before its zero point: the stored unsigned field minus 2^(bits-1), or
+ * an I8 byte sign-extended. */
+static inline __attribute__((always_inline)) __m256i field(unsigned kind, __m256i w, unsigned f) {
+    if (kind == CT_Q_I8) return _mm256_srai_epi32(_mm256_slli_epi32(w, (int)(24 - 8 * f)), 24);
+    const unsigned bits = kind;
+    const __m256i u =
+        _mm256_and_si256(_mm256_srli_epi32(w, (int)(bits * f)), _mm256_set1_epi32((1 << bits) - 1));
+    return _mm256_sub_epi32(u, _mm256_set1_epi32(1 << (bits - 1)));
+}
+
+/* block_vec's 8 rows to BF16, the other way round: 8 words of each row
+ * (64 columns of 4 bits) are transposed once (24 shuffles per 256-512
+ * values), so that each column is a vector over the 8 rows. Its scale and
+ * zero point are then one plain load from the [G][8] tables, and two
+ * columns' BF16 share a lane (qs_bf16_pairs8x8): 8 shuffles per 64
+ * values, where block_vec's transposes of scales (and zero points) and
+ * per-row packs take 40 (64). Returns the columns done: whole runs of 8
+ * words; block_vec takes the rest. */
+static inline __attribute__((always_inline)) uint64_t
+block_pairs(const ct_layout *l, uint64_t o, const float *stt, const int32_t *ztt, const int32_t *gt,
+            unsigned kind, amn_dtype stype, uint8_t *d, size_t rowbytes) {
+    const unsigned pw = per_word(kind), span = 8 * pw; /* columns per 8 words */
+    const size_t wbytes = l->packed ? (size_t)l->words * 4 : (size_t)l->in;
+    const bool zk = l->zkind != 0;
+    const uint8_t *w = l->weight + o * wbytes;
+    const uint64_t end = l->in - l->in % span;
+    for (uint64_t i0 = 0; i0 < end; i0 += span) {
+        __m256i q[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            q[r] = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * wbytes + i0 / pw * 4));
+        qs_transpose8x8(q); /* q[j]: word j of each row */
+#pragma GCC unroll 16
+        for (unsigned c8 = 0; c8 < span; c8 += 8) {
+            __m256 y[8];
+#pragma GCC unroll 8
+            for (unsigned t = 0; t < 8; t++) {
+                const unsigned c = c8 + t;
+                const size_t g = (size_t)gt[i0 + c] * 8;
+                __m256i v = field(kind, q[c / pw], c % pw);
+                if (zk) v = _mm256_sub_epi32(v, _mm256_loadu_si256((const __m256i *)(ztt + g)));
+                y[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(stt + g));
+                if (stype == AMN_DTYPE_F16) /* the F16 product, then its BF16 */
+                    y[t] = _mm256_cvtph_ps(_mm256_cvtps_ph(y[t], _MM_FROUND_TO_NEAREST_INT));
+            }
+            __m256i x[4];
+            qs_bf16_pairs8x8(y, x);
+#pragma GCC unroll 8
+            for (unsigned r = 0; r < 8; r++)
+                _mm_storeu_si128((__m128i *)(d + r * rowbytes + (i0 + c8) * 2), qs_pairs_row(x, r));
+        }
+    }
+    return end;
 }
 
 /* CALL(out, scale dtype) instantiated for each pair, so the rounding folds. */
@@ -227,8 +288,10 @@ block_vec(const ct_layout *l, uint64_t o, const float *stt, const int32_t *ztt, 
         }                                                                                          \
     } while (0)
 
-#define ROW_K(K, OUT, ST)   row_vec(l, o, st, zt, gt, K, OUT, ST, d)
-#define BLOCK_K(K, OUT, ST) block_vec(l, o, stt, ztt, gt, K, OUT, ST, d, rowbytes)
+#define ROW_K(K, OUT, ST) row_vec(l, o, st, zt, gt, K, OUT, ST, d)
+#define BLOCK_K(K, OUT, ST)                                                                        \
+    block_vec(l, o, stt, ztt, gt, K, OUT, ST, d, rowbytes,                                         \
+              OUT == AMN_DTYPE_BF16 ? block_pairs(l, o, stt, ztt, gt, K, ST, d, rowbytes) : 0)
 #define ROW_CASE(OUT, ST)   BY_KIND(ROW_K, OUT, ST)
 #define BLOCK_CASE(OUT, ST) BY_KIND(BLOCK_K, OUT, ST)
 

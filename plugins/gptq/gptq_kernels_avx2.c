@@ -76,33 +76,17 @@ static inline __attribute__((always_inline)) void store_rows(const block_ctx *c,
 }
 
 /* BF16 of finite y[j] (input i0 + j, lanes = the block's 8 rows), rows
- * [rlo, rhi) stored from d. Two inputs' roundings share one 32-bit lane
- * (a shift and an or, no shuffle), so the 8 x 8 transpose becomes a 4 x 8
- * one of two unpack rounds: 8 shuffles per 64 values where the binary32
- * transpose and a pack per row took 40. Lane L of x[k] is then row
- * 4L + k. */
+ * [rlo, rhi) stored from d, by qs_bf16_pairs8x8. */
 static inline __attribute__((always_inline)) void
 store_bf16_pairs(const block_ctx *c, const __m256i y[8], uint8_t *d, unsigned rlo, unsigned rhi) {
-    __m256i p[4], a[4], x[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++)
-        p[k] = _mm256_or_si256(
-            amn_bf16_lanes_finite_avx2(_mm256_castsi256_ps(y[2 * k])),
-            _mm256_slli_epi32(amn_bf16_lanes_finite_avx2(_mm256_castsi256_ps(y[2 * k + 1])), 16));
-    a[0] = _mm256_unpacklo_epi32(p[0], p[1]); /* rows 4L, 4L+1: inputs 0-3 */
-    a[1] = _mm256_unpackhi_epi32(p[0], p[1]); /* rows 4L+2, 4L+3 */
-    a[2] = _mm256_unpacklo_epi32(p[2], p[3]); /* inputs 4-7 */
-    a[3] = _mm256_unpackhi_epi32(p[2], p[3]);
-    x[0] = _mm256_unpacklo_epi64(a[0], a[2]);
-    x[1] = _mm256_unpackhi_epi64(a[0], a[2]);
-    x[2] = _mm256_unpacklo_epi64(a[1], a[3]);
-    x[3] = _mm256_unpackhi_epi64(a[1], a[3]);
+    __m256 v[8];
+    __m256i x[4];
 #pragma GCC unroll 8
-    for (unsigned r = rlo; r < rhi; r++) {
-        const __m128i v =
-            r < 4 ? _mm256_castsi256_si128(x[r % 4]) : _mm256_extracti128_si256(x[r % 4], 1);
-        _mm_storeu_si128((__m128i *)(d + (r - rlo) * c->rowbytes), v);
-    }
+    for (int k = 0; k < 8; k++) v[k] = _mm256_castsi256_ps(y[k]);
+    qs_bf16_pairs8x8(v, x);
+#pragma GCC unroll 8
+    for (unsigned r = rlo; r < rhi; r++)
+        _mm_storeu_si128((__m128i *)(d + (r - rlo) * c->rowbytes), qs_pairs_row(x, r));
 }
 
 /* One block. Inlined per output dtype and bit width so every shift folds. */

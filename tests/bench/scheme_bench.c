@@ -323,8 +323,9 @@ int main(int argc, char **argv) {
         {"mxfp4 4x[5760,2880]", E * K, R, 32, run_mx, &mx}, /* mxfp4_detect.c's quantum */
         {"ctensors int4 g128", O, I, 1, run_ct, &c4},
         {"ctensors int4 g128 asym", O, I, 1, run_ct, &c4z},
-        {"ctensors int4 act-order", O, I, 1, run_ct, &c4a},
-        {"ctensors int4 act-order 112 groups", 3072, I112, 1, run_ct, &c4a112},
+        {"ctensors int4 act-order", O, I, ct_row_quantum(&c4a), run_ct, &c4a},
+        {"ctensors int4 act-order 112 groups", 3072, I112, ct_row_quantum(&c4a112), run_ct,
+         &c4a112},
         {"ctensors int8 channel", O, I, 1, run_ct, &c8},
         {"ctensors int4 block 128x128", O, I, 1, run_ct, &c4b},
         {"ctensors int2 g128", O / 2, 2 * I, 1, run_ct, &c2},

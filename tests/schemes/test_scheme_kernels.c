@@ -178,6 +178,17 @@ static void test_ctensors(void **state) {
                  {true, 8, 5, 330, 10, 2, true, 0},
                  {false, 8, 4, 712, 12, 2, true, 0},
                  {true, 4, 7, 400, 13, 0, false, 0},
+                 /* per-column groups to BF16 on AVX2 (whole runs of 8 words of
+                  * 8 rows by columns): each encoding and zero-point layout,
+                  * rows past the first 8 (which hold the special scales), a
+                  * remainder of columns for the row path */
+                 {true, 4, 27, 1000, 40, 2, true, 0},
+                 {true, 4, 16, 128, 32, 0, true, 0},
+                 {true, 8, 19, 330, 10, 1, true, 0},
+                 {true, 2, 17, 300, 20, 1, true, 0},
+                 {true, 2, 24, 256, 32, 0, true, 0},
+                 {false, 8, 18, 100, 25, 2, true, 0},
+                 {false, 8, 16, 96, 12, 0, true, 0},
                  /* uniform groups of 8k columns, the last one short */
                  {true, 4, 10, 100, 32, 1, false, 0},
                  {false, 8, 7, 51, 16, 2, false, 0}};
@@ -199,7 +210,8 @@ static void test_ctensors(void **state) {
                 else
                     memcpy(s + 2 * i, &h, 2);
             }
-            /* An overflowing scale, an infinite one and a NaN one (rows 0..2). */
+            /* An overflowing scale, an infinite one and a NaN one (rows 0..2);
+             * the overflowing one at row 9 too, in a block of finite rows. */
             const float special[3] = {60000.0f, amn_bits_f32(0x7f800000u),
                                       amn_bits_f32(0x7fc00001u)};
             for (int k = 0; k < 3 && (uint64_t)k < O; k++) {
@@ -209,6 +221,7 @@ static void test_ctensors(void **state) {
                     memcpy(s + 4 * (uint64_t)k * G, &special[k], 4);
                 else
                     memcpy(s + 2 * (uint64_t)k * G, &h, 2);
+                if (k == 0 && O > 9) memcpy(s + 9 * G * es, s, es);
             }
             uint8_t *z = rbytes(((O + pf - 1) / pf) * G * 4 + O * G);
             int32_t *gidx = NULL;

@@ -38,6 +38,41 @@ static inline __m256i qs_bf16x16_finite(__m256 y0, __m256 y1) {
     return qs_pack16(amn_bf16_lanes_finite_avx2(y0), amn_bf16_lanes_finite_avx2(y1));
 }
 
+/* BF16 of an 8 x 8 block held by columns (lane r of y[j] is row r, column
+ * j; no NaN), turned into rows: two columns' roundings share a 32-bit lane
+ * (a shift or a mask and an or, no shuffle), so what is left is a 4 x 8
+ * transpose of two unpack rounds, 8 shuffles per 64 values where a binary32
+ * 8 x 8 transpose and a pack per row take 40. Afterwards the 128-bit lane L
+ * of x[k] holds the 8 values of row 4L + k. */
+static inline __attribute__((always_inline)) void qs_bf16_pairs8x8(const __m256 y[8],
+                                                                   __m256i x[4]) {
+    __m256i p[4], a[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m256i e = _mm256_castps_si256(y[2 * k]), o = _mm256_castps_si256(y[2 * k + 1]);
+        const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
+        const __m256i re = _mm256_add_epi32(_mm256_add_epi32(e, half),
+                                            _mm256_and_si256(_mm256_srli_epi32(e, 16), one));
+        const __m256i ro = _mm256_add_epi32(_mm256_add_epi32(o, half),
+                                            _mm256_and_si256(_mm256_srli_epi32(o, 16), one));
+        p[k] = _mm256_or_si256(_mm256_srli_epi32(re, 16),
+                               _mm256_and_si256(ro, _mm256_set1_epi32((int)0xffff0000u)));
+    }
+    a[0] = _mm256_unpacklo_epi32(p[0], p[1]); /* rows 4L, 4L+1: columns 0-3 */
+    a[1] = _mm256_unpackhi_epi32(p[0], p[1]); /* rows 4L+2, 4L+3 */
+    a[2] = _mm256_unpacklo_epi32(p[2], p[3]); /* columns 4-7 */
+    a[3] = _mm256_unpackhi_epi32(p[2], p[3]);
+    x[0] = _mm256_unpacklo_epi64(a[0], a[2]);
+    x[1] = _mm256_unpackhi_epi64(a[0], a[2]);
+    x[2] = _mm256_unpacklo_epi64(a[1], a[3]);
+    x[3] = _mm256_unpackhi_epi64(a[1], a[3]);
+}
+
+/* Row r (0..7) of qs_bf16_pairs8x8's result: 16 bytes. */
+static inline __attribute__((always_inline)) __m128i qs_pairs_row(const __m256i x[4], unsigned r) {
+    return r < 4 ? _mm256_castsi256_si128(x[r % 4]) : _mm256_extracti128_si256(x[r % 4], 1);
+}
+
 /* Write 8 values at d (no alignment needed). F16C rounds to nearest even,
  * as amn_f32_to_f16 does. */
 static inline void qs_store8(amn_dtype out, void *d, __m256 y) {
