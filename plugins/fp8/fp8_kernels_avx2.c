@@ -6,15 +6,18 @@
  * which one exact multiply by 256 undoes. Only E4M3's NaN (S.1111.111, which
  * that half reads as 480) needs patching. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "fp8_kernels.h"
 #include "amn/kit/store_avx2.h"
 
-/* 8 E4M3 bytes (zero-extended to 16-bit lanes) -> their values, NaN excluded. */
-static inline __m256 e4m3x8(__m128i b) {
-    const __m128i h = _mm_or_si128(_mm_and_si128(_mm_slli_epi16(b, 8), _mm_set1_epi16(-32768)),
-                                   _mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi16(0x3f80)));
-    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+/* 8 E4M3 bytes, each in the high byte of a 16-bit lane (x = b << 8), ->
+ * their values times 2^-8 (exact, subnormals included): moving the 7
+ * magnitude bits down by one, x - ((x & 0x7f00) >> 1), leaves the sign at
+ * bit 15 and the magnitude at bit 7. NaN excluded. */
+static inline __m256 e4m3x8_scaled(__m128i x) {
+    const __m128i m = _mm_srli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7f00)), 1);
+    return _mm256_cvtph_ps(_mm_sub_epi16(x, m));
 }
 
 /* w * s, except that a NaN w is kept as it is (quieted). */
@@ -28,13 +31,21 @@ static inline void bf16x16_finite(__m256 y0, __m256 y1, uint8_t *d) {
     _mm256_storeu_si256((__m256i *)d, qs_bf16x16_finite(y0, y1));
 }
 
-/* 16 elements. finite: the scale is finite, so what a byte that is no NaN
- * gives is no NaN either (E4M3 has no infinity). */
-static inline __attribute__((always_inline)) void
-e4m3_16(const uint8_t *src, __m256 s, amn_dtype out, bool finite, uint8_t *d, size_t es) {
+/* 16 elements, s the block's scale. folded: s is the scale times 256,
+ * exact and finite (|scale| < 2^120), so (w 2^-8) (256 scale) is the same
+ * real product as w scale, rounded once the same way, and the decoding's
+ * multiply by 256 goes. finite: the scale is finite, so what a byte that
+ * is no NaN gives is no NaN either (E4M3 has no infinity). */
+static inline __attribute__((always_inline)) void e4m3_16(const uint8_t *src, __m256 s,
+                                                          amn_dtype out, bool finite, bool folded,
+                                                          uint8_t *d, size_t es) {
     const __m128i b = _mm_loadu_si128((const __m128i *)src);
-    const __m128i lo = _mm_cvtepu8_epi16(b), hi = _mm_cvtepu8_epi16(_mm_srli_si128(b, 8));
-    __m256 w0 = e4m3x8(lo), w1 = e4m3x8(hi);
+    __m256 w0 = e4m3x8_scaled(_mm_unpacklo_epi8(_mm_setzero_si128(), b));
+    __m256 w1 = e4m3x8_scaled(_mm_unpackhi_epi8(_mm_setzero_si128(), b));
+    if (!folded) {
+        w0 = _mm256_mul_ps(w0, _mm256_set1_ps(256.0f));
+        w1 = _mm256_mul_ps(w1, _mm256_set1_ps(256.0f));
+    }
     const __m128i isnan =
         _mm_cmpeq_epi8(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
     if (__builtin_expect(_mm_movemask_epi8(isnan) == 0, 1)) {
@@ -83,12 +94,17 @@ static inline __attribute__((always_inline)) void run(const uint8_t *src, size_t
     for (size_t c = 0, b = 0; c < n; c += bc, b++) {
         const size_t end = n - c < bc ? n : c + bc;
         const float scale = scales[b];
-        const __m256 s = _mm256_set1_ps(scale);
         size_t i = c;
-        if (e5m2)
+        if (e5m2) {
+            const __m256 s = _mm256_set1_ps(scale);
             for (; i + 16 <= end; i += 16) e5m2_16(src + i, s, out, finite, d + i * es, es);
-        else
-            for (; i + 16 <= end; i += 16) e4m3_16(src + i, s, out, finite, d + i * es, es);
+        } else if (fabsf(scale) < 0x1p120f) {
+            const __m256 s = _mm256_set1_ps(scale * 256.0f);
+            for (; i + 16 <= end; i += 16) e4m3_16(src + i, s, out, finite, true, d + i * es, es);
+        } else {
+            const __m256 s = _mm256_set1_ps(scale);
+            for (; i + 16 <= end; i += 16) e4m3_16(src + i, s, out, finite, false, d + i * es, es);
+        }
         for (; i < end; i++) qs_store1(fp8_apply(fp8_decode(src[i], e5m2), scale), out, d + i * es);
     }
 }

@@ -100,6 +100,9 @@ static void test_fp8_paths_agree(void **state) {
                                    0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f812345,
                                    0xffc00001, 0x00000001, 0x00400000, 0x7f7fffff, 0x43e00000,
                                    0x3b800000,
+                                   /* 2^120 and above: the scale times 256
+                                    * would overflow; just below it does not */
+                                   0x7b800000, 0xfb800000, 0x7b7fffff, 0x7c000000,
                                    /* NaNs whose payload fills the low 16 bits:
                                     * rounding them without the NaN test would
                                     * carry into the exponent */
