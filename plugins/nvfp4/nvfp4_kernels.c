@@ -96,7 +96,13 @@ int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn
         }
         const uint8_t *w = l->weight + (e * (l->in / 2) + i / 2) * O;
         const unsigned shift = 4 * (unsigned)(i & 1);
-        if (level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16)
+        const bool avx512 = level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16;
+        if (!avx512 && level >= AMN_SIMD_AVX2 && shift == 0 && r + 1 < row0 + nrows) {
+            nvfp4_bmm_pair_avx2(w, bs, O, e2m1_pos0, out, finite, d, d + rowbytes);
+            r++, d += rowbytes; /* i + 1 shares the block row: i is even */
+            continue;
+        }
+        if (avx512)
             nvfp4_bmm_row_avx512(w, shift, bs, O, e2m1_pos0, out, d);
         else if (level >= AMN_SIMD_AVX2)
             nvfp4_bmm_row_avx2(w, shift, bs, O, e2m1_pos0, out, finite, d);

@@ -73,6 +73,10 @@ void nvfp4_bmm_row_scalar(const uint8_t *w, unsigned shift, const float *bs, uin
                           const float *table, amn_dtype out, uint8_t *d);
 void nvfp4_bmm_row_avx2(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
                         const float *table, amn_dtype out, bool finite, uint8_t *d);
+/* Rows 2k and 2k + 1, which share their bytes (low and high nibbles) and
+ * their scales, in one pass: d0 and d1. */
+void nvfp4_bmm_pair_avx2(const uint8_t *w, const float *bs, uint64_t n, const float *table,
+                         amn_dtype out, bool finite, uint8_t *d0, uint8_t *d1);
 void nvfp4_bmm_row_avx512(const uint8_t *w, unsigned shift, const float *bs, uint64_t n,
                           const float *table, amn_dtype out, uint8_t *d);
 
