@@ -3,7 +3,7 @@
  * plus a whole-file `amn remember` against cp of the output's size.
  * Prints elements/s, GB/s of output, and ratios against baselines measured in
  * the same run (memcpy of the output, the scalar path, cp). Not a test: it
- * times things. Run from the build tree: bin/quant_bench [--no-cli]; the
+ * times things. Run from the build tree: bin/quant_bench [--no-cli | --only TEXT]; the
  * whole-file rows work in $TMPDIR (default /tmp): TMPDIR=/dev/shm times them
  * on tmpfs. */
 #include <stdbool.h>
@@ -95,8 +95,12 @@ static double best(kernel k, const void *l, amn_simd lv, amn_dtype out, bool chu
 
 /* top: the highest SIMD level with a path of its own for this family (a
  * level above it would time the same code again). */
+/* --only TEXT: the kernel rows whose name holds TEXT, nothing else. */
+static const char *only;
+
 static void row(const char *name, kernel k, const void *l, amn_simd top, void *dst, double t_copy16,
                 double t_copy32) {
+    if (only && !strstr(name, only)) return;
     const double n = (double)OUT * IN;
     const amn_dtype outs[2] = {AMN_DTYPE_BF16, AMN_DTYPE_F32};
     for (int oi = 0; oi < 2; oi++) {
@@ -213,6 +217,7 @@ static void cli_bench(void) {
 
 int main(int argc, char **argv) {
     const size_t n = (size_t)OUT * IN;
+    if (argc > 2 && strcmp(argv[1], "--only") == 0) only = argv[2];
     uint8_t *dst = malloc(n * 4), *src = malloc(n * 4);
     if (!dst || !src) return 1;
     memset(src, 1, n * 4);
@@ -288,6 +293,6 @@ int main(int argc, char **argv) {
     free(w8);
     free(s8);
     free(dst);
-    if (!(argc > 1 && strcmp(argv[1], "--no-cli") == 0)) cli_bench();
+    if (argc == 1) cli_bench();
     return 0;
 }
