@@ -1,6 +1,7 @@
 /* What the project's own plugins recognise, kept in the core so that a file
  * whose plugin is not installed gets "install the amn-X plugin" rather than
  * "unrecognised" (GDAL's deferred drivers, ImageMagick's magic table). */
+#include <stdio.h>
 #include <string.h>
 
 #include "known_internal.h"
@@ -98,15 +99,22 @@ static const known_layout known_layouts[] = {
     {".SCB", ANY_DTYPE, NULL, 0, "bitsandbytes", "bnb"},
 };
 
-/* What a declared method is called and which plugin reads it. */
+/* What a declared method is called, which plugin reads it, and every
+ * plugin that reads one of its formats (compressed-tensors' and ModelOpt's
+ * NVFP4 and FP8 formats are read by amn-nvfp4 and amn-fp8). */
 static const struct {
     const char *method;
     const char *plugin;
+    const char *family;
 } known_methods[] = {
-    {"mxfp4", "mxfp4"},    {"compressed-tensors", "ctensors"},
-    {"modelopt", "nvfp4"}, {"nvfp4", "nvfp4"},
-    {"fp8", "fp8"},        {"gptq", "gptq"},
-    {"awq", "awq"},        {"bitsandbytes", "bnb"},
+    {"mxfp4", "mxfp4", ",mxfp4,"},
+    {"compressed-tensors", "ctensors", ",ctensors,nvfp4,fp8,"},
+    {"modelopt", "nvfp4", ",nvfp4,fp8,"},
+    {"nvfp4", "nvfp4", ",nvfp4,"},
+    {"fp8", "fp8", ",fp8,"},
+    {"gptq", "gptq", ",gptq,"},
+    {"awq", "awq", ",awq,"},
+    {"bitsandbytes", "bnb", ",bnb,"},
 };
 
 static bool has_sibling(const amn_model *m, const char *name, size_t stem, const char *sibling,
@@ -128,16 +136,50 @@ static bool is_index_tensor(const char *name) {
            (n >= 19 && strcmp(name + n - 19, "num_batches_tracked") == 0);
 }
 
+/* The plugin that reads the method a model declares, or NULL (no plugin
+ * knows it). */
+static const char *declared_plugin(const amni_quant_decl *d) {
+    if (strcmp(d->method, "compressed-tensors") == 0 && strstr(d->format, "nvfp4")) return "nvfp4";
+    if (strcmp(d->method, "modelopt") == 0 && strstr(d->format, "fp8")) return "fp8";
+    for (size_t k = 0; k < sizeof known_methods / sizeof *known_methods; k++)
+        if (strcmp(d->method, known_methods[k].method) == 0) return known_methods[k].plugin;
+    return NULL;
+}
+
+/* Whether a plugin reads some format of the declared method. */
+static bool declared_family(const amni_quant_decl *d, const char *plugin) {
+    char key[32];
+    if (snprintf(key, sizeof key, ",%s,", plugin) >= (int)sizeof key) return false;
+    for (size_t k = 0; k < sizeof known_methods / sizeof *known_methods; k++)
+        if (strcmp(d->method, known_methods[k].method) == 0)
+            return strstr(known_methods[k].family, key) != NULL;
+    return false;
+}
+
+/* The declared method as the reason: its plugin, if any, is what to install. */
+static void declared(const amni_quant_decl *d, amni_unhandled *out) {
+    out->what = d->method;
+    out->plugin = declared_plugin(d);
+}
+
 bool amni_known_quantized_tensor(const amn_model *m, size_t i, const amni_quant_decl *d,
                                  amni_unhandled *out) {
     const amn_tensor *t = amn_model_tensor(m, i);
     const size_t n = strlen(t->name);
+    const bool decl = d && d->method[0];
     for (size_t k = 0; k < sizeof known_layouts / sizeof *known_layouts; k++) {
         const known_layout *l = &known_layouts[k];
         const size_t sl = strlen(l->suffix);
         if (n < sl || strcmp(t->name + n - sl, l->suffix) != 0) continue;
         if (l->dtypes != ANY_DTYPE && !(l->dtypes & DT(t->dtype))) continue;
         if (l->sibling && !has_sibling(m, t->name, n - sl, l->sibling, l->sib_dtypes)) continue;
+        /* A layout of another family than the declared method's: that
+         * family's plugin would decline it too (each follows the
+         * declaration), so name what is declared. */
+        if (decl && !declared_family(d, l->plugin)) {
+            declared(d, out);
+            return true;
+        }
         out->what = l->what;
         out->plugin = l->plugin;
         return true;
@@ -148,15 +190,8 @@ bool amni_known_quantized_tensor(const amn_model *m, size_t i, const amni_quant_
     }
     /* A model its settings call quantized: an integer or FP8 tensor no scheme
      * took is a quantized weight of a layout this table does not know. */
-    if (d && d->method[0] && ((INTS | F8S) & DT(t->dtype)) && !is_index_tensor(t->name)) {
-        out->what = d->method;
-        out->plugin = NULL;
-        for (size_t k = 0; k < sizeof known_methods / sizeof *known_methods; k++)
-            if (strcmp(d->method, known_methods[k].method) == 0)
-                out->plugin = known_methods[k].plugin;
-        if (strcmp(d->method, "compressed-tensors") == 0 && strstr(d->format, "nvfp4"))
-            out->plugin = "nvfp4";
-        if (strcmp(d->method, "modelopt") == 0 && strstr(d->format, "fp8")) out->plugin = "fp8";
+    if (decl && ((INTS | F8S) & DT(t->dtype)) && !is_index_tensor(t->name)) {
+        declared(d, out);
         return true;
     }
     return false;

@@ -123,6 +123,13 @@ done
 mkcase hqq "$(t l.W_q U8 '[4,4]' 0 16),$(t l.meta.scale F16 '[4]' 16 24)" 24
 echo '{"quantization_config":{"quant_method":"hqq","nbits":4}}' >"$work/hqq/config.json"
 expect_refused hqq none "of hqq (l.W_q (U8)" "no amn plugin dequantizes this method"
+# The same declaration over tensors shaped like compressed-tensors'
+# int-quantized layout: the declared method is the reason, not the layout
+# (amn-ctensors, which follows the declaration, would not read them either).
+mkcase hqqint "$(t l.weight I8 '[4,4]' 0 16),$(t l.weight_scale F16 '[4,1]' 16 24)" 24
+echo '{"quantization_config":{"quant_method":"hqq","nbits":8}}' >"$work/hqqint/config.json"
+expect_refused hqqint none "of hqq (l.weight (I8), l.weight_scale (F16)" \
+  "no amn plugin dequantizes this method"
 
 # A plain model beside a config that declares quantization (what `remember`
 # leaves next to its input) converts: only integer / FP8 tensors are suspect.
