@@ -299,12 +299,17 @@ typedef struct tab_block {
 
 /* Turn index bytes (slot order as step_rows16 / natural) into outputs. */
 static inline __attribute__((always_inline)) void emit(size_t es, const uint8_t *t, __m256i idx,
-                                                       uint8_t *d) {
+                                                       uint8_t *d, bool nt) {
     if (es == 2) {
         const __m256i lo = _mm256_shuffle_epi8(
             _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)t)), idx);
         const __m256i hi = _mm256_shuffle_epi8(
             _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(t + 16))), idx);
+        if (nt) {
+            _mm256_stream_si256((__m256i *)d, _mm256_unpacklo_epi8(lo, hi));
+            _mm256_stream_si256((__m256i *)(d + 32), _mm256_unpackhi_epi8(lo, hi));
+            return;
+        }
         _mm256_storeu_si256((__m256i *)d, _mm256_unpacklo_epi8(lo, hi));
         _mm256_storeu_si256((__m256i *)(d + 32), _mm256_unpackhi_epi8(lo, hi));
     } else {
@@ -314,15 +319,20 @@ static inline __attribute__((always_inline)) void emit(size_t es, const uint8_t 
                 _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(t + 16 * k))), idx);
         const __m256i a = _mm256_unpacklo_epi8(r[0], r[1]), b = _mm256_unpackhi_epi8(r[0], r[1]);
         const __m256i c = _mm256_unpacklo_epi8(r[2], r[3]), e = _mm256_unpackhi_epi8(r[2], r[3]);
-        _mm256_storeu_si256((__m256i *)d, _mm256_unpacklo_epi16(a, c));
-        _mm256_storeu_si256((__m256i *)(d + 32), _mm256_unpackhi_epi16(a, c));
-        _mm256_storeu_si256((__m256i *)(d + 64), _mm256_unpacklo_epi16(b, e));
-        _mm256_storeu_si256((__m256i *)(d + 96), _mm256_unpackhi_epi16(b, e));
+        const __m256i v[4] = {_mm256_unpacklo_epi16(a, c), _mm256_unpackhi_epi16(a, c),
+                              _mm256_unpacklo_epi16(b, e), _mm256_unpackhi_epi16(b, e)};
+        for (int k = 0; k < 4; k++) {
+            if (nt)
+                _mm256_stream_si256((__m256i *)(d + 32 * k), v[k]);
+            else
+                _mm256_storeu_si256((__m256i *)(d + 32 * k), v[k]);
+        }
     }
 }
 
 /* Every whole step of TS inputs of one block. */
-static inline __attribute__((always_inline)) void tab_run(const tab_block *b, amn_dtype out) {
+static inline __attribute__((always_inline)) void tab_run(const tab_block *b, amn_dtype out,
+                                                          bool nt) {
     const awq_layout *l = b->l;
     const size_t es = out == AMN_DTYPE_F32 ? 4 : 2;
     const uint64_t in = l->in, W = l->out / 8, wrow = W * 4, wa = b->wa;
@@ -357,7 +367,7 @@ static inline __attribute__((always_inline)) void tab_run(const tab_block *b, am
         }
         /* The output lines of the 128 rows two steps ahead: rows lie 4 KiB
          * multiples apart, and without this whole tensors ran at 0.7x. */
-        if (i0 + 3 * TS <= in)
+        if (!nt && i0 + 3 * TS <= in)
             for (unsigned t = 0; t < 8 * nw; t++)
                 if (b->drow[t])
                     _mm_prefetch((const char *)(b->drow[t] + (i0 + 2 * TS) * es), _MM_HINT_T0);
@@ -381,9 +391,9 @@ static inline __attribute__((always_inline)) void tab_run(const tab_block *b, am
             for (int k = 0; k < 4; k++) {
                 const __m256i lo = _mm256_and_si256(B[k], m4);
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(B[k], 4), m4);
-                if (dr[2 * k]) emit(es, tw + 2 * k * 16 * es, lo, dr[2 * k] + i0 * es);
+                if (dr[2 * k]) emit(es, tw + 2 * k * 16 * es, lo, dr[2 * k] + i0 * es, nt);
                 if (dr[2 * k + 1])
-                    emit(es, tw + (2 * k + 1) * 16 * es, hi, dr[2 * k + 1] + i0 * es);
+                    emit(es, tw + (2 * k + 1) * 16 * es, hi, dr[2 * k + 1] + i0 * es, nt);
             }
         }
     }
@@ -408,6 +418,12 @@ static void tab_tail(const tab_block *b, amn_dtype out) {
 
 int awq_dequant_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
                           void *dst) {
+    const uint64_t bytes = nrows * l->in * amn_dtype_size(out);
+    return awq_rows_avx2(l, row0, nrows, out, dst, bytes >= AWQ_STREAM_BYTES);
+}
+
+int awq_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
+                  bool stream) {
     if (l->groups > 1 && l->group_size % TS) return arith_rows(l, row0, nrows, out, dst);
     if (nrows == 0) return 0;
     const size_t es = amn_dtype_size(out);
@@ -415,6 +431,10 @@ int awq_dequant_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, am
     int64_t off[TS];
     for (unsigned k = 0; k < TS; k++) off[k] = (int64_t)((es == 2 ? step_rows16[k] : k) * wrow);
     _Alignas(32) uint8_t tab[BW * 8 * 64];
+    /* Each step writes whole 64-byte lines (128 with F32) of every row at
+     * offsets that are multiples of 64 from the row's start, so streaming
+     * stores need only 32-byte aligned rows. */
+    const bool nt = stream && (uintptr_t)dst % 32 == 0 && rowbytes % 32 == 0;
     tab_block b = {.l = l, .off = off, .tab = tab};
     for (uint64_t wa = row0 / 8; 8 * wa < end; wa += BW) {
         const uint64_t wend = (end + 7) / 8;
@@ -426,16 +446,26 @@ int awq_dequant_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, am
         }
         switch (out) {
         case AMN_DTYPE_F32:
-            tab_run(&b, AMN_DTYPE_F32);
+            if (nt)
+                tab_run(&b, AMN_DTYPE_F32, true);
+            else
+                tab_run(&b, AMN_DTYPE_F32, false);
             break;
         case AMN_DTYPE_F16:
-            tab_run(&b, AMN_DTYPE_F16);
+            if (nt)
+                tab_run(&b, AMN_DTYPE_F16, true);
+            else
+                tab_run(&b, AMN_DTYPE_F16, false);
             break;
         default:
-            tab_run(&b, AMN_DTYPE_BF16);
+            if (nt)
+                tab_run(&b, AMN_DTYPE_BF16, true);
+            else
+                tab_run(&b, AMN_DTYPE_BF16, false);
             break;
         }
         if (l->in % TS) tab_tail(&b, out);
     }
+    if (nt) _mm_sfence();
     return 0;
 }

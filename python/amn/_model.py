@@ -78,6 +78,16 @@ _KV_SCALARS = {
 _KV_BOOL, _KV_STRING, _KV_ARRAY = 7, 8, 9
 
 
+def _aligned_empty(shape: Tuple[int, ...], dtype: np.dtype, align: int = 64) -> np.ndarray:
+    """np.empty, but starting on an `align`-byte boundary (NumPy's large
+    arrays start 16 bytes past one): kernels that write whole tensors with
+    streaming stores need 32-byte aligned rows."""
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    buf = np.empty(n + align, np.uint8)
+    off = -buf.ctypes.data % align
+    return buf[off:off + n].view(dtype).reshape(shape)
+
+
 def _out_dtype(dtype: Optional[str]) -> Tuple[int, np.dtype]:
     key = _OUT_ALIASES.get(str(dtype), str(dtype))
     if key not in _OUT:
@@ -504,7 +514,7 @@ class Model:
         err = _lib.Error_()
         check(self._dll.amn_plan_group_rows(h.plan, g, ctypes.byref(rows), ctypes.byref(re),
                                             ctypes.byref(err)), err)
-        out = np.empty(self.groups[name].shape, npd)
+        out = _aligned_empty(tuple(self.groups[name].shape), npd)
         nrows, row_bytes = rows.value, re.value * npd.itemsize
         base = out.ctypes.data
         if threads is None:

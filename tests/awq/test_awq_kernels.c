@@ -185,6 +185,27 @@ static void test_awq_paths_random(void **state) {
                     }
                     values += in * out;
                 }
+                /* Streaming stores (what whole tensors take), into a 64-byte
+                 * aligned buffer: all rows, then the rows from 11 on. */
+                for (uint64_t r0 = 0; r0 < out; r0 += 11) {
+                    const size_t len = (out - r0) * in * es;
+                    uint8_t *st_out = aligned_alloc(64, (len + 63) / 64 * 64);
+                    assert_true(st_out != NULL);
+                    assert_int_equal(awq_rows_avx2(&l, r0, out - r0, outs[oi], st_out, true), 0);
+                    if (memcmp(a + r0 * in * es, st_out, len) != 0) {
+                        char what[200];
+                        snprintf(what, sizeof what,
+                                 "streamed: in %llu out %llu group %llu scales %s -> %s from row "
+                                 "%llu",
+                                 (unsigned long long)in, (unsigned long long)out,
+                                 (unsigned long long)gs, amn_dtype_name(st),
+                                 amn_dtype_name(outs[oi]), (unsigned long long)r0);
+                        assert_int_equal(
+                            qg_diff(what, st_out, a + r0 * in * es, (out - r0) * in, es, in), 0);
+                    }
+                    free(st_out);
+                    if (r0 == 11) break;
+                }
                 free(a);
                 free(b);
             }
