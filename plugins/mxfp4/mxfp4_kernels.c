@@ -49,12 +49,14 @@ void mxfp4_dequant_rows(const mxfp4_layout *l, uint64_t row0, uint64_t nrows, am
                         void *dst, amn_simd level) {
     const uint64_t K = l->groups * 32;
     const size_t rowbytes = (size_t)l->rows * amn_dtype_size(out);
+    const bool stream =
+        nrows * rowbytes >= MXFP4_STREAM_BYTES && (uintptr_t)dst % 32 == 0 && rowbytes % 32 == 0;
     uint8_t *d = dst;
     for (uint64_t q = row0; q < row0 + nrows;) {
         const uint64_t e = q / K, k0 = q % K;
         const uint64_t k1 = K - k0 < row0 + nrows - q ? K : k0 + (row0 + nrows - q);
         if (level >= AMN_SIMD_AVX2)
-            mxfp4_expert_rows_avx2(l, e, k0, k1, out, d);
+            mxfp4_expert_rows_avx2(l, e, k0, k1, out, d, stream);
         else
             mxfp4_expert_rows_scalar(l, e, k0, k1, 0, out, d);
         d += (k1 - k0) * rowbytes;

@@ -223,8 +223,15 @@ static void group_rows_any(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64
     }
 }
 
+/* n bytes (a multiple of 32) from the stage to d, 32-byte aligned, with
+ * streaming stores. */
+static void copy_stream(uint8_t *d, const uint8_t *s, size_t n) {
+    for (size_t k = 0; k < n; k += 32)
+        _mm256_stream_si256((__m256i *)(d + k), _mm256_load_si256((const __m256i *)(s + k)));
+}
+
 void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
-                            amn_dtype out, uint8_t *dst) {
+                            amn_dtype out, uint8_t *dst, bool stream) {
     /* The output is the input transposed, so one side is always strided.
      * Windows of 4 groups (128 output rows; one 64-byte line of each input
      * row), each in bands of MXFP4_BAND input rows, so that what a band
@@ -233,7 +240,9 @@ void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint
      * 32 x MXFP4_BAND elements that L1 holds, then copied out as 32 runs
      * of contiguous bytes: the tiles' 32-byte stores to 32 distinct output
      * lines each cost 5x the decoding when they went to the output itself
-     * (Skylake-SP, 2 MiB chunks). */
+     * (Skylake-SP, 2 MiB chunks). With `stream` (a whole tensor, see
+     * MXFP4_STREAM_BYTES) the copy uses streaming stores: the runs are
+     * whole lines, and nothing will read them back from cache. */
     const size_t es = amn_dtype_size(out), rowbytes = (size_t)l->rows * es;
     const size_t sbytes = MXFP4_BAND * es;
     _Alignas(64) uint8_t stage[32 * MXFP4_BAND * 4];
@@ -250,10 +259,16 @@ void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint
                     continue;
                 }
                 group_rows_any(l, e, g, rb, re, klo, khi, klo, out, stage, sbytes, rb);
-                for (uint64_t k = klo; k < khi; k++)
-                    memcpy(dst + (k - k0) * rowbytes + rb * es, stage + (k - klo) * sbytes, sbytes);
+                for (uint64_t k = klo; k < khi; k++) {
+                    uint8_t *d = dst + (k - k0) * rowbytes + rb * es;
+                    if (stream)
+                        copy_stream(d, stage + (k - klo) * sbytes, sbytes);
+                    else
+                        memcpy(d, stage + (k - klo) * sbytes, sbytes);
+                }
             }
         }
         w0 = w1;
     }
+    if (stream) _mm_sfence(); /* streamed lines visible before what follows */
 }

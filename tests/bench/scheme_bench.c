@@ -334,7 +334,8 @@ int main(int argc, char **argv) {
         {"nvfp4 fused experts [E,I,O]", 4 * I, O / 4, 1, run_bmm, &nvb},
     };
     const size_t most = (size_t)(E * R * K > O * I ? E * R * K : O * I);
-    uint8_t *dst = malloc(most * 4);
+    /* 64-byte aligned, as the Python package allocates whole tensors. */
+    uint8_t *dst = aligned_alloc(64, most * 4);
     memset(dst, 0, most * 4);
     printf("one thread, best of %d, CPU time; the machine may be loaded: compare rows of one "
            "run\n",

@@ -112,7 +112,8 @@ static void test_mxfp4(void **state) {
                                          {1, 256, 2, 2},
                                          /* several bands of input rows and windows of groups */
                                          {2, 600, 6, 1},
-                                         {1, 523, 5, 0}};
+                                         {1, 523, 5, 0},
+                                         {2, 528, 5, 1}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const uint64_t E = shapes[s][0], R = shapes[s][1], G = shapes[s][2], n = E * R * G;
         uint8_t *blocks = rbytes(n * 16), *scales = rbytes(n);
@@ -131,6 +132,24 @@ static void test_mxfp4(void **state) {
         snprintf(what, sizeof what, "mxfp4 [%llu,%llu,%llu] scales %d", (unsigned long long)E,
                  (unsigned long long)R, (unsigned long long)G, (int)shapes[s][3]);
         both(what, run_mx, &l, E * G * 32, R);
+        /* The streaming copy (whole tensors) into a 64-byte aligned buffer,
+         * where rows are 32-byte multiples: every dtype, one expert at a
+         * time from a row inside the first group. */
+        for (int o = 0; o < 3 && amn_simd_level() >= AMN_SIMD_AVX2 && R % 16 == 0; o++) {
+            static const amn_dtype outs[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32};
+            const size_t rowbytes = R * amn_dtype_size(outs[o]), K = G * 32;
+            const size_t len = E * K * rowbytes;
+            uint8_t *want = malloc(len), *got = aligned_alloc(64, (len + 63) / 64 * 64);
+            mxfp4_dequant_rows(&l, 0, E * K, outs[o], want, AMN_SIMD_SCALAR);
+            for (uint64_t e = 0; e < E; e++)
+                mxfp4_expert_rows_avx2(&l, e, 5, K, outs[o], got + (e * K + 5) * rowbytes, true);
+            for (uint64_t e = 0; e < E; e++)
+                if (memcmp(want + (e * K + 5) * rowbytes, got + (e * K + 5) * rowbytes,
+                           (K - 5) * rowbytes) != 0)
+                    fail_msg("%s to %s, streamed: expert %llu differs", what,
+                             amn_dtype_name(outs[o]), (unsigned long long)e);
+            free(want), free(got);
+        }
         free(blocks), free(scales);
     }
 }
