@@ -6,10 +6,13 @@
  * broadcast. Otherwise (act-order, group sizes not a multiple of 8) 8 rows
  * at a time (block_vec), the 8 columns' scales fetched without gather
  * instructions (with them act-order ran at 0.4x the rate of uniform groups;
- * without, 0.7-0.8x): the rows whose remainder is fewer than 8 still take the
- * one-row path with gathers. The product is rounded to the scale's dtype
- * exactly as the scalar path does (BF16: round to nearest even on the
- * bits; F16: through F16C, which rounds the same way), so the bytes match.
+ * without, 0.7-0.8x); to BF16 those blocks go by columns (block_pairs).
+ * The rows whose remainder is fewer than 8 still take the one-row path
+ * with gathers (such layouts ask for a row quantum of 8, so the
+ * converter's chunks leave only a tensor's last rows). The product is
+ * rounded to the scale's dtype exactly as the scalar path does (BF16:
+ * round to nearest even on the bits; F16: through F16C, which rounds the
+ * same way), so the bytes match.
  * Rows whose scales are not all finite, and bit widths other than 2, 4 and
  * 8, take the scalar path. */
 #include <immintrin.h>
