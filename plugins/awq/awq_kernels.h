@@ -44,14 +44,10 @@ int awq_dequant_rows_scalar(const awq_layout *l, uint64_t row0, uint64_t nrows, 
                             void *dst);
 int awq_dequant_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
                           void *dst);
-/* The AVX2 path, its lookup-table loop with streaming (non-temporal) stores
- * where `stream` and the output's alignment allow. awq_dequant_rows_avx2 streams outputs of
- * AWQ_STREAM_BYTES or more: a whole tensor, which no cache keeps for its
- * reader, where a store that first reads its line back (write-allocate)
- * doubles the memory traffic (whole [11008, 4096] tensors to BF16: 1.3 →
- * 1.8 Gelem/s). The converter's 1 MiB chunks, read back from cache by
- * `write`, never stream. */
-#define AWQ_STREAM_BYTES ((uint64_t)8 << 20)
+/* The AVX2 path, its lookup-table loop with streaming stores where
+ * `stream` and the output's alignment allow; awq_dequant_rows_avx2 streams
+ * outputs of QS_STREAM_BYTES or more (amn/kit/store.h; whole [11008, 4096]
+ * tensors to BF16: 1.3 -> 1.8 Gelem/s). */
 int awq_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
                   bool stream);
 float awq_scale(const awq_layout *l, uint64_t g, uint64_t o);

@@ -419,7 +419,7 @@ static void tab_tail(const tab_block *b, amn_dtype out) {
 int awq_dequant_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out,
                           void *dst) {
     const uint64_t bytes = nrows * l->in * amn_dtype_size(out);
-    return awq_rows_avx2(l, row0, nrows, out, dst, bytes >= AWQ_STREAM_BYTES);
+    return awq_rows_avx2(l, row0, nrows, out, dst, bytes >= QS_STREAM_BYTES);
 }
 
 int awq_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
@@ -434,7 +434,7 @@ int awq_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype 
     /* Each step writes whole 64-byte lines (128 with F32) of every row at
      * offsets that are multiples of 64 from the row's start, so streaming
      * stores need only 32-byte aligned rows. */
-    const bool nt = stream && (uintptr_t)dst % 32 == 0 && rowbytes % 32 == 0;
+    const bool nt = stream && qs_stream_aligned(dst, rowbytes);
     tab_block b = {.l = l, .off = off, .tab = tab};
     for (uint64_t wa = row0 / 8; 8 * wa < end; wa += BW) {
         const uint64_t wend = (end + 7) / 8;

@@ -49,8 +49,7 @@ void mxfp4_dequant_rows(const mxfp4_layout *l, uint64_t row0, uint64_t nrows, am
                         void *dst, amn_simd level) {
     const uint64_t K = l->groups * 32;
     const size_t rowbytes = (size_t)l->rows * amn_dtype_size(out);
-    const bool stream =
-        nrows * rowbytes >= MXFP4_STREAM_BYTES && (uintptr_t)dst % 32 == 0 && rowbytes % 32 == 0;
+    const bool stream = nrows * rowbytes >= QS_STREAM_BYTES && qs_stream_aligned(dst, rowbytes);
     uint8_t *d = dst;
     for (uint64_t q = row0; q < row0 + nrows;) {
         const uint64_t e = q / K, k0 = q % K;

@@ -53,11 +53,8 @@ void mxfp4_dequant_rows(const mxfp4_layout *l, uint64_t row0, uint64_t nrows, am
 void mxfp4_expert_rows_scalar(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
                               uint64_t r0, amn_dtype out, uint8_t *dst);
 /* stream: copy the stage out with streaming stores (dst and every row
- * 32-byte aligned). mxfp4_dequant_rows streams calls that write
- * MXFP4_STREAM_BYTES or more (whole tensors: no cache keeps them for their
- * reader, and a normal store first reads its line); the converter's 1 MiB
- * chunks, which `write` reads back from cache, never do. */
-#define MXFP4_STREAM_BYTES ((uint64_t)8 << 20)
+ * 32-byte aligned); mxfp4_dequant_rows streams calls that write
+ * QS_STREAM_BYTES or more (amn/kit/store.h). */
 void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
                             amn_dtype out, uint8_t *dst, bool stream);
 /* The AVX2 path's exponent shift of each input row r0..r1-1 (a multiple

@@ -241,7 +241,7 @@ void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint
      * of contiguous bytes: the tiles' 32-byte stores to 32 distinct output
      * lines each cost 5x the decoding when they went to the output itself
      * (Skylake-SP, 2 MiB chunks). With `stream` (a whole tensor, see
-     * MXFP4_STREAM_BYTES) the copy uses streaming stores: the runs are
+     * QS_STREAM_BYTES) the copy uses streaming stores: the runs are
      * whole lines, and nothing will read them back from cache. */
     const size_t es = amn_dtype_size(out), rowbytes = (size_t)l->rows * es;
     const size_t sbytes = MXFP4_BAND * es;
