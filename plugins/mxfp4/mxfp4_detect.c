@@ -9,11 +9,13 @@
 
 #include "amn/checked.h"
 #include "amn/kit/quant_common.h"
+#include "mxfp4_kernels.h"
 #include "mxfp4_plan.h"
 
 void mxfp4_plan_free(void *plan) {
     mxfp4_plan *p = plan;
     if (!p) return;
+    mxfp4_scale_cache_free(p->cache);
     free(p->own[0]);
     free(p->own[1]);
     free(p->name);
@@ -65,6 +67,7 @@ static int claim(const amn_model *m, amn_claimset *cs, size_t bi, size_t plen, a
     p->experts = b->shape[0];
     p->rows = b->shape[1];
     p->groups = b->shape[2];
+    p->cache = mxfp4_scale_cache_new(p->experts, p->rows, p->groups); /* NULL is fine */
     const uint8_t *unused;
     rc = quant_tensor_bytes(b, &p->own[0], &unused, err);
     if (!rc) rc = quant_tensor_bytes(s, &p->own[1], &unused, err);

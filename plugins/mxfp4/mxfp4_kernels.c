@@ -30,10 +30,10 @@ void mxfp4_expert_rows_scalar(const mxfp4_layout *l, uint64_t e, uint64_t k0, ui
     }
 }
 
-void mxfp4_shifts(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1,
-                  uint16_t *xs, bool *fast) {
-    const uint64_t G = l->groups;
-    const uint8_t *sp = l->scales + (e * l->rows + r0) * G + g;
+void mxfp4_shifts(const mxfp4_layout *l, uint64_t e, const uint8_t *ts, uint64_t g, uint64_t r0,
+                  uint64_t r1, uint16_t *xs, bool *fast) {
+    const uint64_t G = ts ? 1 : l->groups; /* the stride of a group's scales */
+    const uint8_t *sp = ts ? ts + g * l->rows + r0 : l->scales + (e * l->rows + r0) * G + g;
     for (uint64_t b = 0; b < (r1 - r0) / 16; b++) {
         unsigned bad = 0;
         for (uint64_t i = 16 * b; i < 16 * b + 16; i++) {
@@ -54,9 +54,13 @@ void mxfp4_dequant_rows(const mxfp4_layout *l, uint64_t row0, uint64_t nrows, am
     for (uint64_t q = row0; q < row0 + nrows;) {
         const uint64_t e = q / K, k0 = q % K;
         const uint64_t k1 = K - k0 < row0 + nrows - q ? K : k0 + (row0 + nrows - q);
-        if (level >= AMN_SIMD_AVX2)
-            mxfp4_expert_rows_avx2(l, e, k0, k1, out, d, stream);
-        else
+        if (level >= AMN_SIMD_AVX2) {
+            /* F16 outputs take the 8-row tiles, which read no shifts */
+            const uint8_t *ts =
+                l->cache && out != AMN_DTYPE_F16 ? mxfp4_scales_acquire(l->cache, l, e) : NULL;
+            mxfp4_expert_rows_avx2(l, e, ts, k0, k1, out, d, stream);
+            if (l->cache && out != AMN_DTYPE_F16) mxfp4_scales_release(l->cache, ts, k1 - k0);
+        } else
             mxfp4_expert_rows_scalar(l, e, k0, k1, 0, out, d);
         d += (k1 - k0) * rowbytes;
         q += k1 - k0;

@@ -25,11 +25,26 @@
 #include "amn/kit/store.h"
 #include "amn/simd.h"
 
+typedef struct mxfp4_scale_cache mxfp4_scale_cache;
+
 typedef struct mxfp4_layout {
     const uint8_t *blocks; /* [experts][rows][groups][16] */
     const uint8_t *scales; /* [experts][rows][groups] */
     uint64_t experts, rows, groups;
+    mxfp4_scale_cache *cache; /* transposed scales shared by calls, or NULL */
 } mxfp4_layout;
+
+/* Each expert's scales transposed to [groups][rows] once, for the calls
+ * that decode it (mxfp4_scales.c); thread-safe. NULL when the layout does
+ * not gain from it (fewer than 16 rows, or a huge expert) or on no memory:
+ * the scales are then read in place, with the same output bytes. */
+mxfp4_scale_cache *mxfp4_scale_cache_new(uint64_t experts, uint64_t rows, uint64_t groups);
+void mxfp4_scale_cache_free(mxfp4_scale_cache *c);
+/* Expert e's transposed scales, or NULL (read them in place); every
+ * acquisition is followed by a release naming the rows decoded. The
+ * AVX2 path's (it transposes with mxfp4_transpose_scales_avx2). */
+const uint8_t *mxfp4_scales_acquire(mxfp4_scale_cache *c, const mxfp4_layout *l, uint64_t e);
+void mxfp4_scales_release(mxfp4_scale_cache *c, const uint8_t *t, uint64_t rows);
 
 /* E2M1 code -> value; code 8 is -0.0 as in transformers' FP4_VALUES. */
 extern const float mxfp4_e2m1[16];
@@ -52,16 +67,20 @@ void mxfp4_dequant_rows(const mxfp4_layout *l, uint64_t row0, uint64_t nrows, am
 /* Internal: output rows (e, k) for k in [k0, k1) of one expert, row k0 at dst. */
 void mxfp4_expert_rows_scalar(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
                               uint64_t r0, amn_dtype out, uint8_t *dst);
-/* stream: copy the stage out with streaming stores (dst and every row
+/* ts: expert e's scales as [groups][rows], or NULL to read l->scales.
+ * stream: copy the stage out with streaming stores (dst and every row
  * 32-byte aligned); mxfp4_dequant_rows streams calls that write
  * QS_STREAM_BYTES or more (amn/kit/store.h). */
-void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
-                            amn_dtype out, uint8_t *dst, bool stream);
+void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, const uint8_t *ts, uint64_t k0,
+                            uint64_t k1, amn_dtype out, uint8_t *dst, bool stream);
 /* The AVX2 path's exponent shift of each input row r0..r1-1 (a multiple
  * of 16 rows) in group g, (252 - s) << 7 as a 16-bit lane, and for each 16
  * rows whether all their scales s are in 2..252, where a non-zero E2M1
  * value's BF16 at 2^125 minus the shift is the exact product. */
-void mxfp4_shifts(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1,
-                  uint16_t *xs, bool *fast);
+/* Scales [R][G] of one expert to [G][R]: AVX2 callers only (the cache's
+ * users are the AVX2 path). */
+void mxfp4_transpose_scales_avx2(const uint8_t *s, uint64_t R, uint64_t G, uint8_t *t);
+void mxfp4_shifts(const mxfp4_layout *l, uint64_t e, const uint8_t *ts, uint64_t g, uint64_t r0,
+                  uint64_t r1, uint16_t *xs, bool *fast);
 
 #endif

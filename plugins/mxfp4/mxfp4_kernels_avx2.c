@@ -13,7 +13,10 @@
  * output rows of 8 consecutive columns, stored with the scalar path's
  * exact rounding. The output is written group by group (32 output rows),
  * reading the input rows at a stride the hardware prefetchers do not
- * follow, hence the software prefetch. */
+ * follow, hence the software prefetch. The tiles' exponent shifts come
+ * from the expert's scales transposed once (ts, see mxfp4_scales.c) when
+ * the caller has them: in place, each call reads one byte of every input
+ * row's scales, as many cache lines as the codes. */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>
@@ -120,10 +123,12 @@ static inline void store16(amn_dtype out, uint8_t *d, __m256i v) {
  * one interleave and one scaling of 16 lanes, written as 32 contiguous
  * bytes. */
 #define PREFETCH_ROWS 64
+#define NO_ROW        UINT64_MAX
 
 static inline __attribute__((always_inline)) void
 tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t *xs, uint64_t klo,
-       uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes, uint64_t col0) {
+       uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes, uint64_t col0,
+       uint64_t pf) {
     const uint64_t R = l->rows, G = l->groups;
     const __m256i x = _mm256_loadu_si256((const __m256i *)xs);
     const __m256i tlo =
@@ -133,10 +138,12 @@ tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t
     const __m256i nib = _mm256_set1_epi8(15);
     const uint8_t *p = l->blocks + ((e * R + r) * G + g) * 16;
     const size_t rs = (size_t)G * 16;
-    /* The rows PREFETCH_ROWS on: strided reads the hardware does not foresee. */
-    if (r + PREFETCH_ROWS + 16 <= R)
+    /* Rows pf..pf+15, read a few tiles later: strided reads the hardware
+     * does not foresee. */
+    if (pf != NO_ROW)
         for (int i = 0; i < 16; i++)
-            _mm_prefetch((const char *)(p + (size_t)(PREFETCH_ROWS + i) * rs), _MM_HINT_T0);
+            _mm_prefetch((const char *)(l->blocks + ((e * R + pf + (uint64_t)i) * G + g) * 16),
+                         _MM_HINT_T0);
     __m256i a[8], b[8], c[8];
     for (int i = 0; i < 8; i++)
         a[i] = _mm256_loadu2_m128i((const __m128i *)(p + (size_t)(i + 8) * rs),
@@ -183,20 +190,26 @@ tile16(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r, const uint16_t
 
 /* Input rows [r0, r1) of group g (r0 a multiple of 16; r1 one too, or R),
  * output rows [klo, khi): element (k, r) at dst + (k - k0) * rowbytes +
- * (r - col0) * its size. A tail of fewer than 8 rows (r1 = R only) goes
- * by the scalar path, which writes whole output rows (col0 = 0). */
+ * (r - col0) * its size; `next` is the first row of the band read after
+ * this one (NO_ROW: none), where the prefetches go on from r1. A tail of
+ * fewer than 8 rows (r1 = R only) goes by the scalar path, which writes
+ * whole output rows (col0 = 0). */
 static inline __attribute__((always_inline)) void
-group_rows(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1, uint64_t klo,
-           uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes, uint64_t col0) {
+group_rows(const mxfp4_layout *l, uint64_t e, const uint8_t *ts, uint64_t g, uint64_t r0,
+           uint64_t r1, uint64_t next, uint64_t klo, uint64_t khi, uint64_t k0, amn_dtype out,
+           uint8_t *dst, size_t rowbytes, uint64_t col0) {
     const uint64_t r16 = r1 - (r1 - r0) % 16, r8 = r1 - (r1 - r0) % 8;
     for (uint64_t rc = r0; rc < r16; rc += XCHUNK) {
         const uint64_t rend = r16 - rc < XCHUNK ? r16 : rc + XCHUNK;
         uint16_t xs[XCHUNK];
         bool fast[XCHUNK / 16];
-        if (out != AMN_DTYPE_F16) mxfp4_shifts(l, e, g, rc, rend, xs, fast);
+        if (out != AMN_DTYPE_F16) mxfp4_shifts(l, e, ts, g, rc, rend, xs, fast);
         for (uint64_t r = rc; r < rend; r += 16) {
             if (out != AMN_DTYPE_F16 && fast[(r - rc) / 16]) {
-                tile16(l, e, g, r, xs + (r - rc), klo, khi, k0, out, dst, rowbytes, col0);
+                const uint64_t t = r + PREFETCH_ROWS;
+                uint64_t pf = t < r1 ? t : next == NO_ROW ? NO_ROW : next + (t - r1);
+                if (pf != NO_ROW && pf + 16 > l->rows) pf = NO_ROW;
+                tile16(l, e, g, r, xs + (r - rc), klo, khi, k0, out, dst, rowbytes, col0, pf);
                 continue;
             }
             tile(l, e, g, r, klo, khi, k0, out, dst, rowbytes, col0);
@@ -207,20 +220,67 @@ group_rows(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t 
     if (r8 < r1) mxfp4_expert_rows_scalar(l, e, klo, khi, r8, out, dst + (klo - k0) * rowbytes);
 }
 
-static void group_rows_any(const mxfp4_layout *l, uint64_t e, uint64_t g, uint64_t r0, uint64_t r1,
-                           uint64_t klo, uint64_t khi, uint64_t k0, amn_dtype out, uint8_t *dst,
-                           size_t rowbytes, uint64_t col0) {
+static void group_rows_any(const mxfp4_layout *l, uint64_t e, const uint8_t *ts, uint64_t g,
+                           uint64_t r0, uint64_t r1, uint64_t next, uint64_t klo, uint64_t khi,
+                           uint64_t k0, amn_dtype out, uint8_t *dst, size_t rowbytes,
+                           uint64_t col0) {
     switch (out) {
     case AMN_DTYPE_F32:
-        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F32, dst, rowbytes, col0);
+        group_rows(l, e, ts, g, r0, r1, next, klo, khi, k0, AMN_DTYPE_F32, dst, rowbytes, col0);
         break;
     case AMN_DTYPE_F16:
-        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_F16, dst, rowbytes, col0);
+        group_rows(l, e, ts, g, r0, r1, next, klo, khi, k0, AMN_DTYPE_F16, dst, rowbytes, col0);
         break;
     default:
-        group_rows(l, e, g, r0, r1, klo, khi, k0, AMN_DTYPE_BF16, dst, rowbytes, col0);
+        group_rows(l, e, ts, g, r0, r1, next, klo, khi, k0, AMN_DTYPE_BF16, dst, rowbytes, col0);
         break;
     }
+}
+
+/* 16 rows of 16 bytes (a[i] = row i) to 16 columns: four rounds that each
+ * interleave rows 2i and 2i + 1 into rows i and i + 8, after which a[j]
+ * holds byte rev4(j) of every row (rev4 reverses 4 bits). */
+static inline void transpose16x16(__m128i a[16]) {
+    __m128i b[16];
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 8; i++) {
+            const __m128i x = a[2 * i], y = a[2 * i + 1];
+            switch (round) {
+            case 0:
+                b[i] = _mm_unpacklo_epi8(x, y), b[i + 8] = _mm_unpackhi_epi8(x, y);
+                break;
+            case 1:
+                b[i] = _mm_unpacklo_epi16(x, y), b[i + 8] = _mm_unpackhi_epi16(x, y);
+                break;
+            case 2:
+                b[i] = _mm_unpacklo_epi32(x, y), b[i + 8] = _mm_unpackhi_epi32(x, y);
+                break;
+            default:
+                b[i] = _mm_unpacklo_epi64(x, y), b[i + 8] = _mm_unpackhi_epi64(x, y);
+                break;
+            }
+        }
+        memcpy(a, b, sizeof b);
+    }
+}
+
+void mxfp4_transpose_scales_avx2(const uint8_t *s, uint64_t R, uint64_t G, uint8_t *t) {
+    const uint64_t R16 = R - R % 16, G16 = G - G % 16;
+    for (uint64_t r = 0; r < R16; r += 16) {
+        for (uint64_t g = 0; g < G16; g += 16) {
+            __m128i a[16];
+            for (int i = 0; i < 16; i++)
+                a[i] = _mm_loadu_si128((const __m128i *)(s + (r + (uint64_t)i) * G + g));
+            transpose16x16(a);
+            static const uint8_t rev4[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+            for (int j = 0; j < 16; j++)
+                _mm_storeu_si128((__m128i *)(t + (g + rev4[j]) * R + r), a[j]);
+        }
+        for (uint64_t g = G16; g < G; g++)
+            for (uint64_t i = r; i < r + 16; i++) t[g * R + i] = s[i * G + g];
+    }
+    for (uint64_t g = 0; g < G; g++)
+        for (uint64_t i = R16; i < R; i++) t[g * R + i] = s[i * G + g];
 }
 
 /* n bytes (a multiple of 32) from the stage to d, 32-byte aligned, with
@@ -230,8 +290,8 @@ static void copy_stream(uint8_t *d, const uint8_t *s, size_t n) {
         _mm256_stream_si256((__m256i *)(d + k), _mm256_load_si256((const __m256i *)(s + k)));
 }
 
-void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint64_t k1,
-                            amn_dtype out, uint8_t *dst, bool stream) {
+void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, const uint8_t *ts, uint64_t k0,
+                            uint64_t k1, amn_dtype out, uint8_t *dst, bool stream) {
     /* The output is the input transposed, so one side is always strided.
      * Windows of 4 groups (128 output rows; one 64-byte line of each input
      * row), each in bands of MXFP4_BAND input rows, so that what a band
@@ -242,23 +302,35 @@ void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, uint64_t k0, uint
      * lines each cost 5x the decoding when they went to the output itself
      * (Skylake-SP, 2 MiB chunks). With `stream` (a whole tensor, see
      * QS_STREAM_BYTES) the copy uses streaming stores: the runs are
-     * whole lines, and nothing will read them back from cache. */
+     * whole lines, and nothing will read them back from cache.
+     *
+     * Successive windows, and successive calls of equal size (the
+     * converter's chunks of one thread), alternate the order of the bands:
+     * a group pair uses half of each input line and the next pair the
+     * other half, and a window's lines and output (about 1.1 MB for
+     * gpt-oss) do not all stay in L2, so what the next window reads first
+     * should be what this one read last (64-row chunks: 2.31 -> 2.82
+     * Gelem/s with the prefetches going on into the next band, Skylake-SP). */
     const size_t es = amn_dtype_size(out), rowbytes = (size_t)l->rows * es;
     const size_t sbytes = MXFP4_BAND * es;
     _Alignas(64) uint8_t stage[32 * MXFP4_BAND * 4];
     for (uint64_t w0 = k0; w0 < k1;) {
         const uint64_t w1 = (w0 / 128 + 1) * 128 < k1 ? (w0 / 128 + 1) * 128 : k1;
-        for (uint64_t rb = 0; rb < l->rows; rb += MXFP4_BAND) {
+        const uint64_t nb = (l->rows + MXFP4_BAND - 1) / MXFP4_BAND;
+        const bool down = ((w0 - k0) / 128 + k0 / (k1 - k0)) % 2; /* k1 > k0 here */
+        for (uint64_t b = 0; b < nb; b++) {
+            const uint64_t rb = (down ? nb - 1 - b : b) * MXFP4_BAND;
+            const uint64_t next = b + 1 == nb ? NO_ROW : down ? rb - MXFP4_BAND : rb + MXFP4_BAND;
             const bool full = l->rows - rb >= MXFP4_BAND;
             const uint64_t re = full ? rb + MXFP4_BAND : l->rows;
             for (uint64_t g = w0 / 32; g * 32 < w1; g++) {
                 const uint64_t klo = g * 32 > w0 ? g * 32 : w0;
                 const uint64_t khi = g * 32 + 32 < w1 ? g * 32 + 32 : w1;
                 if (!full) {
-                    group_rows_any(l, e, g, rb, re, klo, khi, k0, out, dst, rowbytes, 0);
+                    group_rows_any(l, e, ts, g, rb, re, next, klo, khi, k0, out, dst, rowbytes, 0);
                     continue;
                 }
-                group_rows_any(l, e, g, rb, re, klo, khi, klo, out, stage, sbytes, rb);
+                group_rows_any(l, e, ts, g, rb, re, next, klo, khi, klo, out, stage, sbytes, rb);
                 for (uint64_t k = klo; k < khi; k++) {
                     uint8_t *d = dst + (k - k0) * rowbytes + rb * es;
                     if (stream)

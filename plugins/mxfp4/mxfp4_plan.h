@@ -8,10 +8,11 @@
 #include "amn/scheme.h"
 
 typedef struct mxfp4_plan {
-    size_t blocks, scales;          /* tensor indices */
-    uint64_t experts, rows, groups; /* blocks [experts][rows][groups][16] */
-    uint8_t *own[2];                /* plain copies of strided inputs, or NULL */
-    char *name;                     /* "<stem>": the _blocks suffix removed */
+    size_t blocks, scales;           /* tensor indices */
+    uint64_t experts, rows, groups;  /* blocks [experts][rows][groups][16] */
+    uint8_t *own[2];                 /* plain copies of strided inputs, or NULL */
+    struct mxfp4_scale_cache *cache; /* see mxfp4_scales.c; NULL reads in place */
+    char *name;                      /* "<stem>": the _blocks suffix removed */
     char *label;
 } mxfp4_plan;
 

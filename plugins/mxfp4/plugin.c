@@ -17,7 +17,8 @@ static int dequantize(const amn_model *m, const void *plan, uint64_t row0, uint6
                             .scales = quant_member(m, p->scales, p->own[1], nscales),
                             .experts = p->experts,
                             .rows = p->rows,
-                            .groups = p->groups};
+                            .groups = p->groups,
+                            .cache = p->cache};
     if (!l.blocks || !l.scales)
         return amn_error_set(err, AMN_E_INVALID, "%s: tensor data not loaded", p->name);
     mxfp4_dequant_rows(&l, row0, nrows, out, dst, amn_simd_level());

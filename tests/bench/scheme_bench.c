@@ -263,7 +263,14 @@ int main(int argc, char **argv) {
     /* gpt-oss-20b's gate_up_proj: 32 experts [5760, 2880]; 4 of them here. */
     const uint64_t E = 4, R = 5760, G = 90, K = G * 32;
     uint8_t *blocks = fill(E * R * G * 16), *e8 = bytes_in(E * R * G, 110, 135);
-    const mxfp4_layout mx = {.blocks = blocks, .scales = e8, .experts = E, .rows = R, .groups = G};
+    /* With the plugin's cache of transposed scales (MXFP4_BENCH_NO_CACHE=1: without). */
+    const mxfp4_layout mx = {
+        .blocks = blocks,
+        .scales = e8,
+        .experts = E,
+        .rows = R,
+        .groups = G,
+        .cache = getenv("MXFP4_BENCH_NO_CACHE") ? NULL : mxfp4_scale_cache_new(E, R, G)};
     /* An 11008 x 4096 linear layer for the others. */
     const uint64_t O = 11008, I = 4096;
     uint8_t *w4 = fill(O * I / 2), *w8 = fill(O * I), *s128 = scales16(O * I / 128, AMN_DTYPE_BF16);

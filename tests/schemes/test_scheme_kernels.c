@@ -4,6 +4,7 @@
  * special scales (E8M0 0/254/255, E4M3 NaN and subnormals, non-finite and
  * overflowing integer scales), and writes nothing outside its range
  * (guard bytes on both sides). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +114,11 @@ static void test_mxfp4(void **state) {
                                          /* several bands of input rows and windows of groups */
                                          {2, 600, 6, 1},
                                          {1, 523, 5, 0},
-                                         {2, 528, 5, 1}};
+                                         {2, 528, 5, 1},
+                                         /* 16 x 16 blocks of scales transposed, and tails */
+                                         {1, 48, 18, 1},
+                                         {2, 37, 33, 1},
+                                         {1, 64, 16, 2}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const uint64_t E = shapes[s][0], R = shapes[s][1], G = shapes[s][2], n = E * R * G;
         uint8_t *blocks = rbytes(n * 16), *scales = rbytes(n);
@@ -132,6 +137,15 @@ static void test_mxfp4(void **state) {
         snprintf(what, sizeof what, "mxfp4 [%llu,%llu,%llu] scales %d", (unsigned long long)E,
                  (unsigned long long)R, (unsigned long long)G, (int)shapes[s][3]);
         both(what, run_mx, &l, E * G * 32, R);
+        /* The same with each expert's scales transposed once (the plugin's
+         * cache): random ranges pass the end of the tensor several times,
+         * which frees the buffers, and ranges across experts hold two. */
+        mxfp4_layout lc = l;
+        lc.cache = mxfp4_scale_cache_new(E, R, G);
+        if (R >= 16) assert_non_null(lc.cache);
+        strncat(what, ", cached", sizeof what - strlen(what) - 1);
+        both(what, run_mx, &lc, E * G * 32, R);
+        mxfp4_scale_cache_free(lc.cache);
         /* The streaming copy (whole tensors) into a 64-byte aligned buffer,
          * where rows are 32-byte multiples: every dtype, one expert at a
          * time from a row inside the first group. */
@@ -142,7 +156,8 @@ static void test_mxfp4(void **state) {
             uint8_t *want = malloc(len), *got = aligned_alloc(64, (len + 63) / 64 * 64);
             mxfp4_dequant_rows(&l, 0, E * K, outs[o], want, AMN_SIMD_SCALAR);
             for (uint64_t e = 0; e < E; e++)
-                mxfp4_expert_rows_avx2(&l, e, 5, K, outs[o], got + (e * K + 5) * rowbytes, true);
+                mxfp4_expert_rows_avx2(&l, e, NULL, 5, K, outs[o], got + (e * K + 5) * rowbytes,
+                                       true);
             for (uint64_t e = 0; e < E; e++)
                 if (memcmp(want + (e * K + 5) * rowbytes, got + (e * K + 5) * rowbytes,
                            (K - 5) * rowbytes) != 0)
@@ -152,6 +167,73 @@ static void test_mxfp4(void **state) {
         }
         free(blocks), free(scales);
     }
+}
+
+typedef struct mx_job {
+    const mxfp4_layout *l;
+    uint64_t row0, nrows, step;
+    uint8_t *dst;
+} mx_job;
+
+/* Rows [row0, row0 + nrows) in calls of `step` rows, as one worker of the
+ * converter takes its slices. */
+static void *mx_worker(void *arg) {
+    const mx_job *j = arg;
+    const size_t rowbytes = j->l->rows * 2;
+    for (uint64_t q = j->row0; q < j->row0 + j->nrows; q += j->step) {
+        const uint64_t n = j->row0 + j->nrows - q < j->step ? j->row0 + j->nrows - q : j->step;
+        mxfp4_dequant_rows(j->l, q, n, AMN_DTYPE_BF16, j->dst + (q - j->row0) * rowbytes,
+                           amn_simd_level());
+    }
+    return NULL;
+}
+
+/* The cache shared by threads, and full: four threads decode interleaved
+ * 32-row slices of five experts at once (so experts are being filled while
+ * others read them, and calls find every slot taken), then one expert with
+ * every slot held by a caller that has not released it: the bytes are the
+ * scalar path's whichever way each call read its scales. */
+static void test_mxfp4_cache_threads(void **state) {
+    (void)state;
+    if (amn_simd_level() < AMN_SIMD_AVX2) {
+        fprintf(stderr, "SKIP mxfp4 cache: no AVX2\n");
+        return;
+    }
+    const uint64_t E = 5, R = 80, G = 4, K = G * 32, n = E * R * G;
+    uint8_t *blocks = rbytes(n * 16), *scales = rbytes(n);
+    for (uint64_t i = 0; i < n; i++) scales[i] = (uint8_t)(2 + rnd() % 251);
+    mxfp4_layout l = {.blocks = blocks, .scales = scales, .experts = E, .rows = R, .groups = G};
+    const size_t len = E * K * R * 2;
+    uint8_t *want = malloc(len), *got = malloc(len);
+    mxfp4_dequant_rows(&l, 0, E * K, AMN_DTYPE_BF16, want, AMN_SIMD_SCALAR);
+    l.cache = mxfp4_scale_cache_new(E, R, G);
+    assert_non_null(l.cache);
+    for (int round = 0; round < 3; round++) {
+        memset(got, 0, len);
+        pthread_t t[4];
+        mx_job jobs[4];
+        const uint64_t per = E * K / 4;
+        for (int i = 0; i < 4; i++) {
+            jobs[i] = (mx_job){&l, (uint64_t)i * per, per, 32, got + (size_t)i * per * R * 2};
+            assert_int_equal(pthread_create(&t[i], NULL, mx_worker, &jobs[i]), 0);
+        }
+        for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+        if (memcmp(want, got, len) != 0)
+            fail_msg("mxfp4 cache, 4 threads, round %d differs", round);
+    }
+    const uint8_t *held[4];
+    for (uint64_t e = 0; e < 4; e++) {
+        held[e] = mxfp4_scales_acquire(l.cache, &l, e);
+        assert_non_null(held[e]);
+    }
+    assert_null(mxfp4_scales_acquire(l.cache, &l, 4)); /* every slot in use */
+    memset(got, 0, len);
+    mxfp4_dequant_rows(&l, 4 * K, K, AMN_DTYPE_BF16, got + 4 * K * R * 2, amn_simd_level());
+    if (memcmp(want + 4 * K * R * 2, got + 4 * K * R * 2, K * R * 2) != 0)
+        fail_msg("mxfp4 cache full: expert 4 differs");
+    for (uint64_t e = 0; e < 4; e++) mxfp4_scales_release(l.cache, held[e], 0);
+    mxfp4_scale_cache_free(l.cache);
+    free(want), free(got), free(blocks), free(scales);
 }
 
 static void test_ctensors(void **state) {
@@ -338,7 +420,8 @@ static void test_nvfp4_bmm(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mxfp4), cmocka_unit_test(test_ctensors), cmocka_unit_test(test_nvfp4),
+        cmocka_unit_test(test_mxfp4), cmocka_unit_test(test_mxfp4_cache_threads),
+        cmocka_unit_test(test_ctensors), cmocka_unit_test(test_nvfp4),
         cmocka_unit_test(test_nvfp4_bmm)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
