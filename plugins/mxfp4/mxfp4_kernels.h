@@ -73,13 +73,14 @@ void mxfp4_expert_rows_scalar(const mxfp4_layout *l, uint64_t e, uint64_t k0, ui
  * QS_STREAM_BYTES or more (amn/kit/store.h). */
 void mxfp4_expert_rows_avx2(const mxfp4_layout *l, uint64_t e, const uint8_t *ts, uint64_t k0,
                             uint64_t k1, amn_dtype out, uint8_t *dst, bool stream);
-/* The AVX2 path's exponent shift of each input row r0..r1-1 (a multiple
- * of 16 rows) in group g, (252 - s) << 7 as a 16-bit lane, and for each 16
- * rows whether all their scales s are in 2..252, where a non-zero E2M1
- * value's BF16 at 2^125 minus the shift is the exact product. */
 /* Scales [R][G] of one expert to [G][R]: AVX2 callers only (the cache's
  * users are the AVX2 path). */
 void mxfp4_transpose_scales_avx2(const uint8_t *s, uint64_t R, uint64_t G, uint8_t *t);
+/* The AVX2 path's exponent shift of each input row r0..r1-1 (a multiple
+ * of 16 rows) in group g, (252 - s) << 7 as a 16-bit lane, and for each 16
+ * rows whether all their scales s are in 2..252, where a non-zero E2M1
+ * value's BF16 at 2^125 minus the shift is the exact product. The scales
+ * come from ts (expert e's, transposed) when it is not NULL. */
 void mxfp4_shifts(const mxfp4_layout *l, uint64_t e, const uint8_t *ts, uint64_t g, uint64_t r0,
                   uint64_t r1, uint16_t *xs, bool *fast);
 

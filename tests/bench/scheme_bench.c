@@ -8,7 +8,9 @@
  * bin/scheme_bench [--no-cli | --cli-only | --only TEXT] (--only: the
  * kernel rows whose name contains TEXT, no whole-file rows and no scalar
  * rows, as for `perf record`; AMN_SIMD=avx2 caps the path). The whole-file rows work in
- * $TMPDIR (default /tmp): TMPDIR=/dev/shm times them on tmpfs. */
+ * $TMPDIR (default /tmp): TMPDIR=/dev/shm times them on tmpfs.
+ * MXFP4_BENCH_NO_CACHE=1 runs the MXFP4 kernel rows without the plugin's
+ * cache of transposed scales. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,6 +414,7 @@ int main(int argc, char **argv) {
             if (!getenv("SCHEME_BENCH_KEEP")) rmdir(dir);
         }
     }
+    mxfp4_scale_cache_free(mx.cache);
     free(blocks), free(e8), free(w4), free(w8), free(s128), free(zp), free(sch), free(gidx),
         free(gidx112);
     free(e4);
