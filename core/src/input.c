@@ -58,7 +58,7 @@ amni_input_path amni_input_forced(void) {
  * a thread-specific key (created once; its destructor frees them when a
  * worker exits). This key is the only process-wide state of this file. */
 
-#define PASS_SLOT AMN_FETCH_SLOTS     /* the pass-through's own buffer */
+#define PASS_SLOT AMN_FETCH_SLOTS       /* the pass-through's own buffer */
 #define TAP_SLOT  (AMN_FETCH_SLOTS + 1) /* lent to the thread that feeds a tap */
 #define N_SLOTS   (AMN_FETCH_SLOTS + 2)
 
@@ -279,16 +279,16 @@ static int copy_tapped(bool copy_file, const amn_map *map, uint64_t off, size_t 
 }
 
 /* Whether the thread feeding a tap reads the mapping rather than pread:
- * when the probe found the mapping the cheaper of the two for this input
- * (large folios: a populate per range and no copy) or AMN_TAP_READ=map|pread
- * says (tests). */
-static bool tap_from_map(const amn_map *map) {
+ * only when AMN_TAP_READ=map says so (tests, measurements). Reading the
+ * mapping skips a copy, but its page-table work, and tearing it down at
+ * exit, cost more than the copy: on a Skylake-SP (2026-11-27, 7 rounds,
+ * 256 MiB to npz / pth) the whole conversion took 143-152 ms against
+ * 132-143 by pread on tmpfs, and 89-97 against 86-92 on ext4 with the
+ * input in large folios, where the probe's figures for the main path (the
+ * mapping cheaper per byte than pread in every state) had chosen it. */
+static bool tap_from_map(void) {
     const char *v = getenv("AMN_TAP_READ");
-    if (v && strcmp(v, "map") == 0) return true;
-    if (v && strcmp(v, "pread") == 0) return false;
-    const amni_input_probe *pr = amni_map_probe(map);
-    const double m = pr->ns_per_byte[AMNI_INPUT_MAP], r = pr->ns_per_byte[AMNI_INPUT_PREAD];
-    return m > 0 && r > 0 && m < r;
+    return v && strcmp(v, "map") == 0;
 }
 
 /* One range by `path`; *extra_ns: CPU time spent on another thread. */
@@ -300,7 +300,7 @@ static int pass_by(amni_input_path path, const amn_map *map, const uint8_t *p, s
         const bool cf = path == AMNI_INPUT_COPY;
         int rc =
             amni_sink_tapped(sink)
-                ? copy_tapped(cf, map, off, n, sink, tap_from_map(map), extra_ns, err)
+                ? copy_tapped(cf, map, off, n, sink, tap_from_map(), extra_ns, err)
                 : amni_sink_copy(sink, cf, amni_map_fd(map), off, n, false, amn_map_path(map), err);
         if (rc != AMN_E_UNSUPPORTED) return rc;
         path = AMNI_INPUT_PREAD; /* no in-kernel copy between these files or on this sink */
