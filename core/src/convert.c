@@ -403,16 +403,6 @@ static void enc_run_free(enc_run *r) {
     memset(r, 0, sizeof *r);
 }
 
-const amn_scheme *amn_ctx_find_encoder(const amn_ctx *ctx, const char *target) {
-    for (size_t i = 0; target && i < amn_ctx_scheme_count(ctx); i++) {
-        const amn_scheme *s = amn_ctx_scheme(ctx, i);
-        const amn_encoder *e = amn_scheme_encoder(s);
-        for (size_t k = 0; e && e->targets[k]; k++)
-            if (strcasecmp(e->targets[k], target) == 0) return s;
-    }
-    return NULL;
-}
-
 static bool kept(const amn_convert_options *o, const char *name) {
     for (size_t k = 0; k < o->n_keep; k++)
         if (fnmatch(o->keep[k], name, 0) == 0) return true;

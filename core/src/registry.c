@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "abi_internal.h"
@@ -308,9 +309,7 @@ static bool describe_format(const amn_format *f, amni_cached_format *cf) {
     return true;
 }
 
-static bool describe_scheme(const amn_scheme *s, amni_cached_scheme *cs) {
-    cs->name = amni_strdup(s->name);
-    if (!cs->name) return false;
+static bool describe_keys(const amn_scheme *s, amni_cached_scheme *cs) {
     const amn_detect_key *keys = amn_scheme_detect_keys(s);
     size_t n = 0;
     while (keys && n <= AMNI_CACHE_MAX_ITEMS && keys[n].suffix) n++;
@@ -325,6 +324,27 @@ static bool describe_scheme(const amn_scheme *s, amni_cached_scheme *cs) {
     }
     cs->keys_known = true;
     return true;
+}
+
+static bool describe_targets(const amn_scheme *s, amni_cached_scheme *cs) {
+    const amn_encoder *e = amn_scheme_encoder(s);
+    size_t n = 0;
+    while (e && n <= AMNI_CACHE_MAX_ITEMS && e->targets[n]) n++;
+    if (n > AMNI_CACHE_MAX_ITEMS) return true; /* the plugin must be asked */
+    cs->targets = calloc(n ? n : 1, sizeof *cs->targets);
+    if (!cs->targets) return false;
+    for (size_t i = 0; i < n; i++) {
+        cs->targets[i] = amni_strdup(e->targets[i]);
+        cs->n_targets = i + 1;
+        if (!cs->targets[i]) return false;
+    }
+    cs->targets_known = true;
+    return true;
+}
+
+static bool describe_scheme(const amn_scheme *s, amni_cached_scheme *cs) {
+    cs->name = amni_strdup(s->name);
+    return cs->name && describe_keys(s, cs) && describe_targets(s, cs);
 }
 
 /* The cache entry of a module that just loaded; NULL when it cannot be
@@ -647,6 +667,45 @@ void amni_registry_load_resolver(const amn_ctx *cctx, const char *prefix, size_t
                 load_pending(ctx, p, "its resolver is asked for");
     }
     unlock(ctx);
+}
+
+static bool scheme_may_encode(const amni_cached_scheme *s, const char *target) {
+    if (!s->targets_known) return true;
+    for (size_t i = 0; i < s->n_targets; i++)
+        if (strcasecmp(s->targets[i], target) == 0) return true;
+    return false;
+}
+
+/* Every pending plugin with a scheme that may encode `target`. */
+static void load_for_target(const amn_ctx *cctx, const char *target) {
+    amn_ctx *ctx = locked(cctx);
+    for (size_t i = 0; ctx->n_pending && i < ctx->n_plugins; i++) {
+        plugin_rec *p = &ctx->plugins[i];
+        for (size_t k = 0; p->pending && k < p->cached->n_schemes; k++)
+            if (scheme_may_encode(&p->cached->schemes[k], target))
+                load_pending(ctx, p,
+                             p->cached->schemes[k].targets_known ? "it encodes the target"
+                                                                 : "its targets are not cached");
+    }
+    unlock(ctx);
+}
+
+/* The encoder of `target` among the loaded schemes, once every plugin that
+ * may provide it is loaded: `amn convert --to safetensors` asks whether
+ * "safetensors" is an encode target, and need not load every plugin to
+ * hear that it is not. */
+const amn_scheme *amn_ctx_find_encoder(const amn_ctx *cctx, const char *target) {
+    if (!target) return NULL;
+    load_for_target(cctx, target);
+    amn_ctx *ctx = locked(cctx);
+    const amn_scheme *found = NULL;
+    for (size_t i = 0; !found && i < ctx->n_schemes; i++) {
+        const amn_encoder *e = amn_scheme_encoder(ctx->schemes[i]);
+        for (size_t k = 0; e && e->targets[k] && !found; k++)
+            if (strcasecmp(e->targets[k], target) == 0) found = ctx->schemes[i];
+    }
+    unlock(ctx);
+    return found;
 }
 
 /* Load the pending plugin that registers format `name`, if any. */

@@ -8,8 +8,9 @@
  *   P file size mtime_ns inode device name abi_major abi_minor version description license
  *   F name extensions sigs_known            a format of the last P
  *   S offset flags hex-bytes                a probe signature of the last F
- *   C name keys_known                       a scheme of the last P
+ *   C name keys_known targets_known         a scheme of the last P
  *   K dtype-mask-hex suffix                 a detect key of the last C
+ *   T target                                an encode target of the last C
  *   R scheme                                a resolver of the last P
  *   end fnv1a64-of-everything-before-this-line
  *
@@ -32,7 +33,7 @@
 #include "util_internal.h"
 
 #define CACHE_MAGIC   "amn-registry-cache"
-#define CACHE_VERSION "1"
+#define CACHE_VERSION "2" /* 2: encode targets (T) */
 #define MAX_FIELDS    13
 
 static const char *identity(void) {
@@ -67,7 +68,8 @@ void amni_cached_plugin_free(amni_cached_plugin *p) {
     }
     for (size_t i = 0; i < p->n_schemes; i++) {
         for (size_t k = 0; k < p->schemes[i].n_keys; k++) free(p->schemes[i].keys[k].suffix);
-        free(p->schemes[i].name), free(p->schemes[i].keys);
+        for (size_t k = 0; k < p->schemes[i].n_targets; k++) free(p->schemes[i].targets[k]);
+        free(p->schemes[i].name), free(p->schemes[i].keys), free(p->schemes[i].targets);
     }
     for (size_t i = 0; i < p->n_resolvers; i++) free(p->resolvers[i]);
     free(p->formats), free(p->schemes), free(p->resolvers);
@@ -177,12 +179,19 @@ static bool parse_sig(amni_cached_format *cf, char **f, size_t nf) {
     return true;
 }
 
+static bool parse_flag(const char *f, bool *out) {
+    *out = f[0] == '1';
+    return strcmp(f, "0") == 0 || strcmp(f, "1") == 0;
+}
+
 static bool parse_scheme(amni_cached_plugin *p, char **f, size_t nf) {
-    if (nf != 3 || (strcmp(f[2], "0") && strcmp(f[2], "1"))) return false;
+    bool keys, targets;
+    if (nf != 4 || !parse_flag(f[2], &keys) || !parse_flag(f[3], &targets)) return false;
     amni_cached_scheme *cs =
         grow(&p->schemes, &p->n_schemes, sizeof *p->schemes, AMNI_CACHE_MAX_ITEMS);
     if (!cs) return false;
-    cs->keys_known = f[2][0] == '1';
+    cs->keys_known = keys;
+    cs->targets_known = targets;
     return dup_field(f[1], &cs->name) && cs->name[0];
 }
 
@@ -193,6 +202,12 @@ static bool parse_key(amni_cached_scheme *cs, char **f, size_t nf) {
     if (!k) return false;
     k->dtypes = mask;
     return dup_field(f[2], &k->suffix);
+}
+
+static bool parse_target(amni_cached_scheme *cs, char **f, size_t nf) {
+    if (nf != 2 || !f[1][0] || !cs->targets_known) return false;
+    char **t = grow(&cs->targets, &cs->n_targets, sizeof *cs->targets, AMNI_CACHE_MAX_ITEMS);
+    return t && dup_field(f[1], t);
 }
 
 static bool parse_resolver(amni_cached_plugin *p, char **f, size_t nf) {
@@ -252,6 +267,8 @@ static bool parse_lines(char *text, size_t len, amni_cache *c) {
             if (ok) cs = &p->schemes[p->n_schemes - 1];
         } else if (strcmp(tag, "K") == 0) {
             ok = cs && parse_key(cs, f, nf);
+        } else if (strcmp(tag, "T") == 0) {
+            ok = cs && parse_target(cs, f, nf);
         } else if (strcmp(tag, "R") == 0) {
             ok = p && parse_resolver(p, f, nf);
         } else {
@@ -342,8 +359,10 @@ static bool plugin_writable(const amni_cached_plugin *p) {
     for (size_t i = 0; ok && i < p->n_schemes; i++) {
         const amni_cached_scheme *s = &p->schemes[i];
         ok = s->name && s->name[0] && amni_cache_str_ok(s->name) &&
-             s->n_keys <= AMNI_CACHE_MAX_ITEMS;
+             s->n_keys <= AMNI_CACHE_MAX_ITEMS && s->n_targets <= AMNI_CACHE_MAX_ITEMS;
         for (size_t k = 0; ok && k < s->n_keys; k++) ok = amni_cache_str_ok(s->keys[k].suffix);
+        for (size_t k = 0; ok && k < s->n_targets; k++)
+            ok = s->targets[k] && s->targets[k][0] && amni_cache_str_ok(s->targets[k]);
     }
     for (size_t i = 0; ok && i < p->n_resolvers; i++)
         ok = p->resolvers[i] && p->resolvers[i][0] && amni_cache_str_ok(p->resolvers[i]);
@@ -372,9 +391,11 @@ char *amni_cache_format(const amni_cached_plugin *const *plugins, size_t n, size
         }
         for (size_t k = 0; k < p->n_schemes; k++) {
             const amni_cached_scheme *s = &p->schemes[k];
-            put(&b, "C\t%s\t%d\n", s->name, s->keys_known);
+            put(&b, "C\t%s\t%d\t%d\n", s->name, s->keys_known, s->targets_known);
             for (size_t j = 0; s->keys_known && j < s->n_keys; j++)
                 put(&b, "K\t%" PRIx64 "\t%s\n", s->keys[j].dtypes, s_or_empty(s->keys[j].suffix));
+            for (size_t j = 0; s->targets_known && j < s->n_targets; j++)
+                put(&b, "T\t%s\n", s->targets[j]);
         }
         for (size_t k = 0; k < p->n_resolvers; k++) put(&b, "R\t%s\n", p->resolvers[k]);
     }

@@ -38,6 +38,9 @@ typedef struct amni_cached_scheme {
     bool keys_known; /* false: detect must run (load the plugin) */
     size_t n_keys;
     amni_cached_key *keys;
+    bool targets_known; /* false: only loading the plugin tells what it encodes */
+    size_t n_targets;
+    char **targets; /* its encoder's targets ("bnb-nf4", "Q4_K_M"); none without one */
 } amni_cached_scheme;
 
 typedef struct amni_cached_plugin {

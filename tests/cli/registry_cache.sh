@@ -109,6 +109,31 @@ for f in "${fixtures[@]}"; do
 done
 [ $differ -eq 0 ] && [ ${#fixtures[@]} -gt 0 ] && ok || bad "$differ of ${#fixtures[@]} fixtures inspect differently with the cache"
 
+# 4b. convert asks whether its --to names an encode target: the cache answers
+# for every plugin that does not encode it (it is not loaded), and loads the
+# one that does; the outputs are those of a run without the cache.
+if has safetensors; then
+  traced "$amn" convert "$st" --to safetensors -o "$work/c1.safetensors" --quiet 2>"$work/t4b"
+  loads=$(grep -c "load " "$work/t4b")
+  [ "$loads" -eq 1 ] && ok || bad "convert --to safetensors loaded: $(grep 'load ' "$work/t4b" | tr '\n' ';')"
+  AMN_REGISTRY_CACHE=0 "$amn" convert "$st" --to safetensors -o "$work/c2.safetensors" --quiet
+  cmp -s "$work/c1.safetensors" "$work/c2.safetensors" && ok || bad "convert differs with the cache"
+  for t in bnb:bnb-nf4:safetensors gguf:gguf-F16:gguf; do
+    IFS=: read -r plug target ext <<<"$t"
+    has "$plug" || { skips=$((skips + 1)); continue; }
+    traced "$amn" convert "$st" --to "$target" -o "$work/e1.$ext" --quiet 2>"$work/t4c"; ra=$?
+    AMN_REGISTRY_CACHE=0 "$amn" convert "$st" --to "$target" -o "$work/e2.$ext" --quiet; rb=$?
+    if grep -q "load $plug: it encodes the target" "$work/t4c" &&
+       [ "$(grep -c 'it encodes the target' "$work/t4c")" -eq 1 ] && [ $ra -eq 0 ] && [ $rb -eq 0 ] &&
+       cmp -s "$work/e1.$ext" "$work/e2.$ext"; then ok; else bad "convert --to $target: $(grep 'load ' "$work/t4c" | tr '\n' ';') ($ra/$rb)"; fi
+  done
+  "$amn" convert "$st" --to no-such-target -o "$work/n1" >"$work/a" 2>&1; ra=$?
+  AMN_REGISTRY_CACHE=0 "$amn" convert "$st" --to no-such-target -o "$work/n2" >"$work/b" 2>&1; rb=$?
+  [ $ra -eq $rb ] && [ $ra -ne 0 ] && cmp -s "$work/a" "$work/b" && ok || bad "an unknown target is reported differently with the cache"
+else
+  skips=$((skips + 1))
+fi
+
 # 5. A touched plugin file is loaded again and the cache rewritten.
 victim=$(basename "${mods[0]}" .so); victim=${victim#amn-}
 sleep 0.01

@@ -51,13 +51,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #define STR_(x) #x
 #define STR(x)  STR_(x)
 static const char seed[] =
-    "amn-registry-cache\t1\t" AMN_VERSION_STRING "\t" STR(AMN_PLUGIN_ABI_MAJOR) "." STR(
+    "amn-registry-cache\t2\t" AMN_VERSION_STRING "\t" STR(AMN_PLUGIN_ABI_MAJOR) "." STR(
         AMN_PLUGIN_ABI_MINOR) "\n"
                               "P\t/lib/amn/plugins/"
                               "amn-x.so\t4096\t1700000000123456789\t42\t7\tx\t2\t2\t1."
                               "0\tdesc\tMIT\n"
                               "F\tfmt\tfmt,f\t1\nS\t8\t0\t414200ff\nS\t0\t1\t\nF\topaque\t\t0\n"
-                              "C\tsch\t1\nK\t0\t.qweight\nK\t10000\t\nC\tother\t0\nR\tproto\n";
+                              "C\tsch\t1\t1\nK\t0\t.qweight\nK\t10000\t\nT\tsch-4bit\nT\tQ4_K_M\n"
+                              "C\tother\t0\t0\nR\tproto\n";
 
 int main(int argc, char **argv) {
     char path[] = "/tmp/amn-fuzz-regcache.XXXXXX";

@@ -42,6 +42,11 @@ static amni_cached_plugin *sample_plugin(const char *name) {
     p->schemes[0].keys = calloc(2, sizeof *p->schemes[0].keys);
     p->schemes[0].keys[0] = (amni_cached_key){strdup(".qweight"), 0};
     p->schemes[0].keys[1] = (amni_cached_key){strdup(""), 1ull << AMN_DTYPE_BLOCK};
+    p->schemes[0].targets_known = true;
+    p->schemes[0].n_targets = 2;
+    p->schemes[0].targets = calloc(2, sizeof *p->schemes[0].targets);
+    p->schemes[0].targets[0] = strdup("sch-4bit");
+    p->schemes[0].targets[1] = strdup("Q4_K_M");
     p->n_resolvers = 1;
     p->resolvers = calloc(1, sizeof *p->resolvers);
     p->resolvers[0] = strdup("proto");
@@ -73,6 +78,9 @@ static void round_trip(void **state) {
     assert_false(p->formats[1].sigs_known);
     assert_string_equal(p->schemes[0].keys[1].suffix, "");
     assert_int_equal(p->schemes[0].keys[1].dtypes, 1ull << AMN_DTYPE_BLOCK);
+    assert_true(p->schemes[0].targets_known);
+    assert_int_equal(p->schemes[0].n_targets, 2);
+    assert_string_equal(p->schemes[0].targets[1], "Q4_K_M");
     assert_string_equal(p->resolvers[0], "proto");
     size_t len2 = 0;
     char *again = amni_cache_format((const amni_cached_plugin *const *)c.plugins, c.n, &len2);
@@ -127,7 +135,8 @@ static char *with_line(const char *line, int after, bool replace, size_t *out_le
 static void hostile_fields(void **state) {
     (void)state;
     /* The identity line is line 0; the first P is line 1, its first F line
-     * 2, that F's signatures lines 3-4, the second F line 5, the C line 6. */
+     * 2, that F's signatures lines 3-4, the second F line 5, the C line 6,
+     * its keys lines 7-8 and its targets lines 9-10. */
     static const struct {
         const char *line;
         int after;
@@ -157,11 +166,19 @@ static void hostile_fields(void **state) {
         {"S\t0\t0\t41", 5, false},                                    /* sigs of an F without */
         {"F\tfmt\text\t2", 1, false},                                 /* not 0/1 */
         {"C\tsch\tyes", 1, false},
-        {"K\tzz\t.x", 6, false}, /* bad mask */
+        {"C\tsch\t1", 1, false},            /* version 1's scheme line: no targets flag */
+        {"C\tsch\t1\t2", 1, false},         /* not 0/1 */
+        {"C\tsch\t1\t1\tx", 1, false},      /* a field too many */
+        {"T\tq4", 1, false},                /* T with no C */
+        {"T\t", 10, false},                 /* empty target */
+        {"T\tq4\tx", 10, false},            /* a field too many */
+        {"C\tsch\t1\t0\nT\tq4", 10, false}, /* a target of a C whose targets are unknown */
+        {"K\tzz\t.x", 6, false},            /* bad mask */
         {"K\t10000000000000000\t.x", 6, false},
         {"R\t", 1, false},
         {"", 1, false}, /* empty line */
         {"amn-registry-cache\t999\tx\t2.2", 0, true},
+        {"amn-registry-cache\t1\t0.1.0\t2.3", 0, true}, /* a version 1 cache */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         size_t len;
@@ -192,6 +209,21 @@ static void caps(void **state) {
     char *text = with_line(lines, 1, false, &len);
     amni_cache c;
     assert_false(amni_cache_parse(text, len, &c));
+    free(text);
+    /* the same for one scheme's targets (the sample's two and 63 more) */
+    n = 0;
+    for (int i = 0; i <= AMNI_CACHE_MAX_ITEMS - 2; i++)
+        n += (size_t)snprintf(lines + n, cap - n, "%sT\tt%d", i ? "\n" : "", i);
+    text = with_line(lines, 10, false, &len);
+    assert_false(amni_cache_parse(text, len, &c));
+    free(text);
+    n = 0; /* the control: 64 in all are read */
+    for (int i = 0; i < AMNI_CACHE_MAX_ITEMS - 2; i++)
+        n += (size_t)snprintf(lines + n, cap - n, "%sT\tt%d", i ? "\n" : "", i);
+    text = with_line(lines, 10, false, &len);
+    assert_true(amni_cache_parse(text, len, &c));
+    assert_int_equal(c.plugins[0]->schemes[0].n_targets, AMNI_CACHE_MAX_ITEMS);
+    amni_cache_clear(&c);
     free(text);
     /* Over the size cap: refused before parsing. */
     char *big = malloc(AMNI_CACHE_MAX_BYTES + 2);
