@@ -11,6 +11,8 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -636,10 +638,19 @@ uint64_t amn_sink_tell(const amn_sink *s) {
     return s->written;
 }
 
+/* Allocating the blocks up front spares a disk file system its per-page
+ * delayed-allocation work during the writes (ext4, Skylake-SP, 5 rounds:
+ * FP8 -> BF16 45-49 ms against 52-55 without, .pth -> safetensors 83-85
+ * against 94-98); failing only loses that. tmpfs has no blocks: there the
+ * call allocates the file's pages one by one before the first write, while
+ * the converter's workers wait, and the writes would have allocated them as
+ * cheaply (6 rounds, ms: F32 -> BF16 cast 94-103 with it, 76-94 without;
+ * FP8 70-76 / 61-73; AWQ 73-86 / 67-77; .pth 131-138 / 125-131; npz and
+ * GGUF the same either way). */
 void amn_sink_reserve(amn_sink *s, uint64_t bytes) {
-    /* Allocating the blocks up front spares the file system its per-page
-     * delayed-allocation work during the writes; failing only loses that. */
-    if (bytes) (void)fallocate(s->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes);
+    struct statfs fs;
+    if (!bytes || (fstatfs(s->fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC)) return;
+    (void)fallocate(s->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes);
 }
 
 static int sync_dir(const amn_sink *s, amn_error *err) {

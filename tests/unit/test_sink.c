@@ -4,7 +4,9 @@
  * the progress callback's contract in amn_convert. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "amn/amn.h"
@@ -148,6 +150,83 @@ static void test_mode(void **state) {
     unsetenv("AMN_NO_TMPFILE");
 }
 
+/* A reservation: the file holds exactly the bytes written, in order, at its
+ * written size, and one abandoned at once leaves nothing. */
+static void reserve_then_write(const char *where, uint64_t reserve, size_t total, struct stat *st) {
+    uint8_t *want = malloc(total), *got = malloc(total);
+    assert_non_null(want);
+    assert_non_null(got);
+    for (size_t i = 0; i < total; i++) want[i] = (uint8_t)(i * 2654435761u >> 13);
+    char out[300];
+    snprintf(out, sizeof out, "%s/reserved.bin", where);
+    amn_sink *s = NULL;
+    amn_error err = {0};
+    assert_int_equal(amn_sink_open(out, false, NULL, 0, &s, &err), AMN_OK);
+    amn_sink_set_sync(s, false);
+    amn_sink_reserve(s, reserve);
+    size_t at = 0; /* small writes (buffered), large ones (direct), odd sizes */
+    for (size_t step = 1; at < total; step = step * 7 + 3) {
+        const size_t k = step % (3u << 20) < total - at ? step % (3u << 20) + 1 : total - at;
+        assert_int_equal(amn_sink_write(s, want + at, k, &err), AMN_OK);
+        at += k;
+    }
+    assert_int_equal(amn_sink_commit(s, &err), AMN_OK);
+    assert_int_equal(stat(out, st), 0);
+    assert_int_equal(st->st_size, total);
+    FILE *f = fopen(out, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(got, 1, total, f), total);
+    fclose(f);
+    assert_memory_equal(got, want, total);
+    unlink(out);
+    assert_int_equal(amn_sink_open(out, false, NULL, 0, &s, &err), AMN_OK);
+    amn_sink_reserve(s, reserve);
+    amn_sink_abort(s);
+    assert_int_equal(amn_sink_pending_count(), 0);
+    free(want);
+    free(got);
+}
+
+static bool on_tmpfs(const char *path) {
+    struct statfs fs;
+    return statfs(path, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+/* Whether fallocate(KEEP_SIZE) allocates blocks on the file system of dir. */
+static bool keeps_blocks(const char *where) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/probe.bin", where);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    struct stat st = {0};
+    bool ok = fd >= 0 && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 1 << 20) == 0 &&
+              fstat(fd, &st) == 0 && st.st_blocks * 512 >= (1 << 20);
+    if (fd >= 0) close(fd);
+    unlink(path);
+    return ok;
+}
+
+/* The sink reserves space where that spares a file system work, never on
+ * tmpfs, where it only allocates the pages before the writes would (io.c). */
+static void test_reserve(void **state) {
+    (void)state;
+    enum { MIB = 1 << 20 };
+    struct stat st;
+    for (int named = 0; named < 2; named++) {
+        setenv("AMN_NO_TMPFILE", named ? "1" : "0", 1);
+        reserve_then_write(dir, 24 * MIB, 1 * MIB, &st);
+        if (!on_tmpfs(dir) && keeps_blocks(dir)) /* the reservation past the end stays */
+            assert_true((uint64_t)st.st_blocks * 512 >= 24 * MIB);
+        assert_int_equal(entries(), 0);
+        char shm[] = "/dev/shm/amn-test-sink.XXXXXX";
+        if (on_tmpfs("/dev/shm") && mkdtemp(shm)) {
+            reserve_then_write(shm, 24 * MIB, 1 * MIB, &st);
+            assert_true((uint64_t)st.st_blocks * 512 < 2 * MIB); /* the written pages only */
+            rmdir(shm);
+        }
+    }
+    unsetenv("AMN_NO_TMPFILE");
+}
+
 typedef struct seen {
     unsigned calls, tensor_starts;
     uint64_t last_done, total;
@@ -212,7 +291,7 @@ int main(void) {
         cmocka_unit_test(test_named_commit),   cmocka_unit_test(test_named_signal),
         cmocka_unit_test(test_tmpfile_commit), cmocka_unit_test(test_tmpfile_abort),
         cmocka_unit_test(test_replace),        cmocka_unit_test(test_mode),
-        cmocka_unit_test(test_progress),
+        cmocka_unit_test(test_progress),       cmocka_unit_test(test_reserve),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
