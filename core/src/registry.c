@@ -598,30 +598,38 @@ void amni_registry_load_all(const amn_ctx *cctx) {
     unlock(ctx);
 }
 
+/* Why a pending plugin must be loaded for `arg`, from what the cache says
+ * it registered; NULL: it need not be. */
+typedef const char *(*need_fn)(const amni_cached_plugin *c, const void *arg);
+
+static void load_where(const amn_ctx *cctx, need_fn need, const void *arg) {
+    amn_ctx *ctx = locked(cctx);
+    for (size_t i = 0; ctx->n_pending && i < ctx->n_plugins; i++) {
+        plugin_rec *p = &ctx->plugins[i];
+        const char *why = p->pending ? need(p->cached, arg) : NULL;
+        if (why) load_pending(ctx, p, why);
+    }
+    unlock(ctx);
+}
+
 static bool sig_matches(const amn_probe_sig *s, const amn_probe_data *pd) {
     if (pd->is_directory) return (s->flags & AMN_PROBE_SIG_DIRECTORY) != 0;
     return s->length && s->offset <= pd->head_size && s->length <= pd->head_size - s->offset &&
            memcmp(pd->head + s->offset, s->bytes, s->length) == 0;
 }
 
-static bool format_may_claim(const amni_cached_format *f, const amn_probe_data *pd) {
-    if (!f->sigs_known) return true;
-    for (size_t i = 0; i < f->n_sigs; i++)
-        if (sig_matches(&f->sigs[i], pd)) return true;
-    return false;
+static const char *format_may_claim(const amni_cached_plugin *c, const void *arg) {
+    for (size_t k = 0; k < c->n_formats; k++) {
+        const amni_cached_format *f = &c->formats[k];
+        if (!f->sigs_known) return "its probe has no signature";
+        for (size_t i = 0; i < f->n_sigs; i++)
+            if (sig_matches(&f->sigs[i], arg)) return "a probe signature matches";
+    }
+    return NULL;
 }
 
-void amni_registry_load_for_probe(const amn_ctx *cctx, const amn_probe_data *pd) {
-    amn_ctx *ctx = locked(cctx);
-    for (size_t i = 0; ctx->n_pending && i < ctx->n_plugins; i++) {
-        plugin_rec *p = &ctx->plugins[i];
-        for (size_t k = 0; p->pending && k < p->cached->n_formats; k++)
-            if (format_may_claim(&p->cached->formats[k], pd))
-                load_pending(ctx, p,
-                             p->cached->formats[k].sigs_known ? "a probe signature matches"
-                                                              : "its probe has no signature");
-    }
-    unlock(ctx);
+void amni_registry_load_for_probe(const amn_ctx *ctx, const amn_probe_data *pd) {
+    load_where(ctx, format_may_claim, pd);
 }
 
 static bool key_matches(const amni_cached_key *k, const amn_tensor *t) {
@@ -630,64 +638,57 @@ static bool key_matches(const amni_cached_key *k, const amn_tensor *t) {
     return !k->dtypes || ((unsigned)t->dtype < 64 && (k->dtypes >> t->dtype & 1));
 }
 
-static bool scheme_may_claim(const amni_cached_scheme *s, const amn_model *m) {
-    if (!s->keys_known) return true;
+static const char *scheme_may_claim(const amni_cached_plugin *c, const void *arg) {
+    const amn_model *m = arg;
     const size_t n = amn_model_tensor_count(m);
-    for (size_t i = 0; i < n; i++) {
-        const amn_tensor *t = amn_model_tensor(m, i);
-        for (size_t k = 0; t && t->name && k < s->n_keys; k++)
-            if (key_matches(&s->keys[k], t)) return true;
+    for (size_t k = 0; k < c->n_schemes; k++) {
+        const amni_cached_scheme *s = &c->schemes[k];
+        if (!s->keys_known) return "its detect has no keys";
+        for (size_t i = 0; i < n; i++) {
+            const amn_tensor *t = amn_model_tensor(m, i);
+            for (size_t j = 0; t && t->name && j < s->n_keys; j++)
+                if (key_matches(&s->keys[j], t)) return "a detect key matches";
+        }
     }
-    return false;
+    return NULL;
 }
 
 bool amni_registry_load_for_model(const amn_ctx *cctx, const amn_model *m) {
+    load_where(cctx, scheme_may_claim, m);
     amn_ctx *ctx = locked(cctx);
     bool all = true;
-    for (size_t i = 0; ctx->n_pending && i < ctx->n_plugins; i++) {
-        plugin_rec *p = &ctx->plugins[i];
-        for (size_t k = 0; p->pending && k < p->cached->n_schemes; k++)
-            if (scheme_may_claim(&p->cached->schemes[k], m))
-                load_pending(ctx, p,
-                             p->cached->schemes[k].keys_known ? "a detect key matches"
-                                                              : "its detect has no keys");
-        if (p->pending && p->cached->n_schemes) all = false;
-    }
+    for (size_t i = 0; i < ctx->n_plugins; i++)
+        if (ctx->plugins[i].pending && ctx->plugins[i].cached->n_schemes) all = false;
     unlock(ctx);
     return all;
 }
 
-void amni_registry_load_resolver(const amn_ctx *cctx, const char *prefix, size_t n) {
-    amn_ctx *ctx = locked(cctx);
-    for (size_t i = 0; ctx->n_pending && i < ctx->n_plugins; i++) {
-        plugin_rec *p = &ctx->plugins[i];
-        for (size_t k = 0; p->pending && k < p->cached->n_resolvers; k++)
-            if (strlen(p->cached->resolvers[k]) == n &&
-                strncmp(p->cached->resolvers[k], prefix, n) == 0)
-                load_pending(ctx, p, "its resolver is asked for");
-    }
-    unlock(ctx);
+typedef struct prefix {
+    const char *s;
+    size_t n;
+} prefix;
+
+static const char *resolves(const amni_cached_plugin *c, const void *arg) {
+    const prefix *pf = arg;
+    for (size_t k = 0; k < c->n_resolvers; k++)
+        if (strlen(c->resolvers[k]) == pf->n && strncmp(c->resolvers[k], pf->s, pf->n) == 0)
+            return "its resolver is asked for";
+    return NULL;
 }
 
-static bool scheme_may_encode(const amni_cached_scheme *s, const char *target) {
-    if (!s->targets_known) return true;
-    for (size_t i = 0; i < s->n_targets; i++)
-        if (strcasecmp(s->targets[i], target) == 0) return true;
-    return false;
+void amni_registry_load_resolver(const amn_ctx *ctx, const char *prefix_s, size_t n) {
+    const prefix pf = {prefix_s, n};
+    load_where(ctx, resolves, &pf);
 }
 
-/* Every pending plugin with a scheme that may encode `target`. */
-static void load_for_target(const amn_ctx *cctx, const char *target) {
-    amn_ctx *ctx = locked(cctx);
-    for (size_t i = 0; ctx->n_pending && i < ctx->n_plugins; i++) {
-        plugin_rec *p = &ctx->plugins[i];
-        for (size_t k = 0; p->pending && k < p->cached->n_schemes; k++)
-            if (scheme_may_encode(&p->cached->schemes[k], target))
-                load_pending(ctx, p,
-                             p->cached->schemes[k].targets_known ? "it encodes the target"
-                                                                 : "its targets are not cached");
+static const char *may_encode(const amni_cached_plugin *c, const void *arg) {
+    for (size_t k = 0; k < c->n_schemes; k++) {
+        const amni_cached_scheme *s = &c->schemes[k];
+        if (!s->targets_known) return "its targets are not cached";
+        for (size_t i = 0; i < s->n_targets; i++)
+            if (strcasecmp(s->targets[i], arg) == 0) return "it encodes the target";
     }
-    unlock(ctx);
+    return NULL;
 }
 
 /* The encoder of `target` among the loaded schemes, once every plugin that
@@ -696,7 +697,7 @@ static void load_for_target(const amn_ctx *cctx, const char *target) {
  * hear that it is not. */
 const amn_scheme *amn_ctx_find_encoder(const amn_ctx *cctx, const char *target) {
     if (!target) return NULL;
-    load_for_target(cctx, target);
+    load_where(cctx, may_encode, target);
     amn_ctx *ctx = locked(cctx);
     const amn_scheme *found = NULL;
     for (size_t i = 0; !found && i < ctx->n_schemes; i++) {
@@ -708,16 +709,15 @@ const amn_scheme *amn_ctx_find_encoder(const amn_ctx *cctx, const char *target) 
     return found;
 }
 
+static const char *registers_format(const amni_cached_plugin *c, const void *name) {
+    for (size_t k = 0; k < c->n_formats; k++)
+        if (strcmp(c->formats[k].name, name) == 0) return "its format is asked for by name";
+    return NULL;
+}
+
 /* Load the pending plugin that registers format `name`, if any. */
-static void load_format(const amn_ctx *cctx, const char *name) {
-    amn_ctx *ctx = locked(cctx);
-    for (size_t i = 0; ctx->n_pending && i < ctx->n_plugins; i++) {
-        plugin_rec *p = &ctx->plugins[i];
-        for (size_t k = 0; p->pending && k < p->cached->n_formats; k++)
-            if (strcmp(p->cached->formats[k].name, name) == 0)
-                load_pending(ctx, p, "its format is asked for by name");
-    }
-    unlock(ctx);
+static void load_format(const amn_ctx *ctx, const char *name) {
+    load_where(ctx, registers_format, name);
 }
 
 /* ---- building the registry ---- */
