@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "amn/checked.h"
 #include "amn/io.h"
 #include "io_internal.h"
 
@@ -632,6 +633,49 @@ int amni_sink_copy(amn_sink *s, bool copy_file, int fd, uint64_t off, uint64_t n
 
 void amni_sink_feed_tap(amn_sink *s, const void *buf, size_t n) {
     if (s->tap) s->tap(s->tap_ctx, buf, n);
+}
+
+int amni_sink_claim(amn_sink *s, uint64_t n, uint64_t *at, amn_error *err) {
+    if (s->tap) return AMN_E_UNSUPPORTED;
+    int rc = flush(s, err);
+    if (rc) return rc;
+    uint64_t end;
+    if (!amn_add_u64(s->on_disk, n, &end) || end > (uint64_t)INT64_MAX)
+        return amn_error_set(err, AMN_E_LIMIT, "%s: output too large", s->final_path);
+    if (lseek(s->fd, (off_t)end, SEEK_SET) < 0)
+        return amn_error_set(err, AMN_E_IO, "%s: seek: %s", s->final_path, strerror(errno));
+    *at = s->on_disk;
+    s->on_disk = s->wb_from = end;
+    s->written += n;
+    return AMN_OK;
+}
+
+/* Reads only what no call changes while a claimed region is being written
+ * (fd, sync, fail_at, final_path), so threads may call it at once. */
+int amni_sink_write_at(amn_sink *s, uint64_t at, const void *buf, size_t n, amn_error *err) {
+    const uint8_t *b = buf;
+    const uint64_t start = at;
+    while (n) {
+        size_t k = n > (1u << 30) ? (1u << 30) : n;
+        if (s->fail_at && at + k >= s->fail_at) { /* the ENOSPC test hook, as write_all */
+            k = at + 1 >= s->fail_at ? 0 : (size_t)(s->fail_at - 1 - at);
+            if (k == 0)
+                return amn_error_set(err, AMN_E_IO, "%s: write: %s", s->final_path,
+                                     strerror(ENOSPC));
+        }
+        ssize_t w = pwrite(s->fd, b, k, (off_t)at);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return amn_error_set(err, AMN_E_IO, "%s: write: %s", s->final_path, strerror(errno));
+        }
+        b += w;
+        n -= (size_t)w;
+        at += (uint64_t)w;
+    }
+    /* early_writeback's job for this piece: start the disk on it now */
+    if (s->sync && at > start)
+        (void)sync_file_range(s->fd, (off_t)start, (off_t)(at - start), SYNC_FILE_RANGE_WRITE);
+    return AMN_OK;
 }
 
 uint64_t amn_sink_tell(const amn_sink *s) {

@@ -35,6 +35,15 @@ bool amni_sink_tapped(const amn_sink *s);
  * early is an AMN_E_IO error naming in_name ("file shrank"). */
 int amni_sink_copy(amn_sink *s, bool copy_file, int fd, uint64_t off, uint64_t n, bool tap_fed,
                    const char *in_name, amn_error *err);
+/* Writes in place, for threads that each produce a part of a tensor:
+ * amni_sink_claim takes the next n bytes of the output, after the bytes
+ * already written, and moves the sink past them; *at is where they start
+ * in the file. Then any thread may write any part of [*at, *at + n) with
+ * amni_sink_write_at, concurrently with the others, until the region is
+ * whole; the caller does not touch the sink otherwise meanwhile. Not for a
+ * tapped sink (a tap needs the bytes in order): AMN_E_UNSUPPORTED there. */
+int amni_sink_claim(amn_sink *s, uint64_t n, uint64_t *at, amn_error *err);
+int amni_sink_write_at(amn_sink *s, uint64_t at, const void *buf, size_t n, amn_error *err);
 /* Hand n bytes to the sink's tap (if any), as if they had been written. */
 void amni_sink_feed_tap(amn_sink *s, const void *buf, size_t n);
 
