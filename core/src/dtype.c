@@ -221,6 +221,7 @@ int amn_convert_elems(amn_dtype from, const void *src, amn_dtype to, void *dst, 
         return 0;
     }
     const amni_simd_level lvl = amni_simd_level_get();
+    if (lvl >= AMNI_SIMD_AVX512 && amni_convert_avx512(from, src, to, dst, n)) return 0;
     if (lvl >= AMNI_SIMD_AVX2 && amni_convert_avx2(from, src, to, dst, n)) return 0;
     amni_convert_scalar(from, src, to, dst, n);
     return 0;
