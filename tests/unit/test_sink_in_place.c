@@ -11,24 +11,20 @@
 #include "amn_test.h"
 #include "io_internal.h"
 
-static char dir[256];
-
 static int setup(void **state) {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/amn-test-inplace.XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return amn_test_scratch_make("test-inplace");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return amn_test_scratch_remove();
 }
 
+/* 0 when the scratch directory holds nothing. */
 static int entries(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", amn_test_scratch());
     return system(cmd) == 0 ? 0 : 1;
 }
 
@@ -70,8 +66,7 @@ static void test_region_between(void **state) {
     for (size_t i = 0; i < total; i++) want[i] = byte_at(i);
     for (int named = 0; named < 2; named++) {
         setenv("AMN_NO_TMPFILE", named ? "1" : "0", 1);
-        char out[300];
-        snprintf(out, sizeof out, "%s/placed.bin", dir);
+        const char *out = amn_test_scratch_path("placed.bin");
         amn_sink *s = NULL;
         amn_error err = {0};
         assert_int_equal(amn_sink_open(out, false, NULL, 0, &s, &err), AMN_OK);
@@ -118,8 +113,7 @@ static void test_region_between(void **state) {
 /* AMN_TEST_ENOSPC_AFTER=N: the disk holds N bytes, wherever they are written. */
 static void test_enospc(void **state) {
     (void)state;
-    char out[300];
-    snprintf(out, sizeof out, "%s/full.bin", dir);
+    const char *out = amn_test_scratch_path("full.bin");
     static uint8_t buf[4096];
     amn_sink *s = NULL;
     amn_error err = {0};
@@ -149,8 +143,7 @@ static void count_bytes(void *ctx, const void *buf, size_t n) {
  * region may end past what a file offset can say. */
 static void test_refusals(void **state) {
     (void)state;
-    char out[300];
-    snprintf(out, sizeof out, "%s/refused.bin", dir);
+    const char *out = amn_test_scratch_path("refused.bin");
     amn_sink *s = NULL;
     amn_error err = {0};
     size_t tapped = 0;
