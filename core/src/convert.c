@@ -54,6 +54,7 @@ typedef struct work {
     uint64_t unit0, n;
     uint8_t *dst;       /* the units' bytes go here, */
     const place *where; /* or, when dst is NULL, there */
+    uint64_t digest;    /* there: the sink's tap's digest of the piece, folded in order */
     double acc;         /* what the producer reports (encode error), summed in order */
     int rc;
     amn_error err;
@@ -94,9 +95,10 @@ static int produce_in_place(work *w, worker *me) {
         me->cap = n;
     }
     int rc = w->fn(w->ctx, w->unit0, w->n, me->buf, &w->acc, &w->err);
-    return rc ? rc
-              : amni_sink_write_at(at->sink, at->base + w->unit0 * at->unit_bytes, me->buf, n,
-                                   &w->err);
+    if (rc) return rc;
+    w->digest =
+        amni_sink_digest(at->sink, me->buf, n); /* while the piece is in this core's cache */
+    return amni_sink_write_at(at->sink, at->base + w->unit0 * at->unit_bytes, me->buf, n, &w->err);
 }
 
 static void run_item(work *w, worker *me) {
@@ -241,8 +243,10 @@ static int batch_join(pool *p, batch *b, double *acc, amn_error *err) {
  * it, at its own offset, while the other threads produce; the calling
  * thread takes pieces too. Pieces have a fixed number of units, so the
  * bytes (and the order in which encode errors are summed) do not depend on
- * the thread count. A tapped sink (a ZIP member's CRC) needs its bytes in
- * order and keeps the writer (stream). */
+ * the thread count. A tap that folds (a ZIP member's CRC-32) gets each
+ * piece's digest, taken by the thread that made the piece, folded in order
+ * by the calling thread; one that does not needs the bytes in order and
+ * keeps the writer (stream). */
 
 #define PIECES_PER_HANDOVER MAX_THREADS /* a batch's items */
 
@@ -298,13 +302,15 @@ static int stream_in_place(pool *pl, produce_fn fn, const void *ctx, uint64_t un
         pthread_cond_broadcast(&pl->cv_work);
         pthread_mutex_unlock(&pl->mu);
         rc = batch_help_join(pl, &b, base, pr, acc, err);
+        for (unsigned j = 0; !rc && j < k; j++)
+            amni_sink_fold(sink, b.w[j].digest, b.w[j].n * unit_bytes);
     }
     if (!rc) report(pr, sink);
     return rc;
 }
 
 /* Produce `units` units of `unit_bytes` each through fn and write them: in
- * place when there are workers and the sink has no tap, else in order by
+ * place when there are workers and the sink has no tap or one that folds, else in order by
  * this thread while the workers fill the next round. bufs are two buffers
  * of buf_size bytes. Rounds and the workers'
  * slices start at multiples of `quantum` units (a scheme's row_quantum). */
@@ -315,7 +321,7 @@ static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint
     /* buffers hold at least one unit (sized by the caller) */
     /* Small outputs are not worth the hand-over. */
     const bool async = units * unit_bytes >= (256u << 10);
-    if (async && pl->n_threads && !amni_sink_tapped(sink))
+    if (async && pl->n_threads && amni_sink_in_place_ok(sink))
         return stream_in_place(pl, fn, ctx, units, unit_bytes, quantum, sink, pr, acc, err);
     const uint64_t per = amni_round_units(buf_size / unit_bytes, quantum,
                                           async && pl->n_threads ? pl->n_threads : 1);

@@ -231,6 +231,8 @@ struct amn_sink {
     size_t used;
     uint64_t written;
     amn_sink_tap_fn tap;
+    amn_sink_digest_fn digest; /* with fold: the tap folds (writes in place allowed) */
+    amn_sink_fold_fn fold;
     void *tap_ctx;
     int pipe[2];        /* for splice, made on first use; -1 until then */
     bool no_copy_range; /* copy_file_range refused between these files */
@@ -524,12 +526,31 @@ int amn_sink_pad(amn_sink *s, size_t n, amn_error *err) {
 }
 
 void amn_sink_set_tap(amn_sink *s, amn_sink_tap_fn tap, void *ctx) {
+    amn_sink_set_folding_tap(s, tap, NULL, NULL, ctx);
+}
+
+void amn_sink_set_folding_tap(amn_sink *s, amn_sink_tap_fn tap, amn_sink_digest_fn digest,
+                              amn_sink_fold_fn fold, void *ctx) {
     s->tap = tap;
+    s->digest = tap && digest && fold ? digest : NULL;
+    s->fold = tap && digest && fold ? fold : NULL;
     s->tap_ctx = ctx;
 }
 
 bool amni_sink_tapped(const amn_sink *s) {
     return s->tap != NULL;
+}
+
+bool amni_sink_in_place_ok(const amn_sink *s) {
+    return !s->tap || s->fold;
+}
+
+uint64_t amni_sink_digest(const amn_sink *s, const void *buf, size_t n) {
+    return s->digest ? s->digest(buf, n) : 0;
+}
+
+void amni_sink_fold(amn_sink *s, uint64_t digest, uint64_t n) {
+    if (s->fold) s->fold(s->tap_ctx, digest, n);
 }
 
 /* The pipe splice moves pages through, as large as the system lets us make
@@ -640,7 +661,7 @@ void amni_sink_feed_tap(amn_sink *s, const void *buf, size_t n) {
 }
 
 int amni_sink_claim(amn_sink *s, uint64_t n, uint64_t *at, amn_error *err) {
-    if (s->tap) return AMN_E_UNSUPPORTED;
+    if (!amni_sink_in_place_ok(s)) return AMN_E_UNSUPPORTED;
     int rc = flush(s, err);
     if (rc) return rc;
     uint64_t end;

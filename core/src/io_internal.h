@@ -40,10 +40,16 @@ int amni_sink_copy(amn_sink *s, bool copy_file, int fd, uint64_t off, uint64_t n
  * already written, and moves the sink past them; *at is where they start
  * in the file. Then any thread may write any part of [*at, *at + n) with
  * amni_sink_write_at, concurrently with the others, until the region is
- * whole; the caller does not touch the sink otherwise meanwhile. Not for a
- * tapped sink (a tap needs the bytes in order): AMN_E_UNSUPPORTED there. */
+ * whole; the caller does not touch the sink otherwise meanwhile. A sink
+ * whose tap does not fold (a tap needs the bytes in order) refuses with
+ * AMN_E_UNSUPPORTED; with a folding tap, each piece's digest (taken on any
+ * thread) is folded by the caller, in the order of the region, once the
+ * pieces are written. */
+bool amni_sink_in_place_ok(const amn_sink *s);
 int amni_sink_claim(amn_sink *s, uint64_t n, uint64_t *at, amn_error *err);
 int amni_sink_write_at(amn_sink *s, uint64_t at, const void *buf, size_t n, amn_error *err);
+uint64_t amni_sink_digest(const amn_sink *s, const void *buf, size_t n);
+void amni_sink_fold(amn_sink *s, uint64_t digest, uint64_t n);
 /* Hand n bytes to the sink's tap (if any), as if they had been written. */
 void amni_sink_feed_tap(amn_sink *s, const void *buf, size_t n);
 

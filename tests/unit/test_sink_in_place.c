@@ -1,7 +1,8 @@
 /* The sink's writes in place (amni_sink_claim / amni_sink_write_at, private
  * to libamn, so io.c is compiled in): a claimed region written by several
  * threads in any order lands between the bytes written before and after it;
- * the ENOSPC test hook, a tapped sink and a region past any file size are
+ * a tap that folds sees the region as if fed in order; the ENOSPC test
+ * hook, a tap that does not fold and a region past any file size are
  * refused with typed errors; an abandoned claim leaves nothing. */
 #include <pthread.h>
 #include <sys/stat.h>
@@ -134,6 +135,68 @@ static void test_enospc(void **state) {
     assert_int_equal(entries(), 0);
 }
 
+/* A tap that folds: a polynomial hash, h(A B) = h(A) * K^|B| + h(B) mod
+ * 2^64, which depends on the order of the bytes. */
+#define HASH_K 0x100000001b3ull
+static uint64_t hash_from(uint64_t h, const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = h * HASH_K + p[i];
+    return h;
+}
+static void hash_tap(void *ctx, const void *buf, size_t n) {
+    *(uint64_t *)ctx = hash_from(*(uint64_t *)ctx, buf, n);
+}
+static uint64_t hash_digest(const void *buf, size_t n) {
+    return hash_from(0, buf, n);
+}
+static void hash_fold(void *ctx, uint64_t digest, uint64_t n) {
+    uint64_t kn = 1, k = HASH_K;
+    for (uint64_t e = n; e; e >>= 1, k *= k)
+        if (e & 1) kn *= k;
+    *(uint64_t *)ctx = *(uint64_t *)ctx * kn + digest;
+}
+
+/* A folding tap lets a region be claimed: each piece's digest, folded in
+ * the region's order after the pieces were written out of order, leaves
+ * the tap where feeding it every byte in order would have. */
+static void test_folding_tap(void **state) {
+    (void)state;
+    const size_t total = HEAD + REGION + TAIL;
+    uint8_t *want = malloc(total);
+    assert_non_null(want);
+    for (size_t i = 0; i < total; i++) want[i] = byte_at(i);
+    amn_sink *s = NULL;
+    amn_error err = {0};
+    uint64_t h = 0, at = 0;
+    assert_int_equal(amn_sink_open(amn_test_scratch_path("folded.bin"), false, NULL, 0, &s, &err),
+                     AMN_OK);
+    amn_sink_set_folding_tap(s, hash_tap, hash_digest, hash_fold, &h);
+    assert_true(amni_sink_in_place_ok(s));
+    assert_int_equal(amn_sink_write(s, want, HEAD, &err), AMN_OK);
+    assert_int_equal(amni_sink_claim(s, REGION, &at, &err), AMN_OK);
+    const size_t n_pieces = (REGION + PIECE - 1) / PIECE;
+    uint64_t *digest = calloc(n_pieces, sizeof *digest);
+    assert_non_null(digest);
+    for (size_t q = n_pieces; q-- > 0;) { /* last first */
+        const size_t off = q * PIECE, k = REGION - off < PIECE ? REGION - off : PIECE;
+        digest[q] = amni_sink_digest(s, want + HEAD + off, k);
+        assert_int_equal(amni_sink_write_at(s, at + off, want + HEAD + off, k, &err), AMN_OK);
+    }
+    for (size_t q = 0; q < n_pieces; q++) {
+        const size_t off = q * PIECE, k = REGION - off < PIECE ? REGION - off : PIECE;
+        amni_sink_fold(s, digest[q], k);
+    }
+    assert_int_equal(amn_sink_write(s, want + HEAD + REGION, TAIL, &err), AMN_OK);
+    amn_sink_set_tap(s, NULL, NULL);
+    assert_int_equal(h, hash_from(0, want, total));
+    assert_true(amni_sink_in_place_ok(s)); /* no tap */
+    amn_sink_set_tap(s, hash_tap, &h);     /* a tap that does not fold */
+    assert_false(amni_sink_in_place_ok(s));
+    assert_int_equal(amni_sink_claim(s, 4096, &at, &err), AMN_E_UNSUPPORTED);
+    amn_sink_abort(s);
+    free(digest);
+    free(want);
+}
+
 static void count_bytes(void *ctx, const void *buf, size_t n) {
     (void)buf;
     *(size_t *)ctx += n;
@@ -166,6 +229,7 @@ int main(void) {
         cmocka_unit_test(test_region_between),
         cmocka_unit_test(test_enospc),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_folding_tap),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -97,6 +97,17 @@ AMN_API uint64_t amn_sink_tell(const amn_sink *s);
  * runs concurrently with itself or with the caller's next sink call. */
 typedef void (*amn_sink_tap_fn)(void *ctx, const void *buf, size_t n);
 AMN_API void amn_sink_set_tap(amn_sink *s, amn_sink_tap_fn tap, void *ctx);
+/* (ABI 2.4) A tap that can also take the bytes as pieces seen apart:
+ * digest(buf, n) of any piece, on any thread and concurrently, then
+ * fold(ctx, digest, n) of each piece in the order of the stream, on the
+ * thread that calls the sink, as if tap had seen the piece's bytes. A CRC
+ * folds (crc32_combine). With such a tap the core writes a tensor in
+ * place, every thread its own pieces (see amn_convert), instead of passing
+ * every byte through one thread. */
+typedef uint64_t (*amn_sink_digest_fn)(const void *buf, size_t n);
+typedef void (*amn_sink_fold_fn)(void *ctx, uint64_t digest, uint64_t n);
+AMN_API void amn_sink_set_folding_tap(amn_sink *s, amn_sink_tap_fn tap, amn_sink_digest_fn digest,
+                                      amn_sink_fold_fn fold, void *ctx);
 /* Hint the final size so the file system can allocate it at once. */
 AMN_API void amn_sink_reserve(amn_sink *s, uint64_t bytes);
 /* Whether commit fsyncs the file and its directory (default true). */
