@@ -16,6 +16,10 @@ uint32_t kit_crc32_zlib(uint32_t crc, const void *buf, size_t n) {
     return (uint32_t)crc32_z(crc, buf, n);
 }
 
+uint32_t kit_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    return (uint32_t)crc32_combine64(crc_a, crc_b, (z_off64_t)len_b);
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 

@@ -56,6 +56,17 @@ static void tap(void *ctx, const void *buf, size_t n) {
     z->seen += n;
 }
 
+/* The same for pieces checksummed apart by the threads that wrote them. */
+static uint64_t piece_crc(const void *buf, size_t n) {
+    return kit_crc32(0, buf, n);
+}
+
+static void fold(void *ctx, uint64_t crc, uint64_t n) {
+    zipw *z = ctx;
+    z->crc = kit_crc32_combine(z->crc, (uint32_t)crc, n);
+    z->seen += n;
+}
+
 int zipw_new(amn_sink *sink, const zipw_options *o, zipw **out, amn_error *err) {
     *out = NULL;
     const uint32_t a = o->align ? o->align : 1;
@@ -145,7 +156,7 @@ int zipw_member_begin(zipw *z, const char *name, uint64_t size, amn_error *err) 
     z->crc = 0;
     z->seen = 0;
     z->open = true;
-    amn_sink_set_tap(z->sink, tap, z);
+    amn_sink_set_folding_tap(z->sink, tap, piece_crc, fold, z);
     return AMN_OK;
 }
 

@@ -170,6 +170,30 @@ static void write_and_check(const zipw_options *o, size_t n_members, bool expect
     rmdir(dir);
 }
 
+/* Pieces checksummed apart and combined in order give the CRC of the
+ * whole, for empty, short and long pieces. */
+static void test_crc_combine(void **state) {
+    (void)state;
+    const size_t n = 3u << 20;
+    uint8_t *b = malloc(n);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)rnd();
+    const uint32_t whole = (uint32_t)crc32_z(0, b, n);
+    for (int k = 0; k < 4; k++) {
+        uint32_t crc = 0;
+        for (size_t at = 0; at < n;) {
+            size_t len = k == 0 ? rnd() % 17 : k == 1 ? rnd() % 5000 : rnd() % (1u << 20);
+            if (len > n - at) len = n - at;
+            crc = kit_crc32_combine(crc, kit_crc32(0, b + at, len), len);
+            at += len;
+        }
+        assert_int_equal(crc, whole);
+    }
+    assert_int_equal(kit_crc32_combine(whole, 0, 0), whole);
+    assert_int_equal(kit_crc32_combine(0, whole, n), whole);
+    free(b);
+}
+
 static void test_archive_read_back(void **state) {
     (void)state;
     const zipw_options npz = {.align = 64, .pad_id = 0xD935, .pad_has_align = true};
@@ -217,9 +241,8 @@ static void test_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc_matches_zlib),
-        cmocka_unit_test(test_name_rules),
-        cmocka_unit_test(test_archive_read_back),
+        cmocka_unit_test(test_crc_matches_zlib), cmocka_unit_test(test_crc_combine),
+        cmocka_unit_test(test_name_rules),       cmocka_unit_test(test_archive_read_back),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -229,6 +229,24 @@ def make_name(path, literal):
         f.write(struct.pack('<Q', len(h)) + h + b'\0\0\x80\x3f')
 
 
+def make_cast(path, ref):
+    """F32 tensors of 1-2 MiB (the converter writes such casts in place,
+    every thread its own pieces, each piece's CRC-32 folded into its
+    member's) and a small one; ref: the same as BF16, cast by PyTorch
+    (finite values: torch makes every NaN 0x7fc0)."""
+    import torch
+    rng = np.random.default_rng(17)
+    tensors, cast = {}, {}
+    for name, shape in (('t.a', (513, 1031)), ('t.b', (64, 4096)), ('t.c', (3, 5))):
+        x = (rng.standard_normal(shape) * np.float32(3)).astype('<f4')
+        x.flat[:4] = [0.0, -0.0, 1e-40, -3.4e38]  # zeros, a subnormal, near the top
+        tensors[name] = ('F32', shape, x.tobytes())
+        b = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy()
+        cast[name] = ('BF16', shape, b.astype('<i2').tobytes())
+    write_safetensors(path, tensors)
+    write_safetensors(ref, cast)
+
+
 def batch(lines):
     """Run many commands in one process (torch and numpy import once): each
     line is a command and its arguments; prints FAIL lines, exits 1 if any."""
@@ -257,6 +275,8 @@ def dispatch(cmd, args):
         make_big(args[0], int(args[1]))
     elif cmd == 'check-big':
         check_big(args[0], int(args[1]), args[2], args[3] == '1')
+    elif cmd == 'make-cast':
+        make_cast(args[0], args[1])
     elif cmd == 'make-name':
         make_name(args[0], args[1])
     elif cmd == 'batch':

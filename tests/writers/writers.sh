@@ -102,6 +102,19 @@ z = np.load(sys.argv[1]); sys.exit(0 if z['t.f32.1'].dtype == np.float16 and z['
     "$amn" convert "$d/f.safetensors" --to npz --out-dtype f8 -o "$d/x.npz" >"$work/out" 2>&1
     [ $? -eq 2 ] && grep -q "or keep" "$work/out" && ok || bad "unknown --out-dtype names keep"
 
+    # Casts into ZIP members at 1-3 threads: pieces written in place by every
+    # thread, their CRC-32s folded in order (zipfile checks each member's).
+    $py make-cast "$d/cast.safetensors" "$d/cast-bf16.safetensors" || bad "make-cast"
+    local t
+    for t in 1 2 3; do
+        run "cast to npz, $t threads" "$amn" convert "$d/cast.safetensors" --to npz --out-dtype bf16 \
+            --threads $t -o "$d/cast$t.npz"
+        echo -e "npz\t$d/cast$t.npz\t$d/cast-bf16.safetensors" >>"$work/checks"
+        run "cast to pth, $t threads" "$amn" convert "$d/cast.safetensors" --to pth --out-dtype bf16 \
+            --threads $t -o "$d/cast$t.pth"
+        echo -e "pth\t$d/cast$t.pth\t$d/cast-bf16.safetensors" >>"$work/checks"
+    done
+
     # What a container cannot hold is refused, naming the tensor.
     $py make "$d/f8.safetensors" 8 F8_E4M3
     "$amn" convert "$d/f8.safetensors" --to npz -o "$d/f8.npz" >"$work/out" 2>&1

@@ -13,5 +13,8 @@
 uint32_t kit_crc32(uint32_t crc, const void *buf, size_t n);
 /* The same through zlib alone (the reference the fast path is tested against). */
 uint32_t kit_crc32_zlib(uint32_t crc, const void *buf, size_t n);
+/* The CRC of A then B from crc_a = CRC(A), crc_b = CRC(B) and B's length
+ * (zlib's crc32_combine): pieces checksummed apart, joined in order. */
+uint32_t kit_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 #endif
