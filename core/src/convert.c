@@ -310,9 +310,9 @@ static int stream_in_place(pool *pl, produce_fn fn, const void *ctx, uint64_t un
 }
 
 /* Produce `units` units of `unit_bytes` each through fn and write them: in
- * place when there are workers and the sink has no tap or one that folds, else in order by
- * this thread while the workers fill the next round. bufs are two buffers
- * of buf_size bytes. Rounds and the workers'
+ * place when there are workers and the sink has no tap or one that folds,
+ * else in order by this thread while the workers fill the next round. bufs
+ * are two buffers of buf_size bytes. Rounds and the workers'
  * slices start at multiples of `quantum` units (a scheme's row_quantum). */
 static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint64_t unit_bytes,
                   uint64_t quantum, uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr,
