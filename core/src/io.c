@@ -454,27 +454,41 @@ static void early_writeback(amn_sink *s) {
     s->wb_from = s->on_disk;
 }
 
-static int write_all(amn_sink *s, const void *p, size_t n, amn_error *err) {
+/* n bytes from p at file offset at: by write() at the file position (which
+ * must be at) when positional is false, else by pwrite() (threads may call
+ * that at once: it reads only fd, fail_at and final_path). The ENOSPC test
+ * hook cuts by offset. *done: the bytes written. */
+static int put_all(const amn_sink *s, bool positional, uint64_t at, const void *p, size_t n,
+                   uint64_t *done, amn_error *err) {
     const uint8_t *b = p;
+    *done = 0;
     while (n) {
         size_t k = n > (1u << 30) ? (1u << 30) : n;
-        if (s->fail_at && s->on_disk + k >= s->fail_at) {
-            k = s->on_disk + 1 >= s->fail_at ? 0 : (size_t)(s->fail_at - 1 - s->on_disk);
+        if (s->fail_at && at + k >= s->fail_at) {
+            k = at + 1 >= s->fail_at ? 0 : (size_t)(s->fail_at - 1 - at);
             if (k == 0)
                 return amn_error_set(err, AMN_E_IO, "%s: write: %s", s->final_path,
                                      strerror(ENOSPC));
         }
-        ssize_t w = write(s->fd, b, k);
+        ssize_t w = positional ? pwrite(s->fd, b, k, (off_t)at) : write(s->fd, b, k);
         if (w < 0) {
             if (errno == EINTR) continue;
             return amn_error_set(err, AMN_E_IO, "%s: write: %s", s->final_path, strerror(errno));
         }
         b += w;
         n -= (size_t)w;
-        s->on_disk += (uint64_t)w;
-        early_writeback(s);
+        at += (uint64_t)w;
+        *done += (uint64_t)w;
     }
     return AMN_OK;
+}
+
+static int write_all(amn_sink *s, const void *p, size_t n, amn_error *err) {
+    uint64_t done;
+    int rc = put_all(s, false, s->on_disk, p, n, &done, err);
+    s->on_disk += done;
+    early_writeback(s);
+    return rc;
 }
 
 static int flush(amn_sink *s, amn_error *err) {
@@ -678,29 +692,12 @@ int amni_sink_claim(amn_sink *s, uint64_t n, uint64_t *at, amn_error *err) {
 /* Reads only what no call changes while a claimed region is being written
  * (fd, sync, fail_at, final_path), so threads may call it at once. */
 int amni_sink_write_at(amn_sink *s, uint64_t at, const void *buf, size_t n, amn_error *err) {
-    const uint8_t *b = buf;
-    const uint64_t start = at;
-    while (n) {
-        size_t k = n > (1u << 30) ? (1u << 30) : n;
-        if (s->fail_at && at + k >= s->fail_at) { /* the ENOSPC test hook, as write_all */
-            k = at + 1 >= s->fail_at ? 0 : (size_t)(s->fail_at - 1 - at);
-            if (k == 0)
-                return amn_error_set(err, AMN_E_IO, "%s: write: %s", s->final_path,
-                                     strerror(ENOSPC));
-        }
-        ssize_t w = pwrite(s->fd, b, k, (off_t)at);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return amn_error_set(err, AMN_E_IO, "%s: write: %s", s->final_path, strerror(errno));
-        }
-        b += w;
-        n -= (size_t)w;
-        at += (uint64_t)w;
-    }
+    uint64_t done;
+    int rc = put_all(s, true, at, buf, n, &done, err);
     /* early_writeback's job for this piece: start the disk on it now */
-    if (s->sync && at > start)
-        (void)sync_file_range(s->fd, (off_t)start, (off_t)(at - start), SYNC_FILE_RANGE_WRITE);
-    return AMN_OK;
+    if (s->sync && done)
+        (void)sync_file_range(s->fd, (off_t)at, (off_t)done, SYNC_FILE_RANGE_WRITE);
+    return rc;
 }
 
 uint64_t amn_sink_tell(const amn_sink *s) {
