@@ -8,13 +8,17 @@
 #include "amn/io.h"
 #include "amn/model.h"
 
-/* What input.c learns about one mapped input while passing its bytes
- * through: the CPU time each way of reading took (see input.c). Lives in the
- * amn_map; only the thread that writes the output touches it. */
+/* What input.c learns about one mapped input (see input.c); lives in the
+ * amn_map. Passing bytes through: the CPU time each way of reading took,
+ * touched only by the thread that writes the output. Reads that feed
+ * kernels (any worker): the page faults that mapped the first bytes, and the
+ * way chosen from them. */
 typedef struct amni_input_probe {
     int chosen;            /* an amni_input_path once decided, else 0 */
     unsigned tried;        /* ways measured so far */
     double ns_per_byte[5]; /* by amni_input_path */
+    _Atomic int fetch_way; /* AMNI_INPUT_MAP or _PREAD once decided, else 0 */
+    _Atomic uint64_t fetch_bytes, fetch_faults;
 } amni_input_probe;
 
 /* The mapping's file descriptor (open for as long as the map), -1 when the

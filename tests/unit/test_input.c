@@ -241,8 +241,10 @@ static void test_fetch(void **state) {
     const amn_tensor *t = amn_model_tensor(o.m, (size_t)amn_model_find(o.m, "big"));
     const uint8_t *p = t->data;
     amn_error err = {0};
-    /* Short ranges stay in the mapping; long ones come through a buffer. */
+    /* Short ranges stay in the mapping; long ones read by pread come
+     * through a buffer per slot. */
     assert_ptr_equal(amn_model_fetch(o.m, p + 3, 100, 0, &err), p + 3);
+    setenv("AMN_INPUT", "pread", 1);
     const uint8_t *a = amn_model_fetch(o.m, p + 1, 1u << 20, 0, &err);
     const uint8_t *b = amn_model_fetch(o.m, p + 5, 300000, AMN_FETCH_SLOTS - 1, &err);
     assert_non_null(a);
@@ -263,6 +265,82 @@ static void test_fetch(void **state) {
     unlink(in);
 }
 
+/* Fetches of "big" (4 MiB) in pieces of 256 KiB, twice over: the bytes of
+ * the file each time; *mapped counts the pieces that came back as p itself
+ * (through the mapping). */
+static void fetch_twice(const opened *o, const uint8_t *file_big, unsigned *mapped_first,
+                        unsigned *mapped_then) {
+    const amn_tensor *t = amn_model_tensor(o->m, (size_t)amn_model_find(o->m, "big"));
+    const uint8_t *p = t->data;
+    const size_t piece = 256u << 10;
+    *mapped_first = *mapped_then = 0;
+    for (unsigned round = 0; round < 2; round++)
+        for (size_t off = 0; off < t->nbytes; off += piece) {
+            amn_error err = {0};
+            const uint8_t *q = amn_model_fetch(o->m, p + off, piece, 1, &err);
+            assert_non_null(q);
+            assert_memory_equal(q, file_big + off, piece);
+            if (q == p + off) ++*(round ? mapped_then : mapped_first);
+        }
+}
+
+/* Whether /dev/shm may hold huge pages (mounted with huge=, or forced for
+ * every tmpfs): then a fault maps 2 MiB there too. */
+static bool shm_huge_pages(void) {
+    bool huge = false;
+    char line[4096];
+    FILE *f = fopen("/proc/self/mounts", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, " /dev/shm ") && strstr(line, "huge=") && !strstr(line, "huge=never"))
+            huge = true;
+    if (f) fclose(f);
+    f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+    if (f && fgets(line, sizeof line, f) && strstr(line, "[force]")) huge = true;
+    if (f) fclose(f);
+    return huge;
+}
+
+/* How the first 4 MiB fetched from an input choose the way (input.c): a
+ * file on tmpfs, where every page is 4 KiB and a fault maps 64 KiB at most,
+ * is read by pread once its first 4 MiB went through the mapping to count
+ * the faults; the same file with its pages already mapped (no fault at all)
+ * keeps the mapping. */
+static void test_fetch_chooses(void **state) {
+    (void)state;
+    AMN_REQUIRE_PLUGIN("safetensors");
+    char in[] = "/dev/shm/amn-test-fetch-XXXXXX";
+    int fd = mkstemp(in);
+    if (fd < 0) skip(); /* no tmpfs here */
+    close(fd);
+    const uint64_t at = write_model(in, false);
+    size_t n = 0;
+    uint8_t *file = amn_test_read_file(in, &n);
+    assert_non_null(file);
+    const bool huge = shm_huge_pages();
+    unsetenv("AMN_INPUT");
+    opened o;
+    bool ok = open_model(in, &o);
+    unsigned first, then;
+    if (ok && !huge) {
+        fetch_twice(&o, file + at, &first, &then);
+        assert_int_equal(first, 16); /* the probe: every piece through the mapping */
+        assert_int_equal(then, 0);   /* then pread */
+        close_model(&o);
+        ok = open_model(in, &o);
+    }
+    if (ok) {
+        const amn_tensor *t = amn_model_tensor(o.m, (size_t)amn_model_find(o.m, "big"));
+        assert_memory_equal(t->data, file + at, t->nbytes); /* every page mapped */
+        fetch_twice(&o, file + at, &first, &then);
+        assert_int_equal(first, 16);
+        assert_int_equal(then, 16); /* no fault while probing: the mapping kept */
+        close_model(&o);
+    }
+    unlink(in);
+    free(file);
+    if (!ok) skip();
+}
+
 /* The file loses its tail after it was opened: each way that reads with
  * system calls reports it, and so does the pass-through from the mapping
  * (it checks the size first). Reads through the mapping (auto below 64 KiB,
@@ -275,6 +353,7 @@ static void test_truncated(void **state) {
         amn_dtype dt;
         const char *target; /* npz: a tapped sink, the tap fed by a second thread */
     } cases[] = {{"pread", AMN_DTYPE_BF16, "safetensors"},
+                 {"auto", AMN_DTYPE_BF16, "safetensors"}, /* the probe's populate: EFAULT */
                  {"pread", AMN_DTYPE_F32, "safetensors"},
                  {"splice", AMN_DTYPE_F32, "safetensors"},
                  {"copy", AMN_DTYPE_F32, "safetensors"},
@@ -319,6 +398,7 @@ int main(void) {
         cmocka_unit_test(test_paths_same_bytes),
         cmocka_unit_test(test_copy_across_file_systems),
         cmocka_unit_test(test_fetch),
+        cmocka_unit_test(test_fetch_chooses),
         cmocka_unit_test(test_truncated),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -116,12 +116,15 @@ AMN_API uint64_t amn_model_total_bytes(const amn_model *m);
 
 /* Bytes [p, p + n) of the model's input (p inside one of its tensors' data),
  * readable at the returned pointer: p itself where reading through the
- * mapping is the cheaper way (short ranges, memory the model owns, or
- * AMN_INPUT=map in the environment), else a buffer of the calling thread
- * filled by pread() — faulting in a mapping of a file the page cache holds
- * in 4 KiB folios (tmpfs, a file written in small blocks) costs about 5x a
- * pread of it. Each slot (0 .. AMN_FETCH_SLOTS - 1) is its own buffer,
- * valid until the same thread fetches into that slot again. NULL with err
+ * mapping is the cheaper way (short ranges, memory the model owns, an input
+ * the page cache holds in large folios, or AMN_INPUT=map in the
+ * environment), else a buffer of the calling thread filled by pread() —
+ * mapping a file the page cache holds in 4 KiB folios (tmpfs, a file
+ * written in small blocks) costs more than a pread of it, where large
+ * folios map for a fraction of it; the first megabytes fetched from each
+ * input decide (see core/src/input.c). Each slot (0 .. AMN_FETCH_SLOTS - 1)
+ * is its own buffer, valid until the same thread fetches into that slot
+ * again. NULL with err
  * set when the read fails or the file shrank since it was opened (where the
  * mapping would have raised SIGBUS). Kernels call it on the range a call
  * reads, not on a whole tensor: memory stays O(chunk). */
