@@ -689,9 +689,9 @@ static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bu
         const amn_tensor *t = s->vc.g ? NULL : s->vc.t;
         if (t && amn_tensor_is_plain(t) && amni_model_map_for(s->vc.m, t->data, t->nbytes))
             for (uint64_t off = 0; off < t->nbytes; off += PASS_CHUNK)
-                amni_prefault((const uint8_t *)t->data + off, t->nbytes - off < PASS_CHUNK
-                                                                  ? (size_t)(t->nbytes - off)
-                                                                  : PASS_CHUNK);
+                (void)amni_prefault((const uint8_t *)t->data + off, t->nbytes - off < PASS_CHUNK
+                                                                        ? (size_t)(t->nbytes - off)
+                                                                        : PASS_CHUNK);
         if (run->e->stats) {
             int rc = run->e->stats(s->state, &s->values, err);
             if (rc) return rc;

@@ -44,11 +44,10 @@
  * bytes; AMN_INPUT=map|pread|splice|copy forces one (tests compare them). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdatomic.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -163,30 +162,17 @@ static uint64_t thread_faults(void) {
     return (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
 }
 
-/* The mapping's page tables for [p, p + n) filled in one call, so a file cut
- * shorter since it was mapped shows here (EFAULT) and not as SIGBUS later.
- * 0, or the errno: EINVAL where the kernel predates MADV_POPULATE_READ. */
-static int populate(const void *p, size_t n) {
-#ifdef MADV_POPULATE_READ
-    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
-    return madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_READ) == 0 ? 0 : errno;
-#else
-    (void)p, (void)n;
-    return EINVAL;
-#endif
-}
-
 /* Whether [p, p + n) of this input is read through its mapping (populated
  * first), counting the faults of the first FETCH_PROBE bytes while the way is
- * not yet chosen. False: read it by pread (which also reports a file that
- * shrank). */
+ * not yet chosen. False: read it by pread — also where the file ends before
+ * p + n (the populate fails instead of a later SIGBUS), which pread reports. */
 static bool fetch_mapped(const amn_map *map, const void *p, size_t n) {
     amni_input_probe *pr = amni_map_probe(map);
     const int way = atomic_load_explicit(&pr->fetch_way, memory_order_relaxed);
     if (way == AMNI_INPUT_PREAD) return false;
-    if (way == AMNI_INPUT_MAP) return populate(p, n) == 0;
+    if (way == AMNI_INPUT_MAP) return amni_prefault(p, n) == 0;
     const uint64_t f0 = thread_faults();
-    const int e = populate(p, n);
+    const int e = amni_prefault(p, n);
     if (e == EINVAL) atomic_store_explicit(&pr->fetch_way, AMNI_INPUT_PREAD, memory_order_relaxed);
     if (e) return false;
     const uint64_t mine = thread_faults() - f0;
@@ -252,7 +238,7 @@ static int pass_map(const amn_map *map, const uint8_t *p, size_t n, amn_sink *si
                     amn_error *err) {
     int rc = check_size(map, p, n, err);
     if (rc) return rc;
-    amni_prefault(p, n); /* one madvise, not a fault per page inside write() */
+    (void)amni_prefault(p, n); /* one madvise, not a fault per page inside write() */
     return amn_sink_write(sink, p, n, err);
 }
 
@@ -291,7 +277,7 @@ static void *tap_main(void *v) {
     const double t0 = thread_ns();
     if (j->mapped) {
         j->rc = check_size(j->map, j->mapped, (size_t)j->n, &j->err);
-        if (!j->rc) amni_prefault(j->mapped, (size_t)j->n);
+        if (!j->rc) (void)amni_prefault(j->mapped, (size_t)j->n);
     }
     for (uint64_t done = 0; !j->rc && done < j->n;) {
         const size_t k = j->n - done < TAP_PIECE ? (size_t)(j->n - done) : TAP_PIECE;

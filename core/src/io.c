@@ -114,13 +114,15 @@ amni_input_probe *amni_map_probe(const amn_map *m) {
     return (amni_input_probe *)&m->probe; /* the map's only mutable part: see input.c */
 }
 
-void amni_prefault(const void *p, size_t n) {
+int amni_prefault(const void *p, size_t n) {
 #ifdef MADV_POPULATE_READ
     const long sz = sysconf(_SC_PAGESIZE), page = sz > 0 ? sz : 4096; /* once per 2 MiB */
     const uintptr_t a = (uintptr_t)p & ~(uintptr_t)(page - 1);
-    if (n) (void)madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_READ);
+    if (n && madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_READ) != 0) return errno;
+    return 0;
 #else
     (void)p, (void)n;
+    return EINVAL;
 #endif
 }
 

@@ -58,9 +58,11 @@ void amni_sink_fold(amn_sink *s, uint64_t digest, uint64_t n);
 void amni_sink_feed_tap(amn_sink *s, const void *buf, size_t n);
 
 /* Fault in the pages of [p, p+n) of a read-only mapping in one call, so that
- * a write() from it does not fault them one by one; a hint, ignored where the
- * kernel lacks MADV_POPULATE_READ. */
-void amni_prefault(const void *p, size_t n);
+ * a write() from it does not fault them one by one. 0, or the errno: EFAULT
+ * where the file ends before p + n (reading there would raise SIGBUS),
+ * EINVAL where the kernel lacks MADV_POPULATE_READ; callers that only want
+ * the speed ignore it. */
+int amni_prefault(const void *p, size_t n);
 
 /* amn_map_open without the read-ahead hint over the whole file: for scans,
  * which read the directory and the pickle of a large file and nothing else
