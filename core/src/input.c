@@ -20,10 +20,11 @@
  * input, not fixed.
  *
  * Reads that feed kernels (64 KiB and more; shorter ones, such as a block
- * of scales, keep the mapping) measure the folios: the first FETCH_PROBE
- * bytes of each input are mapped by MADV_POPULATE_READ and the thread's
- * page faults counted. A fault maps one folio, or 64 KiB of 4 KiB ones
- * (fault-around), so the bytes per fault say what the mapping will cost.
+ * of scales, keep the mapping) measure the folios: the first FETCH_SAMPLE
+ * bytes of every FETCH_WINDOW fetched from an input are mapped by
+ * MADV_POPULATE_READ and the thread's page faults counted. A fault maps one
+ * folio, or 64 KiB of 4 KiB ones (fault-around), so the bytes per fault say
+ * what the mapping will cost.
  * Measured on the Skylake-SP (2026-11-27, 256 MiB): mapping the file written
  * in 4 MiB blocks took 0.5-1.4 MiB per fault and 0.007-0.033 ns/byte
  * (unmapping it 0.002), against 0.14-0.16 ns/byte for pread; written in
@@ -31,8 +32,15 @@
  * (unmapping 0.05-0.08), against pread's 0.25, and the converting thread
  * then reads 4 KiB pages: the F32 -> BF16 cast took 60-72 ms through the
  * mapping against 73-83 by pread in large folios, 86-113 against 81-88 in
- * small ones. So an input mapped at FOLIO_MIN or more per fault is read
- * through its mapping, others by pread. Pass-through measures: the
+ * small ones. A sample per window, not one per input: a file's folios
+ * need not be alike. One written in 4 MiB blocks held, after some hours of
+ * this VM's memory reclaim, 2 MiB regions of 4 KiB folios among 2 MiB
+ * folios (40 % of them, its first 2 MiB among them); the cast of it took
+ * 69.1 / 71.4 ms (best / median) choosing per window at 512 KiB per fault,
+ * 69.0 / 74.1 by pread alone, while a fresh copy took 55.5 / 62.9 against
+ * 60.9 / 64.3. So a window whose sample mapped FOLIO_MIN or more per fault
+ * (large folios, or pages already mapped) is read through the mapping,
+ * others, mixed ones included, by pread. Pass-through measures: the
  * first full chunks of each input go each way in turn, timed by the thread's
  * CPU clock (a loaded machine's preemptions do not count), and the cheapest
  * way per byte is kept for the rest of that input. copy_file_range is the
@@ -57,8 +65,9 @@
 #include "io_internal.h"
 
 #define PREAD_MIN    (64u << 10)  /* shorter reads: the system call costs more than the faults */
-#define FETCH_PROBE  (4u << 20)   /* fetched bytes whose page faults are counted */
-#define FOLIO_MIN    (256u << 10) /* bytes mapped per fault for the mapping to win */
+#define FETCH_WINDOW (32u << 20)  /* fetched bytes per choice of the way */
+#define FETCH_SAMPLE (2u << 20)   /* the first of them, mapped with their faults counted */
+#define FOLIO_MIN    (512u << 10) /* bytes per fault for the mapping to be chosen */
 #define PROBE_MIN    (1u << 20)   /* pass-through chunks this long are timed */
 #define PROBE_ROUNDS 2            /* each way timed this many times, the best kept */
 
@@ -163,25 +172,32 @@ static uint64_t thread_faults(void) {
 }
 
 /* Whether [p, p + n) of this input is read through its mapping (populated
- * first), counting the faults of the first FETCH_PROBE bytes while the way is
- * not yet chosen. False: read it by pread — also where the file ends before
- * p + n (the populate fails instead of a later SIGBUS), which pread reports. */
+ * first). The first FETCH_SAMPLE bytes of every FETCH_WINDOW fetched are,
+ * with the faults that map them counted, and they choose the way for the
+ * rest of the window (a file's folios need not all be alike: see above).
+ * False: read it by pread — also where the file ends before p + n (the
+ * populate fails instead of a later SIGBUS), which pread reports. */
 static bool fetch_mapped(const amn_map *map, const void *p, size_t n) {
     amni_input_probe *pr = amni_map_probe(map);
-    const int way = atomic_load_explicit(&pr->fetch_way, memory_order_relaxed);
-    if (way == AMNI_INPUT_PREAD) return false;
-    if (way == AMNI_INPUT_MAP) return amni_prefault(p, n) == 0;
+    if (atomic_load_explicit(&pr->fetch_unmappable, memory_order_relaxed)) return false;
+    const uint64_t at =
+        atomic_fetch_add_explicit(&pr->fetched, n, memory_order_relaxed) % FETCH_WINDOW;
+    if (at >= FETCH_SAMPLE)
+        return atomic_load_explicit(&pr->fetch_way, memory_order_relaxed) != AMNI_INPUT_PREAD &&
+               amni_prefault(p, n) == 0;
     const uint64_t f0 = thread_faults();
     const int e = amni_prefault(p, n);
-    if (e == EINVAL) atomic_store_explicit(&pr->fetch_way, AMNI_INPUT_PREAD, memory_order_relaxed);
+    if (e == EINVAL) atomic_store_explicit(&pr->fetch_unmappable, true, memory_order_relaxed);
     if (e) return false;
     const uint64_t mine = thread_faults() - f0;
-    const uint64_t faults = atomic_fetch_add(&pr->fetch_faults, mine) + mine;
-    const uint64_t bytes = atomic_fetch_add(&pr->fetch_bytes, n) + n;
-    if (bytes >= FETCH_PROBE)
-        atomic_store_explicit(&pr->fetch_way,
-                              bytes >= faults * FOLIO_MIN ? AMNI_INPUT_MAP : AMNI_INPUT_PREAD,
-                              memory_order_relaxed);
+    const uint64_t faults = atomic_fetch_add(&pr->sample_faults, mine) + mine;
+    const uint64_t bytes = atomic_fetch_add(&pr->sample_bytes, n) + n;
+    if (at + n >= FETCH_SAMPLE) { /* the sample ends here */
+        atomic_store(&pr->fetch_way,
+                     bytes >= faults * FOLIO_MIN ? AMNI_INPUT_MAP : AMNI_INPUT_PREAD);
+        atomic_store(&pr->sample_faults, 0);
+        atomic_store(&pr->sample_bytes, 0);
+    }
     return true;
 }
 

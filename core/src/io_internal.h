@@ -11,14 +11,16 @@
 /* What input.c learns about one mapped input (see input.c); lives in the
  * amn_map. Passing bytes through: the CPU time each way of reading took,
  * touched only by the thread that writes the output. Reads that feed
- * kernels (any worker): the page faults that mapped the first bytes, and the
- * way chosen from them. */
+ * kernels (any worker): the bytes fetched, the page faults that mapped the
+ * current window's sample, and the way chosen from the last sample. */
 typedef struct amni_input_probe {
-    int chosen;            /* an amni_input_path once decided, else 0 */
-    unsigned tried;        /* ways measured so far */
-    double ns_per_byte[5]; /* by amni_input_path */
-    _Atomic int fetch_way; /* AMNI_INPUT_MAP or _PREAD once decided, else 0 */
-    _Atomic uint64_t fetch_bytes, fetch_faults;
+    int chosen;                                   /* an amni_input_path once decided, else 0 */
+    unsigned tried;                               /* ways measured so far */
+    double ns_per_byte[5];                        /* by amni_input_path */
+    _Atomic uint64_t fetched;                     /* bytes */
+    _Atomic uint64_t sample_bytes, sample_faults; /* of the current window */
+    _Atomic int fetch_way;                        /* AMNI_INPUT_MAP or _PREAD once sampled */
+    _Atomic bool fetch_unmappable;                /* no MADV_POPULATE_READ here */
 } amni_input_probe;
 
 /* The mapping's file descriptor (open for as long as the map), -1 when the

@@ -121,7 +121,7 @@ AMN_API uint64_t amn_model_total_bytes(const amn_model *m);
  * environment), else a buffer of the calling thread filled by pread() —
  * mapping a file the page cache holds in 4 KiB folios (tmpfs, a file
  * written in small blocks) costs more than a pread of it, where large
- * folios map for a fraction of it; the first megabytes fetched from each
+ * folios map for a fraction of it; samples of what is fetched from each
  * input decide (see core/src/input.c). Each slot (0 .. AMN_FETCH_SLOTS - 1)
  * is its own buffer, valid until the same thread fetches into that slot
  * again. NULL with err
