@@ -34,6 +34,11 @@
 # arguments to amn: AMN_ARGS. Only some
 # workloads or states: WORKLOADS="st pth", STATES="tmpfs small".
 # On a machine shared with other jobs only the same-run ratios mean anything.
+# The last column, KiB/fault: how the page cache holds each warm input, as
+# BUILD/bin/folio_probe measures it just before the cell's rounds (64 or
+# less: 4 KiB folios; up to 2048: 2 MiB folios), so that "large folios" is
+# checked, not assumed: a file system or kernel without large folios for
+# the file gives 64 there too, and this VM's memory reclaim splits them.
 set -eu
 B=${1:?usage: input_states_bench.sh BUILD_DIR [DIR] [SHMDIR]}
 D=${2:-/tmp/amn-isb}
@@ -75,8 +80,8 @@ us() { # microseconds since the epoch
     echo "$t"
 }
 
-summarize() { # one cell: "w state a... / c... / b..." -> one line of the table
-    awk '
+summarize() { # one cell: "w state a... / c... / b..." -> one line of the table; $1: KiB/fault
+    awk -v kib="$1" '
     function sort(x, n,   i, j, v) { for (i = 2; i <= n; i++) { v = x[i]; for (j = i - 1; j > 0 && x[j] > v; j--) x[j + 1] = x[j]; x[j + 1] = v } }
     NF {
         na = nc = nb = 0; side = 0
@@ -88,14 +93,15 @@ summarize() { # one cell: "w state a... / c... / b..." -> one line of the table
         printf "%-5s %-6s %9.3f %9.3f %9.3f %9.3f %7.2f %7.2f", $1, $2, a[1] / 1e6, a[m] / 1e6,
             c[1] / 1e6, c[m] / 1e6, c[1] / a[1], c[m] / a[m]
         if (nb) printf " %9.3f %9.3f %7.2f %7.2f", b[1] / 1e6, b[m] / 1e6, b[1] / a[1], b[m] / a[m]
-        printf "\n"
+        printf " %9s\n", kib
         fflush()
     }'
 }
 
 printf '%-5s %-6s %9s %9s %9s %9s %7s %7s' work state amn_best amn_med cp_best cp_med "x_best" "x_med"
 [ -n "${BASE:-}" ] && printf ' %9s %9s %7s %7s' base_best base_med "b_best" "b_med"
-echo
+printf ' %9s\n' KiB/fault
+PROBE="$(cd "$B" && pwd)/bin/folio_probe"
 BAMN=
 [ -n "${BASE:-}" ] && BAMN="$(cd "$BASE" && pwd)/bin/amn"
 for w in ${WORKLOADS:-st pth npz gguf fp8 awq}; do
@@ -108,6 +114,8 @@ for w in ${WORKLOADS:-st pth npz gguf fp8 awq}; do
         copy="$dir/copy.safetensors"
         place "$st" "$M/${FILE[$w]}" "$in"
         [ "$st" = cold ] || cat "$in" >/dev/null
+        kib=-
+        [ "$st" != cold ] && [ -x "$PROBE" ] && kib=$("$PROBE" "$in")
         a=() c=() b=()
         for ((i = 0; i < R; i++)); do
             rm -f "$out" "$copy"
@@ -135,7 +143,7 @@ for w in ${WORKLOADS:-st pth npz gguf fp8 awq}; do
             t1=$(us)
             c+=($((t1 - t0)))
         done
-        echo "$w $st ${a[*]} / ${c[*]} / ${b[*]}" | summarize
+        echo "$w $st ${a[*]} / ${c[*]} / ${b[*]}" | summarize "$kib"
         rm -f "$in" "$out" "$copy"
     done
 done
