@@ -124,10 +124,9 @@ AMN_API uint64_t amn_model_total_bytes(const amn_model *m);
  * folios map for a fraction of it; samples of what is fetched from each
  * input decide (see core/src/input.c). Each slot (0 .. AMN_FETCH_SLOTS - 1)
  * is its own buffer, valid until the same thread fetches into that slot
- * again. NULL with err
- * set when the read fails or the file shrank since it was opened (where the
- * mapping would have raised SIGBUS). Kernels call it on the range a call
- * reads, not on a whole tensor: memory stays O(chunk). */
+ * again. NULL with err set when the read fails or the file shrank since it
+ * was opened (where the mapping would have raised SIGBUS). Kernels call it
+ * on the range a call reads, not on a whole tensor: memory stays O(chunk). */
 #define AMN_FETCH_SLOTS 4
 AMN_API const void *amn_model_fetch(const amn_model *m, const void *p, size_t n, unsigned slot,
                                     amn_error *err);
