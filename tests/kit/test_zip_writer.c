@@ -25,15 +25,21 @@ static uint32_t rnd(void) {
     return (uint32_t)(rng_state >> 16);
 }
 
+/* n bytes from rnd(), the caller's to free. */
+static uint8_t *random_bytes(size_t n) {
+    uint8_t *b = malloc(n);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)rnd();
+    return b;
+}
+
 /* Every length 0..1100 at every offset 0..63 (the 16/64/256-byte block
  * boundaries and tails of each path), then random long runs and chained
  * calls, against zlib. */
 static void test_crc_matches_zlib(void **state) {
     (void)state;
     const size_t n = 3u << 20;
-    uint8_t *b = malloc(n);
-    assert_non_null(b);
-    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)rnd();
+    uint8_t *b = random_bytes(n);
     for (size_t off = 0; off < 64; off += 7)
         for (size_t len = 0; len <= 1100; len++) {
             const uint32_t seed = rnd();
@@ -175,9 +181,7 @@ static void write_and_check(const zipw_options *o, size_t n_members, bool expect
 static void test_crc_combine(void **state) {
     (void)state;
     const size_t n = 3u << 20;
-    uint8_t *b = malloc(n);
-    assert_non_null(b);
-    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)rnd();
+    uint8_t *b = random_bytes(n);
     const uint32_t whole = (uint32_t)crc32_z(0, b, n);
     for (int k = 0; k < 4; k++) {
         uint32_t crc = 0;
