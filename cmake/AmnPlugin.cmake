@@ -4,14 +4,52 @@
 # plugin directory, and installs it to ${libdir}/amn/plugins.
 set(AMN_SIMD_AVX2_FLAGS -mavx2 -mf16c -mbmi2)
 set(AMN_SIMD_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mf16c -mbmi2)
+# The header that turns AVX-512 intrinsics into SIMDe's portable code (tests
+# only: amn_simd_sources(... EMULATE_AVX512)).
+set(AMN_AVX512_EMULATE_HEADER ${PROJECT_SOURCE_DIR}/tests/common/avx512_emulate.h)
 
+# amn_simd_sources(<target> [AVX2 src...] [AVX512 src...] [EMULATE_AVX512])
+# Adds sources compiled for one vector level to <target>. Each level is an
+# object library of its own (<target>-avx2, <target>-avx512) with the
+# level's flags as target options, never source-file properties: those are
+# per directory, so two targets of one directory compiling the same file at
+# two levels would share one set of flags. The object libraries compile with
+# <target>'s include directories, definitions and options (read at generate
+# time). EMULATE_AVX512 builds the AVX-512 sources at the AVX2 level against
+# SIMDe's portable AVX-512 (force-included), so they run on any AVX2 CPU.
+# The names of the object libraries made go to <target>_SIMD_OBJECTS in the
+# caller's scope.
 function(amn_simd_sources target)
-  cmake_parse_arguments(S "" "" "AVX2;AVX512" ${ARGN})
-  target_sources(${target} PRIVATE ${S_AVX2} ${S_AVX512})
-  set_source_files_properties(${S_AVX2} TARGET_DIRECTORY ${target}
-                              PROPERTIES COMPILE_OPTIONS "${AMN_SIMD_AVX2_FLAGS}")
-  set_source_files_properties(${S_AVX512} TARGET_DIRECTORY ${target}
-                              PROPERTIES COMPILE_OPTIONS "${AMN_SIMD_AVX512_FLAGS}")
+  cmake_parse_arguments(S "EMULATE_AVX512" "" "AVX2;AVX512" ${ARGN})
+  set(objs)
+  foreach(level AVX2 AVX512)
+    if(NOT S_${level})
+      continue()
+    endif()
+    string(TOLOWER ${level} lower)
+    set(obj ${target}-${lower})
+    add_library(${obj} OBJECT ${S_${level}})
+    set(flags ${AMN_SIMD_${level}_FLAGS})
+    if(level STREQUAL "AVX512" AND S_EMULATE_AVX512)
+      if(NOT AMN_SIMDE_INCLUDE_DIR)
+        message(FATAL_ERROR "EMULATE_AVX512 needs SIMDe (libsimde-dev)")
+      endif()
+      # SIMDe passes 64-byte vectors by value, which gcc notes as an ABI change.
+      set(flags ${AMN_SIMD_AVX2_FLAGS} -Wno-psabi -include ${AMN_AVX512_EMULATE_HEADER})
+      target_include_directories(${obj} SYSTEM PRIVATE ${AMN_SIMDE_INCLUDE_DIR})
+    endif()
+    target_compile_options(${obj} PRIVATE $<TARGET_PROPERTY:${target},COMPILE_OPTIONS> ${flags})
+    target_include_directories(${obj} PRIVATE $<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>)
+    target_compile_definitions(${obj} PRIVATE $<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>)
+    # Vector kernels are internal to whatever links them.
+    set_target_properties(${obj} PROPERTIES C_VISIBILITY_PRESET hidden)
+    get_target_property(type ${target} TYPE)
+    if(NOT type STREQUAL "OBJECT_LIBRARY") # an object library's caller links them (below)
+      target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
+    endif()
+    list(APPEND objs ${obj})
+  endforeach()
+  set(${target}_SIMD_OBJECTS ${objs} PARENT_SCOPE)
 endfunction()
 
 function(amn_add_plugin name)
@@ -22,6 +60,10 @@ function(amn_add_plugin name)
     # (AMN_PLUGIN_BUILTIN), listed in the table the top CMakeLists generates.
     add_library(${t} OBJECT ${P_SOURCES})
     amn_simd_sources(${t} AVX2 ${P_AVX2_SOURCES} AVX512 ${P_AVX512_SOURCES})
+    # An object library's own objects are all that reach libamn through it.
+    foreach(o IN LISTS ${t}_SIMD_OBJECTS)
+      target_link_libraries(amn PRIVATE ${o})
+    endforeach()
     set_target_properties(${t} PROPERTIES C_VISIBILITY_PRESET hidden)
     target_compile_definitions(${t} PRIVATE AMN_PLUGIN_BUILTIN)
     target_link_libraries(${t} PUBLIC amn-headers ${P_LIBS})

@@ -2,11 +2,7 @@
  * against the same binary32 thresholds, sixteen values at a time, so the
  * bytes are identical. Built against SIMDe for the emulated test
  * (AMN_BNB_AVX512_EMULATE). */
-#ifdef AMN_BNB_AVX512_EMULATE
-#include "avx512_emulate.h"
-#else
 #include <immintrin.h>
-#endif
 #include <math.h>
 
 #include "bnb_kernels.h"

@@ -2,11 +2,7 @@
  * one register, looked up by vpermps; the same binary32 products as the
  * scalar path; F32 and BF16 outputs (F16 runs the AVX2 path). Built against
  * SIMDe's portable AVX-512 for the emulated test (AMN_BNB_AVX512_EMULATE). */
-#ifdef AMN_BNB_AVX512_EMULATE
-#include "avx512_emulate.h"
-#else
 #include <immintrin.h>
-#endif
 
 #include "amn/kit/store_avx512.h"
 #include "bnb_kernels.h"

@@ -11,11 +11,7 @@
  * through F16C, as the AVX2 path). Rows whose scales are not all finite
  * take the scalar path. Built against SIMDe's portable AVX-512 for the
  * emulated test (AMN_SCHEME_AVX512_EMULATE). */
-#ifdef AMN_SCHEME_AVX512_EMULATE
-#include "avx512_emulate.h"
-#else
 #include <immintrin.h>
-#endif
 #include <stdlib.h>
 
 #include "ct_kernels.h"

@@ -14,13 +14,9 @@
  *
  * The tests run this file natively where the CPU has AVX-512 and, on any
  * AVX2 machine, built against SIMDe's portable AVX-512
- * (AMN_GGUF_AVX512_EMULATE, tests/gguf/avx512_emulate.h), so the path is
+ * (test_gguf_kernels_avx512emu), so the path is
  * checked against the scalar one and the goldens on every build host. */
-#ifdef AMN_GGUF_AVX512_EMULATE
-#include "avx512_emulate.h"
-#else
 #include <immintrin.h>
-#endif
 #include <stdbool.h>
 #include <string.h>
 

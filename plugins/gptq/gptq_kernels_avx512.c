@@ -18,11 +18,7 @@
  * even. Blocks with a non-finite scale and the rows of a call that do not
  * fill a block take the AVX2 path. Built against SIMDe's portable AVX-512
  * for the emulated test (AMN_GPTQ_AVX512_EMULATE). */
-#ifdef AMN_GPTQ_AVX512_EMULATE
-#include "avx512_emulate.h"
-#else
 #include <immintrin.h>
-#endif
 #include <stdlib.h>
 
 #include "amn/error.h"

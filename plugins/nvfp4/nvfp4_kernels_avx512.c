@@ -8,11 +8,7 @@
  * 0.8x the AVX2 loop on a Skylake-SP, where 512-bit work lowers the
  * clock, and tied it on Zen 5; F16 runs the AVX2 path). Built against SIMDe's
  * portable AVX-512 for the emulated test (AMN_SCHEME_AVX512_EMULATE). */
-#ifdef AMN_SCHEME_AVX512_EMULATE
-#include "avx512_emulate.h"
-#else
 #include <immintrin.h>
-#endif
 
 #include "amn/kit/store_avx512.h"
 #include "nvfp4_kernels.h"
