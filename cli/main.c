@@ -336,8 +336,9 @@ int main(int argc, char **argv) {
     int i = 1;
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
-            printf("amn %s (plugin ABI %d.%d)\n", AMN_VERSION_STRING, AMN_PLUGIN_ABI_MAJOR,
-                   AMN_PLUGIN_ABI_MINOR);
+            /* The kernels' level: what the CPU offers, lowered by AMN_SIMD. */
+            printf("amn %s (plugin ABI %d.%d, kernels %s)\n", AMN_VERSION_STRING,
+                   AMN_PLUGIN_ABI_MAJOR, AMN_PLUGIN_ABI_MINOR, amn_simd_name(amn_simd_level()));
             return EXIT_OK;
         }
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
