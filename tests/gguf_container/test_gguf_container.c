@@ -173,38 +173,50 @@ static void check_rich_tensors(const amn_model *m, bool blocks, const rich_layou
     }
 }
 
-/* Every version, mapped and header-only, with and without general.alignment. */
+/* A big-endian file's tensors say so, except where one byte reads the same. */
+static void check_rich_byte_order(const amn_model *m, bool be) {
+    for (size_t i = 0; i < amn_model_tensor_count(m); i++) {
+        const amn_tensor *t = amn_model_tensor(m, i);
+        const bool multi = t->dtype == AMN_DTYPE_BLOCK || amn_dtype_size(t->dtype) > 1;
+        assert_int_equal(t->flags & AMN_TENSOR_BIG_ENDIAN, be && multi ? AMN_TENSOR_BIG_ENDIAN : 0);
+    }
+}
+
+/* Every version in both byte orders, mapped and header-only, with and
+ * without general.alignment: the same key/values and tensors. */
 static void read_rich_all_versions(void **state) {
     (void)state;
     static const uint32_t aligns[] = {32, 64, 1, 8};
-    for (uint32_t v = 1; v <= 3; v++)
-        for (size_t ai = 0; ai < sizeof aligns / sizeof *aligns; ai++) {
-            const uint32_t align = aligns[ai];
-            gb b = {0};
-            rich_layout lay;
-            build_rich(&b, v, align, true, &lay);
-            const char *path = tmp("rich.gguf");
-            save(path, b.p, b.n);
-            amn_model *m = NULL;
-            amn_error err = {0};
-            int rc = open_path(path, &m, &err);
-            if (rc) fail_msg("v%u align %u: %s", v, align, err.msg);
-            char label[16];
-            snprintf(label, sizeof label, "GGUF v%u", v);
-            assert_string_equal(amn_model_label(m), label);
-            assert_string_equal(amn_model_format(m), "gguf");
-            check_rich_kvs(m, align);
-            check_rich_tensors(m, true, &lay, true);
-            amn_model_free(m);
+    for (int be = 0; be <= 1; be++)
+        for (uint32_t v = 1; v <= 3; v++)
+            for (size_t ai = 0; ai < sizeof aligns / sizeof *aligns; ai++) {
+                const uint32_t align = aligns[ai];
+                gb b = {.be = be};
+                rich_layout lay;
+                build_rich(&b, v, align, true, &lay);
+                const char *path = tmp("rich.gguf");
+                save(path, b.p, b.n);
+                amn_model *m = NULL;
+                amn_error err = {0};
+                int rc = open_path(path, &m, &err);
+                if (rc) fail_msg("v%u align %u: %s", v, align, err.msg);
+                char label[32];
+                snprintf(label, sizeof label, "GGUF v%u%s", v, be ? " big-endian" : "");
+                assert_string_equal(amn_model_label(m), label);
+                assert_string_equal(amn_model_format(m), "gguf");
+                check_rich_kvs(m, align);
+                check_rich_tensors(m, true, &lay, true);
+                check_rich_byte_order(m, be);
+                amn_model_free(m);
 
-            rc = inspect_mem(b.p, b.n, &m, &err);
-            if (rc) fail_msg("inspect v%u align %u: %s", v, align, err.msg);
-            assert_string_equal(amn_model_label(m), label);
-            check_rich_kvs(m, align);
-            check_rich_tensors(m, true, &lay, false);
-            amn_model_free(m);
-            gb_free(&b);
-        }
+                rc = inspect_mem(b.p, b.n, &m, &err);
+                if (rc) fail_msg("inspect v%u align %u: %s", v, align, err.msg);
+                assert_string_equal(amn_model_label(m), label);
+                check_rich_kvs(m, align);
+                check_rich_tensors(m, true, &lay, false);
+                amn_model_free(m);
+                gb_free(&b);
+            }
 }
 
 /* A source that records the furthest byte it was asked for. */
