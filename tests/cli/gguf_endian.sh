@@ -3,7 +3,8 @@
 # fixtures/gguf_be were written by gguf-py itself (make_gguf_be.py): the same
 # values little- and big-endian. amn reads either to the same listing and the
 # same output bytes, refuses a block type with no big-endian layout by name,
-# and its --opt endian=big output is gguf-py's big-endian file byte for byte.
+# and its --opt endian=big output is gguf-py's big-endian file byte for byte
+# (make_gguf_be.py --amn also wrote forget-*.gguf from amn's own output).
 set -uo pipefail
 build=$1 src=$2
 amn=$build/bin/amn
@@ -55,6 +56,38 @@ rc=$?
 [ $rc = 3 ] && grep -q "unsupported: tensor q.q5_0: GGUF type Q5_0 has no big-endian layout" \
   "$work/err" && [ ! -e "$work/r.safetensors" ] && pass ||
   fail "refused: exit $rc: $(cat "$work/err")"
+
+# Writing: --opt endian=big gives gguf-py's big-endian file, from either
+# input; endian=little (the default) its little-endian one.
+for e in le be; do
+  for order in big little; do
+    "$amn" convert "$fx/plain-$e.gguf" --to gguf --out-dtype keep --opt endian=$order \
+      -o "$work/w.gguf" --force >/dev/null 2>"$work/err" || fail "write $e $order: $(cat "$work/err")"
+    want=$fx/plain-le.gguf
+    [ $order = big ] && want=$fx/plain-be.gguf
+    cmp -s "$work/w.gguf" "$want" && pass || fail "write plain-$e endian=$order: not gguf-py's bytes"
+  done
+  # Blocks kept and requantized (llama-quantize's policy): amn's own
+  # little-endian output, converted by gguf_convert_endian.py, is what
+  # endian=big writes.
+  for order in big little; do
+    "$amn" forget "$fx/quant-$e.gguf" --to Q8_0 --allow-requantize --opt endian=$order \
+      -o "$work/w.gguf" --force >/dev/null 2>"$work/err" || fail "forget $e $order: $(cat "$work/err")"
+    want=$fx/forget-le.gguf
+    [ $order = big ] && want=$fx/forget-be.gguf
+    cmp -s "$work/w.gguf" "$want" && pass || fail "forget quant-$e endian=$order: wrong bytes"
+  done
+done
+"$amn" convert "$fx/plain-le.gguf" --to gguf --opt endian=middle -o "$work/bad.gguf" \
+  >/dev/null 2>"$work/err"
+rc=$?
+[ $rc = 2 ] && grep -q "option endian middle: expected big or little" "$work/err" &&
+  [ ! -e "$work/bad.gguf" ] && pass || fail "endian=middle: exit $rc: $(cat "$work/err")"
+"$amn" forget "$src/fixtures/gguf/tiny-v3.gguf" --to Q5_0 --pure --opt endian=big \
+  -o "$work/q5.gguf" >/dev/null 2>"$work/err"
+rc=$?
+[ $rc = 3 ] && grep -q "tensor token_embd.weight: GGUF type Q5_0 has no big-endian layout" \
+  "$work/err" && [ ! -e "$work/q5.gguf" ] && pass || fail "Q5_0 big-endian: exit $rc: $(cat "$work/err")"
 
 echo "gguf_endian: $passes passed, $fails failed"
 [ $fails = 0 ]
