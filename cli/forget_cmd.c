@@ -192,6 +192,8 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
                              .encode = &eo,
                              .keep = a->keep,
                              .n_keep = a->n_keep,
+                             .options = a->opts,
+                             .n_options = a->n_opts,
                              .quant_config = qc,
                              .no_sync = a->no_sync};
     amn_error err = {0};

@@ -23,6 +23,7 @@ static const char usage_main[] =
     "  forget FILE --to TARGET [--block-size N] [--keep GLOB]... [-o OUT] [--force]\n"
     "         [--pure] [--output-tensor-type T] [--token-embedding-type T]\n"
     "         [--leave-output-tensor] [--tensor-type PATTERN=T]... [--allow-requantize]\n"
+    "         [--opt KEY=VALUE]...\n"
     "         [--threads N] [--json]      quantize (bnb-nf4|bnb-nf4-dq|bnb-fp4|bnb-fp4-dq|\n"
     "                                      bnb-int8, or a GGUF file type such as Q4_K_M)\n"
     "                                      (alias: quantize)\n"
@@ -96,7 +97,7 @@ static const struct {
      "       amn forget FILE --to Q4_K_M|Q8_0|IQ4_XS|... [--pure] [--output-tensor-type T]\n"
      "                  [--token-embedding-type T] [--leave-output-tensor]\n"
      "                  [--tensor-type PATTERN=T]... [--allow-requantize] [-o OUT.gguf]\n"
-     "                  [--force] [--threads N] [--json]\n"
+     "                  [--opt KEY=VALUE]... [--force] [--threads N] [--json]\n"
      "Quantize FILE's linear-layer weights (2-D *.weight; embeddings and lm_head stay)\n"
      "as bitsandbytes and transformers save them; everything else is copied. --keep\n"
      "keeps more; --block-size (4-bit: a power of two from 32 to 4096, default 64).\n"
@@ -116,7 +117,8 @@ static const struct {
      "--tensor-type PATTERN=T (regex, repeatable, first match wins), --allow-requantize\n"
      "(a quantized GGUF input, dequantized as ggml does). A non-GGUF input gets the\n"
      "file type's default type for every 2-D *weight that is not a norm. 1-D tensors\n"
-     "are F32 in every GGUF output.\n"},
+     "are F32 in every GGUF output. --opt KEY=VALUE: an option of the target's writer\n"
+     "(--opt endian=big: a big-endian GGUF).\n"},
     {"scan", NULL,
      "usage: amn scan FILE... [--json] [--from FORMAT]\n"
      "Audit each FILE without loading it (nothing is executed): every pickle global,\n"

@@ -66,4 +66,11 @@ static inline int (*amni_writer_check(const amn_writer *w))(const char *, const 
     return AMN_HAS_FIELD(w, amn_writer, check_option) ? w->check_option : NULL;
 }
 
+/* Whether the writer takes tensor `index`'s bytes itself (write_data);
+ * false for a writer older than ABI 2.5 or one that sets neither slot. */
+static inline bool amni_writer_filters(const amn_writer *w, void *state, size_t index) {
+    return AMN_HAS_FIELD(w, amn_writer, write_data) && w->filters && w->write_data &&
+           w->filters(state, index);
+}
+
 #endif

@@ -309,19 +309,35 @@ static int stream_in_place(pool *pl, produce_fn fn, const void *ctx, uint64_t un
     return rc;
 }
 
+/* Where a tensor's bytes go: the sink, or the writer's write_data when it
+ * stores them otherwise (amn_writer.filters). */
+typedef struct data_out {
+    amn_sink *sink;
+    const amn_writer *w; /* non-NULL: w->write_data takes the bytes */
+    void *state;
+    size_t index;
+} data_out;
+
+static int out_write(const data_out *o, const void *p, size_t n, amn_error *err) {
+    return o->w ? o->w->write_data(o->state, o->index, p, n, err)
+                : amn_sink_write(o->sink, p, n, err);
+}
+
 /* Produce `units` units of `unit_bytes` each through fn and write them: in
- * place when there are workers and the sink has no tap or one that folds,
- * else in order by this thread while the workers fill the next round. bufs
- * are two buffers of buf_size bytes. Rounds and the workers'
- * slices start at multiples of `quantum` units (a scheme's row_quantum). */
+ * place when there are workers and the sink has no tap or one that folds
+ * (and the writer takes the bytes as they are), else in order by this
+ * thread while the workers fill the next round. bufs are two buffers of
+ * buf_size bytes. Rounds and the workers' slices start at multiples of
+ * `quantum` units (a scheme's row_quantum). */
 static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint64_t unit_bytes,
-                  uint64_t quantum, uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr,
-                  double *acc, amn_error *err) {
+                  uint64_t quantum, uint8_t *bufs[2], size_t buf_size, const data_out *out,
+                  progress *pr, double *acc, amn_error *err) {
+    amn_sink *sink = out->sink;
     if (units == 0) return AMN_OK;
     /* buffers hold at least one unit (sized by the caller) */
     /* Small outputs are not worth the hand-over. */
     const bool async = units * unit_bytes >= (256u << 10);
-    if (async && pl->n_threads && amni_sink_in_place_ok(sink))
+    if (async && pl->n_threads && !out->w && amni_sink_in_place_ok(sink))
         return stream_in_place(pl, fn, ctx, units, unit_bytes, quantum, sink, pr, acc, err);
     const uint64_t per = amni_round_units(buf_size / unit_bytes, quantum,
                                           async && pl->n_threads ? pl->n_threads : 1);
@@ -340,7 +356,7 @@ static int stream(pool *pl, produce_fn fn, const void *ctx, uint64_t units, uint
             nn = units - next < per ? units - next : per;
             batch_start(pl, &b[!k], fn, ctx, next, nn, unit_bytes, quantum, bufs[!k], async);
         }
-        rc = amn_sink_write(sink, bufs[k], cur_n * unit_bytes, err);
+        rc = out_write(out, bufs[k], cur_n * unit_bytes, err);
         if (rc) {
             if (nn) batch_join(pl, &b[!k], NULL, NULL);
             return rc;
@@ -421,14 +437,14 @@ static unsigned default_threads(void) {
 }
 
 static int write_group(pool *pl, const amn_model *m, const group *g, amn_dtype out,
-                       uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr,
+                       uint8_t *bufs[2], size_t buf_size, const data_out *to, progress *pr,
                        amn_error *err) {
     uint64_t numel = 1;
     for (uint32_t d = 0; d < g->spec.ndim; d++) numel *= g->spec.shape[d]; /* checked at claim */
     const group_ctx c = {m, g, out};
     return stream(pl, produce_group, &c, numel / g->spec.row_elems,
-                  g->spec.row_elems * amn_dtype_size(out), g->spec.row_quantum, bufs, buf_size,
-                  sink, pr, NULL, err);
+                  g->spec.row_elems * amn_dtype_size(out), g->spec.row_quantum, bufs, buf_size, to,
+                  pr, NULL, err);
 }
 
 /* Plain same-dtype tensors pass through a PASS_CHUNK at a time, each chunk
@@ -436,9 +452,10 @@ static int write_group(pool *pl, const amn_model *m, const group *g, amn_dtype o
  * one madvise, pread, or splice). */
 #define PASS_CHUNK (2u << 20)
 static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dtype to,
-                       uint8_t *bufs[2], size_t buf_size, amn_sink *sink, progress *pr,
+                       uint8_t *bufs[2], size_t buf_size, const data_out *out, progress *pr,
                        amn_error *err) {
-    if (to == t->dtype && amn_tensor_is_plain(t)) {
+    amn_sink *sink = out->sink;
+    if (to == t->dtype && amn_tensor_is_plain(t) && !out->w) {
         const uint8_t *p = t->data;
         for (uint64_t left = t->nbytes; left;) {
             const size_t n = left < PASS_CHUNK ? (size_t)left : PASS_CHUNK;
@@ -453,7 +470,7 @@ static int write_plain(pool *pl, const amn_model *m, const amn_tensor *t, amn_dt
     const size_t ss = t->dtype == AMN_DTYPE_BLOCK ? 1 : amn_dtype_size(t->dtype);
     const cast_ctx c = {m, t, to, ss};
     return stream(pl, produce_cast, &c, t->nbytes / ss, to == t->dtype ? ss : amn_dtype_size(to), 1,
-                  bufs, buf_size, sink, pr, NULL, err);
+                  bufs, buf_size, out, pr, NULL, err);
 }
 
 /* ---- encoding: logical tensors read as F32 for an encoder ---- */
@@ -679,7 +696,7 @@ static int produce_encode(const void *vctx, uint64_t unit0, uint64_t n, uint8_t 
 }
 
 static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bufs[2],
-                         size_t buf_size, amn_sink *sink, progress *pr, amn_convert_stats *st,
+                         size_t buf_size, const data_out *out, progress *pr, amn_convert_stats *st,
                          amn_error *err) {
     enc_source *s = &run->src[e->enc];
     if (!s->stats_done) {
@@ -703,7 +720,7 @@ static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bu
     }
     const encode_ctx c = {run->e, s, e->enc_out};
     return stream(pl, produce_encode, &c, e->out.nbytes / e->unit_bytes, e->unit_bytes, 1, bufs,
-                  buf_size, sink, pr, &st->abs_err_sum, err);
+                  buf_size, out, pr, &st->abs_err_sum, err);
 }
 
 /* A 1-D floating tensor's dtype in a container that keeps them F32
@@ -1028,15 +1045,18 @@ static int write_entry(conv *c, size_t k, amn_error *err) {
     c->pr.info.tensor_name = e->out.name;
     report(&c->pr, c->sink);
     const uint64_t before = amn_sink_tell(c->sink);
+    data_out out = {.sink = c->sink};
+    if (amni_writer_filters(c->f->writer, c->state, idx))
+        out = (data_out){.sink = c->sink, .w = c->f->writer, .state = c->state, .index = idx};
     if (e->enc >= 0) {
-        rc = write_encoded(&c->pl, &c->run, e, c->bufs, c->buf_size, c->sink, &c->pr, &c->st, err);
+        rc = write_encoded(&c->pl, &c->run, e, c->bufs, c->buf_size, &out, &c->pr, &c->st, err);
     } else if (e->group >= 0) {
         rc = write_group(&c->pl, c->m, &c->p->cs.groups[e->group], e->dtype, c->bufs, c->buf_size,
-                         c->sink, &c->pr, err);
+                         &out, &c->pr, err);
         c->st.dequantized++;
     } else {
         const amn_tensor *t = amn_model_tensor(c->m, e->tensor);
-        rc = write_plain(&c->pl, c->m, t, e->dtype, c->bufs, c->buf_size, c->sink, &c->pr, err);
+        rc = write_plain(&c->pl, c->m, t, e->dtype, c->bufs, c->buf_size, &out, &c->pr, err);
         if (e->dtype != t->dtype) c->st.cast++;
     }
     if (!rc && amn_sink_tell(c->sink) - before != e->out.nbytes)

@@ -3,21 +3,27 @@
 
 #include "gguf_format.h"
 
-static uint64_t le(const uint8_t *p, int n) {
+/* An unsigned number of n bytes, little- or big-endian. */
+static uint64_t load(const uint8_t *p, int n, bool be) {
     uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    if (be)
+        for (int i = 0; i < n; i++) v = v << 8 | p[i];
+    else
+        for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
     return v;
 }
 
 static int probe(const amn_probe_data *pd) {
     if (pd->is_directory || pd->head_size < 8 || memcmp(pd->head, GGUF_MAGIC, 4) != 0)
         return AMN_PROBE_NONE;
-    const uint32_t version = (uint32_t)le(pd->head + 4, 4);
+    /* A version whose low 16 bits read as zero: a big-endian file (gguf-py). */
+    const bool be = pd->head[4] == 0 && pd->head[5] == 0;
+    const uint32_t version = (uint32_t)load(pd->head + 4, 4, be);
     /* The magic alone is claimed firmly enough that open() explains what is
-     * wrong (a newer version, a big-endian file) instead of "unrecognised". */
+     * wrong (a newer version) instead of "unrecognised". */
     if (version < 1 || version > 3 || pd->head_size < 24) return AMN_PROBE_LIKELY;
     const int w = version == 1 ? 4 : 8;
-    const uint64_t n_tensors = le(pd->head + 8, w), n_kv = le(pd->head + 8 + w, w);
+    const uint64_t n_tensors = load(pd->head + 8, w, be), n_kv = load(pd->head + 8 + w, w, be);
     /* Each tensor info and each key/value takes more than 8 bytes. */
     if (n_tensors > pd->file_size / 8 || n_kv > pd->file_size / 8) return AMN_PROBE_LIKELY;
     return AMN_PROBE_MAX - 5;

@@ -6,6 +6,7 @@
 
 #include "amn/checked.h"
 #include "gguf_dequant.h"
+#include "gguf_endian.h"
 #include "gguf_quant.h"
 #include "gguf_quant_model.h"
 #include "gguf_types.h"
@@ -179,7 +180,16 @@ static int read_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_t n
     if (!gguf_type_nbytes(tr, e, &off) || !gguf_type_nbytes(tr, n, &len) || off > t->extent ||
         len > t->extent - off || !t->data)
         return amn_error_set(err, AMN_E_PARSE, "tensor %s: data out of range", t->name);
-    const int rc = gguf_dequantize(src_type, (const uint8_t *)t->data + off, n, AMN_DTYPE_F32, y);
+    const uint8_t *blocks = (const uint8_t *)t->data + off;
+    uint8_t swapped[GGUF_QCHUNK * 2]; /* a big-endian file's blocks, in the kernels' order */
+    if (t->flags & AMN_TENSOR_BIG_ENDIAN && gguf_endian_block_swaps(src_type)) {
+        if (len > sizeof swapped)
+            return amn_error_set(err, AMN_E_INVALID, "tensor %s: run too long", t->name);
+        memcpy(swapped, blocks, (size_t)len);
+        gguf_endian_swap_blocks(src_type, swapped, (size_t)len);
+        blocks = swapped;
+    }
+    const int rc = gguf_dequantize(src_type, blocks, n, AMN_DTYPE_F32, y);
     if (rc) return amn_error_set(err, rc, "tensor %s: cannot dequantize %s", t->name, tr->name);
     return AMN_OK;
 }
@@ -193,6 +203,8 @@ static int copy_rows(const amn_tensor *t, const gguf_type_traits *tr, uint64_t e
     if (!t->data || off > t->extent || len > t->extent - off)
         return amn_error_set(err, AMN_E_PARSE, "tensor %s: data out of range", t->name);
     memcpy(dst, (const uint8_t *)t->data + off, (size_t)len);
+    /* Written little-endian, as every block the core streams. */
+    if (t->flags & AMN_TENSOR_BIG_ENDIAN) gguf_endian_swap_blocks(tr->id, dst, (size_t)len);
     return AMN_OK;
 }
 
@@ -204,6 +216,11 @@ int gguf_quantize_tensor_rows(const amn_tensor *t, uint32_t dst_type, uint64_t r
     if (!src || !gguf_type_can_dequantize(src))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot read %s", t->name,
                              src ? src->name : amn_dtype_name(t->dtype));
+    if (t->flags & AMN_TENSOR_BIG_ENDIAN && !gguf_endian_defined(src_type))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: tensor %s: GGUF type %s has no big-endian layout "
+                             "(gguf_convert_endian.py does not convert it)",
+                             t->name, src->name);
     if (!out || (dst_type != src_type && !gguf_type_can_quantize(dst_type)))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "cannot quantize to %s (type %u)",
                              out ? out->name : "?", dst_type);

@@ -11,12 +11,19 @@
  * callbacks). Every count read from the file is checked against the bytes
  * that remain and against the amn_limits caps before anything is allocated
  * from it; the header as a whole must fit max_header_bytes.
+ *
+ * Byte order is detected as gguf-py's GGUFReader does: a version whose low
+ * 16 bits are zero when read little-endian is a big-endian file (llama.cpp's
+ * files on s390x). Its numbers are read most significant byte first and its
+ * key/values stored in host order; its tensors carry AMN_TENSOR_BIG_ENDIAN
+ * (the core swaps plain elements; the gguf scheme swaps block fields).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "amn/checked.h"
+#include "gguf_endian.h"
 #include "gguf_format.h"
 #include "gguf_types.h"
 
@@ -60,6 +67,8 @@ typedef struct reader {
     const amn_limits *lim;
     const char *name;
     uint32_t version;
+    bool big_endian; /* the file's byte order */
+    bool swap;       /* the file's byte order is not the host's */
     unsigned max_depth;
     arena values;         /* one key/value at a time */
     arena names;          /* tensor names, until the model has copied them */
@@ -184,21 +193,36 @@ static int rd(reader *r, void *dst, size_t n, const char *what) {
     return AMN_OK;
 }
 
+/* An unsigned number of n bytes in the file's byte order. */
+static uint64_t load_uint(const reader *r, const uint8_t *b, int n) {
+    uint64_t v = 0;
+    if (r->big_endian)
+        for (int i = 0; i < n; i++) v = v << 8 | b[i];
+    else
+        for (int i = n - 1; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
 static int rd_u32(reader *r, uint32_t *v, const char *what) {
     uint8_t b[4];
     int rc = rd(r, b, 4, what);
-    if (!rc)
-        *v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    if (!rc) *v = (uint32_t)load_uint(r, b, 4);
     return rc;
 }
 
 static int rd_u64(reader *r, uint64_t *v, const char *what) {
     uint8_t b[8];
     int rc = rd(r, b, 8, what);
-    if (rc) return rc;
-    *v = 0;
-    for (int i = 7; i >= 0; i--) *v = *v << 8 | b[i];
-    return AMN_OK;
+    if (!rc) *v = load_uint(r, b, 8);
+    return rc;
+}
+
+/* n scalar values of sz bytes, read in the file's order, stored in the
+ * host's (amn_kv values are host numbers). */
+static int rd_scalars(reader *r, void *dst, uint64_t n, size_t sz, const char *what) {
+    int rc = rd(r, dst, (size_t)(n * sz), what);
+    if (!rc && r->swap) gguf_swap_elems(dst, (size_t)n, sz);
+    return rc;
 }
 
 /* Counts, lengths and dimensions: u32 in version 1, u64 after. */
@@ -251,7 +275,7 @@ static int rd_value(reader *r, uint32_t type, unsigned depth, amn_kv *out, const
         void *p = arena_alloc(r, &r->values, sz);
         if (!p) return arena_fail(r);
         out->data = p;
-        return rd(r, p, sz, key);
+        return rd_scalars(r, p, 1, sz, key);
     }
     if (type == AMN_KV_STRING) {
         amn_str *s = arena_alloc(r, &r->values, sizeof *s);
@@ -294,7 +318,7 @@ static int rd_value(reader *r, uint32_t type, unsigned depth, amn_kv *out, const
     out->elem_type = (amn_kv_type)et;
     out->count = count;
     out->data = p;
-    if (esz) return rd(r, p, (size_t)bytes, key);
+    if (esz) return rd_scalars(r, p, count, esz, key);
     for (uint64_t i = 0; i < count; i++) {
         if (et == AMN_KV_STRING)
             rc = rd_str(r, &r->values, &((amn_str *)p)[i], false, key);
@@ -361,11 +385,11 @@ static int read_header(reader *r, uint64_t *n_tensors, uint64_t *n_kv) {
     if (memcmp(magic, GGUF_MAGIC, 4) != 0)
         return amn_error_set(r->err, AMN_E_PARSE, "%s: not a GGUF file (bad magic)", r->name);
     if ((rc = rd_u32(r, &v, "version"))) return rc;
-    const uint32_t swapped = __builtin_bswap32(v);
-    if ((v & 0xffffu) == 0 && swapped >= 1 && swapped <= 3)
-        return amn_error_set(r->err, AMN_E_UNSUPPORTED,
-                             "unsupported: %s: big-endian GGUF (version %u) is not supported",
-                             r->name, swapped);
+    if (v != 0 && (v & 0xffffu) == 0) { /* gguf-py's test: a big-endian file */
+        r->big_endian = true;
+        v = v >> 24 | (v >> 8 & 0xff00u) | (v << 8 & 0xff0000u) | v << 24;
+    }
+    r->swap = r->big_endian != gguf_host_big_endian();
     if (v == 0 || v > 0xffffu)
         return amn_error_set(r->err, AMN_E_PARSE, "%s: bad GGUF version %u", r->name, v);
     if (v > 3)
@@ -560,6 +584,11 @@ static int add_tensors(reader *r, const tinfo *ti, size_t n, uint64_t data_start
             .file_offset = data_start + t->offset,
             .encoding = t->dtype == AMN_DTYPE_BLOCK ? t->type : 0,
             .encoding_name = t->encoding_name,
+            /* Plain elements and block fields most significant byte first;
+             * a one-byte type reads the same either way. */
+            .flags = r->big_endian && (t->dtype == AMN_DTYPE_BLOCK || amn_dtype_size(t->dtype) > 1)
+                         ? AMN_TENSOR_BIG_ENDIAN
+                         : 0,
         };
         for (uint32_t d = 0; d < t->ndim; d++) at.shape[d] = t->ne[t->ndim - 1 - d];
         if (r->map) {
@@ -588,7 +617,7 @@ int gguf_read(const amn_source *src, const uint8_t *map, const amn_limits *lim, 
     uint64_t n_tensors = 0, n_kv = 0;
     uint32_t align = GGUF_DEFAULT_ALIGNMENT;
     tinfo *ti = NULL;
-    char label[16];
+    char label[32];
     int rc = read_header(&r, &n_tensors, &n_kv);
     if (!rc) rc = read_kvs(&r, n_kv, m);
     if (!rc) rc = alignment_of(&r, m, &align);
@@ -617,7 +646,7 @@ int gguf_read(const amn_source *src, const uint8_t *map, const amn_limits *lim, 
     if (!rc) rc = check_layout(&r, ti, (size_t)n_tensors, data_start);
     if (!rc) rc = add_tensors(&r, ti, (size_t)n_tensors, data_start, m);
     if (!rc) {
-        snprintf(label, sizeof label, "GGUF v%u", r.version);
+        snprintf(label, sizeof label, "GGUF v%u%s", r.version, r.big_endian ? " big-endian" : "");
         rc = amn_model_set_label(m, label, err);
     }
     free(ti);

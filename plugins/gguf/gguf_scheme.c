@@ -4,10 +4,12 @@
  * contiguous run of blocks; very long rows are handed to the core in equal
  * runs of blocks instead (unit_elems). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "amn/checked.h"
 #include "amn/scheme.h"
 #include "gguf_dequant.h"
+#include "gguf_endian.h"
 #include "gguf_scheme.h"
 #include "gguf_encode.h"
 #include "gguf_types.h"
@@ -112,6 +114,30 @@ static int gguf_detect(const amn_model *m, amn_claimset *cs, amn_error *err) {
     return AMN_OK;
 }
 
+/* Bytes of blocks swapped per step of a big-endian tensor: whole blocks
+ * copied out of the fetched range (which may be the read-only mapping),
+ * swapped to the kernels' little-endian layout, then decoded. */
+#define SWAP_STEP 16384u
+
+static int dequantize_big_endian(uint32_t type, const uint8_t *src, uint64_t n_elems, amn_dtype out,
+                                 void *dst) {
+    const gguf_type_traits *tr = gguf_type_traits_get(type);
+    const size_t per = SWAP_STEP / tr->block_bytes, osize = amn_dtype_size(out);
+    uint8_t piece[SWAP_STEP];
+    uint8_t *d = dst;
+    for (uint64_t left = n_elems / tr->block_elems; left;) {
+        const size_t nb = left < per ? (size_t)left : per, bytes = nb * tr->block_bytes;
+        memcpy(piece, src, bytes);
+        gguf_endian_swap_blocks(type, piece, bytes);
+        int rc = gguf_dequantize(type, piece, (uint64_t)nb * tr->block_elems, out, d);
+        if (rc) return rc;
+        src += bytes;
+        d += (size_t)nb * tr->block_elems * osize;
+        left -= nb;
+    }
+    return AMN_OK;
+}
+
 static int gguf_dequantize_rows(const amn_model *m, const void *plan, uint64_t row0, uint64_t nrows,
                                 amn_dtype out, void *dst, amn_error *err) {
     const gguf_plan *p = plan;
@@ -123,6 +149,12 @@ static int gguf_dequantize_rows(const amn_model *m, const void *plan, uint64_t r
                              t->name, (unsigned long long)row0, (unsigned long long)nrows);
     if (!t->data)
         return amn_error_set(err, AMN_E_INVALID, "tensor %s: no data (header only)", t->name);
+    const bool big_endian = (t->flags & AMN_TENSOR_BIG_ENDIAN) != 0;
+    if (big_endian && !gguf_endian_defined(p->type))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: tensor %s: GGUF type %s has no big-endian layout "
+                             "(gguf_convert_endian.py does not convert it)",
+                             t->name, gguf_type_traits_get(p->type)->name);
     if (nrows == 0) return AMN_OK;
     /* In range by the checks of detect: end * row_bytes <= nbytes <= extent. */
     off = row0 * p->row_bytes;
@@ -132,7 +164,9 @@ static int gguf_dequantize_rows(const amn_model *m, const void *plan, uint64_t r
     const void *src =
         amn_model_fetch(m, (const uint8_t *)t->data + off, (size_t)(nrows * p->row_bytes), 0, err);
     if (!src) return err ? err->code : AMN_E_IO;
-    int rc = gguf_dequantize(p->type, src, n_elems, out, dst);
+    int rc = big_endian && gguf_endian_block_swaps(p->type)
+                 ? dequantize_big_endian(p->type, src, n_elems, out, dst)
+                 : gguf_dequantize(p->type, src, n_elems, out, dst);
     if (rc == AMN_E_INVALID)
         return amn_error_set(err, rc, "tensor %s: cannot dequantize to %s", t->name,
                              amn_dtype_name(out));

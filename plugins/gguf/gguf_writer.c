@@ -12,11 +12,18 @@
  * place. Keys that describe the source file rather than the model are not
  * carried over: split.* (the output is one file) and general.file_type when
  * the tensors' types changed (recomputed from what is written).
+ *
+ * endian=big writes the file as gguf-py does with GGUFEndian.BIG (llama.cpp
+ * on s390x): every number of the header and the key/values most significant
+ * byte first, plain tensor elements swapped, and inside blocks the fields
+ * gguf_convert_endian.py swaps; the core hands such tensors' bytes to
+ * write_data() (amn_writer.filters), which swaps them on the way out.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "amn/checked.h"
+#include "gguf_endian.h"
 #include "gguf_format.h"
 #include "gguf_qpolicy.h"
 #include "gguf_types.h"
@@ -26,18 +33,29 @@
 #define FTYPE_MOSTLY_F16  1u
 #define FTYPE_MOSTLY_BF16 32u
 
+/* Bytes of tensor data swapped per write in a big-endian file. */
+#define STAGE_BYTES (64u << 10)
+/* The largest ggml block (Q8_K: 292 bytes) and element fit. */
+#define CARRY_MAX 512u
+
 typedef struct wstate {
     amn_sink *sink;
     uint64_t data_start; /* absolute offset of the data section */
     uint64_t *offsets;   /* per tensor, relative to data_start */
+    uint32_t *types;     /* per tensor, its ggml type */
     size_t n;
     uint32_t align;
+    bool big_endian;
+    uint8_t *stage;           /* big-endian: STAGE_BYTES being swapped */
+    uint8_t carry[CARRY_MAX]; /* an element or block split between two pieces */
+    size_t carry_n;
 } wstate;
 
 typedef struct buf {
     uint8_t *p;
     size_t n, cap;
     bool oom;
+    bool swap; /* numbers go out in the other byte order than the host's */
 } buf;
 
 static void put(buf *b, const void *src, size_t n) {
@@ -63,12 +81,19 @@ static void put(buf *b, const void *src, size_t n) {
     b->n += n;
 }
 
+/* n scalars of es bytes from host order into the file's. */
+static void put_scalars(buf *b, const void *src, size_t n, size_t es) {
+    const size_t at = b->n;
+    put(b, src, n * es);
+    if (b->swap && !b->oom) gguf_swap_elems(b->p + at, n, es);
+}
+
 static void put_u32(buf *b, uint32_t v) {
-    put(b, &v, 4); /* little-endian host (gguf_format.h) */
+    put_scalars(b, &v, 1, 4);
 }
 
 static void put_u64(buf *b, uint64_t v) {
-    put(b, &v, 8);
+    put_scalars(b, &v, 1, 8);
 }
 
 static void put_str(buf *b, const char *s, uint64_t n) {
@@ -80,7 +105,7 @@ static void put_str(buf *b, const char *s, uint64_t n) {
 static int put_value(buf *b, const amn_kv *kv, unsigned depth, const char *key, amn_error *err) {
     const size_t sz = gguf_scalar_size(kv->type);
     if (sz) {
-        put(b, kv->data, sz);
+        put_scalars(b, kv->data, 1, sz);
         return AMN_OK;
     }
     if (kv->type == AMN_KV_STRING) {
@@ -97,7 +122,7 @@ static int put_value(buf *b, const amn_kv *kv, unsigned depth, const char *key, 
         uint64_t bytes;
         if (!amn_mul_u64(kv->count, esz, &bytes) || bytes > SIZE_MAX)
             return amn_error_set(err, AMN_E_LIMIT, "metadata %s: array too large", key);
-        put(b, kv->data, (size_t)bytes);
+        put_scalars(b, kv->data, (size_t)kv->count, esz);
     } else if (kv->elem_type == AMN_KV_STRING) {
         const amn_str *s = kv->data;
         for (uint64_t i = 0; i < kv->count; i++) put_str(b, s[i].ptr, s[i].len);
@@ -258,6 +283,8 @@ static bool align_up(uint64_t v, uint32_t align, uint64_t *out) {
 static void free_state(wstate *s) {
     if (!s) return;
     free(s->offsets);
+    free(s->types);
+    free(s->stage);
     free(s);
 }
 
@@ -285,6 +312,12 @@ static int build(const amn_write_args *a, const gguf_kvlist *l, const size_t *pe
                 err, AMN_E_UNSUPPORTED, "unsupported: GGUF cannot store tensor %s (%s)", t->name,
                 t->dtype == AMN_DTYPE_BLOCK && t->encoding_name ? t->encoding_name
                                                                 : amn_dtype_name(t->dtype));
+        if (s->big_endian && !gguf_endian_defined(type))
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: tensor %s: GGUF type %s has no big-endian layout "
+                                 "(gguf_convert_endian.py does not convert it)",
+                                 t->name, gguf_type_traits_get(type)->name);
+        s->types[i] = type;
         if (t->ndim > GGUF_MAX_DIMS)
             return amn_error_set(err, AMN_E_UNSUPPORTED,
                                  "unsupported: tensor %s has %u dimensions; GGUF holds at most %u",
@@ -323,6 +356,8 @@ static int tensor_order(const amn_write_args *a, size_t *order, amn_error *err) 
     return ok ? AMN_OK : amn_error_set(err, AMN_E_NOMEM, "out of memory");
 }
 
+static int check_option(const char *key, const char *value, amn_error *err);
+
 static int begin(const amn_write_args *a, void **state, size_t *order, amn_error *err) {
     *state = NULL;
     gguf_kvlist l;
@@ -330,8 +365,17 @@ static int begin(const amn_write_args *a, void **state, size_t *order, amn_error
     if (rc) return rc;
     wstate *s = calloc(1, sizeof *s);
     buf b = {0};
-    if (!s || !(s->offsets = calloc(a->n_tensors ? a->n_tensors : 1, sizeof *s->offsets)))
+    const size_t nt = a->n_tensors ? a->n_tensors : 1;
+    if (!s || !(s->offsets = calloc(nt, sizeof *s->offsets)) ||
+        !(s->types = calloc(nt, sizeof *s->types)))
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < a->n_options; i++)
+        if (strcmp(a->option_keys[i], "endian") == 0 &&
+            !(rc = check_option("endian", a->option_values[i], err)))
+            s->big_endian = strcmp(a->option_values[i], "big") == 0;
+    if (!rc && s->big_endian && !(s->stage = malloc(STAGE_BYTES)))
+        rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    b.swap = s && s->big_endian != gguf_host_big_endian();
     if (!rc) rc = gather_metadata(a, &l, err);
     if (!rc) rc = alignment_of(&l, &s->align, err);
     if (!rc) rc = tensor_order(a, order, err);
@@ -380,12 +424,69 @@ static void abort_write(void *state) {
     free_state(state);
 }
 
+/* Bytes of one element or block of a tensor's type. */
+static size_t unit_of(uint32_t type) {
+    const gguf_type_traits *tr = gguf_type_traits_get(type);
+    return tr->kind == GGUF_KIND_PLAIN ? amn_dtype_size(tr->plain) : tr->block_bytes;
+}
+
+/* A big-endian file's tensors whose bytes differ from the little-endian
+ * ones the core streams. */
+static bool filters(void *state, size_t index) {
+    const wstate *s = state;
+    if (!s->big_endian || index >= s->n) return false;
+    const gguf_type_traits *tr = gguf_type_traits_get(s->types[index]);
+    return tr->kind == GGUF_KIND_PLAIN ? amn_dtype_size(tr->plain) > 1
+                                       : gguf_endian_block_swaps(tr->id);
+}
+
+/* n bytes of whole units, little-endian, to the sink most significant byte
+ * first (p is the writer's own memory). */
+static int put_swapped(wstate *s, uint32_t type, uint8_t *p, size_t n, amn_error *err) {
+    const gguf_type_traits *tr = gguf_type_traits_get(type);
+    if (tr->kind == GGUF_KIND_PLAIN) {
+        const size_t es = amn_dtype_size(tr->plain);
+        gguf_swap_elems(p, n / es, es);
+    } else {
+        gguf_endian_swap_blocks(type, p, n);
+    }
+    return amn_sink_write(s->sink, p, n, err);
+}
+
+/* Pieces of any length, in order: whole units go out through the stage, a
+ * unit split between two pieces waits in carry. */
+static int write_data(void *state, size_t index, const void *data, size_t n, amn_error *err) {
+    wstate *s = state;
+    if (index >= s->n) return amn_error_set(err, AMN_E_INVALID, "GGUF writer: bad tensor index");
+    const uint32_t type = s->types[index];
+    const size_t unit = unit_of(type);
+    const uint8_t *p = data;
+    int rc = AMN_OK;
+    while (!rc && n) {
+        if (s->carry_n || n < unit) {
+            const size_t k = unit - s->carry_n < n ? unit - s->carry_n : n;
+            memcpy(s->carry + s->carry_n, p, k);
+            s->carry_n += k, p += k, n -= k;
+            if (s->carry_n == unit) {
+                rc = put_swapped(s, type, s->carry, unit, err);
+                s->carry_n = 0;
+            }
+            continue;
+        }
+        const size_t whole = (n < STAGE_BYTES ? n : STAGE_BYTES) / unit * unit;
+        memcpy(s->stage, p, whole);
+        rc = put_swapped(s, type, s->stage, whole, err);
+        p += whole, n -= whole;
+    }
+    return rc;
+}
+
 /* kv=KEY=VALUE sets one metadata key (--gguf-kv), metadata=FILE.json merges
  * a JSON object of keys (--gguf-metadata), llama_ftype=N writes the file as
  * llama-quantize writes one of file type N (what the gguf encoder asks for):
  * general.quantization_version and general.file_type set, tensors in its
- * order. */
-static const char *const gguf_writer_options[] = {"kv", "metadata", "llama_ftype", NULL};
+ * order; endian=big|little the byte order of the file (default little). */
+static const char *const gguf_writer_options[] = {"kv", "metadata", "llama_ftype", "endian", NULL};
 
 /* What can be checked before the metadata exists: the shape of a kv value
  * (its type follows from the key already set), and that a metadata file is
@@ -396,6 +497,8 @@ static int check_option(const char *key, const char *value, amn_error *err) {
                              value);
     if (strcmp(key, "llama_ftype") == 0 && (value[0] < '0' || value[0] > '9'))
         return amn_error_set(err, AMN_E_INVALID, "option llama_ftype %s: not a file type", value);
+    if (strcmp(key, "endian") == 0 && strcmp(value, "big") != 0 && strcmp(value, "little") != 0)
+        return amn_error_set(err, AMN_E_INVALID, "option endian %s: expected big or little", value);
     if (strcmp(key, "metadata") == 0 && !value[0])
         return amn_error_set(err, AMN_E_INVALID, "option metadata (--gguf-metadata): no file");
     return AMN_OK;
@@ -412,4 +515,6 @@ const amn_writer gguf_writer = {
     .abort = abort_write,
     .options = gguf_writer_options,
     .check_option = check_option,
+    .filters = filters,
+    .write_data = write_data,
 };

@@ -1,8 +1,11 @@
 /* Writing GGUF bytes by hand for the container tests: a growable buffer with
- * the format's primitives, version-aware (v1 counts are u32). Header-only. */
+ * the format's primitives, version-aware (v1 counts are u32) and in either
+ * byte order (set `be` before writing: a big-endian file, as gguf-py writes
+ * with GGUFEndian.BIG). Header-only. */
 #ifndef GGUF_BUILD_H
 #define GGUF_BUILD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,7 @@ typedef struct gb {
     uint8_t *p;
     size_t n, cap;
     uint32_t version;
+    bool be; /* numbers most significant byte first */
 } gb;
 
 static inline void gb_bytes(gb *b, const void *src, size_t n) {
@@ -28,18 +32,23 @@ static inline void gb_bytes(gb *b, const void *src, size_t n) {
 static inline void gb_u8(gb *b, uint8_t v) {
     gb_bytes(b, &v, 1);
 }
+/* v as n bytes in the buffer's byte order at x. */
+static inline void gb_store(const gb *b, uint8_t *x, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) x[b->be ? n - 1 - i : i] = (uint8_t)(v >> (8 * i));
+}
 static inline void gb_u16(gb *b, uint16_t v) {
-    uint8_t x[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    uint8_t x[2];
+    gb_store(b, x, v, 2);
     gb_bytes(b, x, 2);
 }
 static inline void gb_u32(gb *b, uint32_t v) {
     uint8_t x[4];
-    for (int i = 0; i < 4; i++) x[i] = (uint8_t)(v >> (8 * i));
+    gb_store(b, x, v, 4);
     gb_bytes(b, x, 4);
 }
 static inline void gb_u64(gb *b, uint64_t v) {
     uint8_t x[8];
-    for (int i = 0; i < 8; i++) x[i] = (uint8_t)(v >> (8 * i));
+    gb_store(b, x, v, 8);
     gb_bytes(b, x, 8);
 }
 /* A count, length or dimension: u32 in version 1, u64 after. */
@@ -98,10 +107,10 @@ static inline void gb_tensor(gb *b, const char *name, uint32_t ndim, const uint6
 }
 
 static inline void gb_put_u64_at(gb *b, size_t at, uint64_t v) {
-    for (int i = 0; i < 8; i++) b->p[at + i] = (uint8_t)(v >> (8 * i));
+    gb_store(b, b->p + at, v, 8);
 }
 static inline void gb_put_u32_at(gb *b, size_t at, uint32_t v) {
-    for (int i = 0; i < 4; i++) b->p[at + i] = (uint8_t)(v >> (8 * i));
+    gb_store(b, b->p + at, v, 4);
 }
 
 static inline void gb_free(gb *b) {

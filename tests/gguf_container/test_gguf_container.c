@@ -6,6 +6,7 @@
 
 #include "amn/amn.h"
 #include "amn_test.h"
+#include "gguf_endian.h"
 #include "gguf_format.h"
 #include "gguf_rich.h"
 
@@ -173,38 +174,50 @@ static void check_rich_tensors(const amn_model *m, bool blocks, const rich_layou
     }
 }
 
-/* Every version, mapped and header-only, with and without general.alignment. */
+/* A big-endian file's tensors say so, except where one byte reads the same. */
+static void check_rich_byte_order(const amn_model *m, bool be) {
+    for (size_t i = 0; i < amn_model_tensor_count(m); i++) {
+        const amn_tensor *t = amn_model_tensor(m, i);
+        const bool multi = t->dtype == AMN_DTYPE_BLOCK || amn_dtype_size(t->dtype) > 1;
+        assert_int_equal(t->flags & AMN_TENSOR_BIG_ENDIAN, be && multi ? AMN_TENSOR_BIG_ENDIAN : 0);
+    }
+}
+
+/* Every version in both byte orders, mapped and header-only, with and
+ * without general.alignment: the same key/values and tensors. */
 static void read_rich_all_versions(void **state) {
     (void)state;
     static const uint32_t aligns[] = {32, 64, 1, 8};
-    for (uint32_t v = 1; v <= 3; v++)
-        for (size_t ai = 0; ai < sizeof aligns / sizeof *aligns; ai++) {
-            const uint32_t align = aligns[ai];
-            gb b = {0};
-            rich_layout lay;
-            build_rich(&b, v, align, true, &lay);
-            const char *path = tmp("rich.gguf");
-            save(path, b.p, b.n);
-            amn_model *m = NULL;
-            amn_error err = {0};
-            int rc = open_path(path, &m, &err);
-            if (rc) fail_msg("v%u align %u: %s", v, align, err.msg);
-            char label[16];
-            snprintf(label, sizeof label, "GGUF v%u", v);
-            assert_string_equal(amn_model_label(m), label);
-            assert_string_equal(amn_model_format(m), "gguf");
-            check_rich_kvs(m, align);
-            check_rich_tensors(m, true, &lay, true);
-            amn_model_free(m);
+    for (int be = 0; be <= 1; be++)
+        for (uint32_t v = 1; v <= 3; v++)
+            for (size_t ai = 0; ai < sizeof aligns / sizeof *aligns; ai++) {
+                const uint32_t align = aligns[ai];
+                gb b = {.be = be};
+                rich_layout lay;
+                build_rich(&b, v, align, true, &lay);
+                const char *path = tmp("rich.gguf");
+                save(path, b.p, b.n);
+                amn_model *m = NULL;
+                amn_error err = {0};
+                int rc = open_path(path, &m, &err);
+                if (rc) fail_msg("v%u align %u: %s", v, align, err.msg);
+                char label[32];
+                snprintf(label, sizeof label, "GGUF v%u%s", v, be ? " big-endian" : "");
+                assert_string_equal(amn_model_label(m), label);
+                assert_string_equal(amn_model_format(m), "gguf");
+                check_rich_kvs(m, align);
+                check_rich_tensors(m, true, &lay, true);
+                check_rich_byte_order(m, be);
+                amn_model_free(m);
 
-            rc = inspect_mem(b.p, b.n, &m, &err);
-            if (rc) fail_msg("inspect v%u align %u: %s", v, align, err.msg);
-            assert_string_equal(amn_model_label(m), label);
-            check_rich_kvs(m, align);
-            check_rich_tensors(m, true, &lay, false);
-            amn_model_free(m);
-            gb_free(&b);
-        }
+                rc = inspect_mem(b.p, b.n, &m, &err);
+                if (rc) fail_msg("inspect v%u align %u: %s", v, align, err.msg);
+                assert_string_equal(amn_model_label(m), label);
+                check_rich_kvs(m, align);
+                check_rich_tensors(m, true, &lay, false);
+                amn_model_free(m);
+                gb_free(&b);
+            }
 }
 
 /* A source that records the furthest byte it was asked for. */
@@ -415,6 +428,19 @@ static void probe_scores(void **state) {
     assert_int_equal(amn_gguf_format.probe(&pd), AMN_PROBE_NONE);
     free(head);
     gb_free(&b);
+
+    /* big-endian: the same score; its counts read in its own order */
+    gb be = {.be = true};
+    build_rich(&be, 3, 32, true, &lay);
+    head = calloc(1, be.n + AMN_PROBE_PADDING);
+    memcpy(head, be.p, be.n);
+    pd.head = pd.tail = head;
+    pd.head_size = pd.tail_size = pd.file_size = be.n;
+    assert_true(amn_gguf_format.probe(&pd) > AMN_PROBE_LIKELY);
+    head[21] = 1; /* n_kv + 65536: more than the file holds */
+    assert_int_equal(amn_gguf_format.probe(&pd), AMN_PROBE_LIKELY);
+    free(head);
+    gb_free(&be);
 }
 
 /* ---- the fixtures written by fixtures/gguf/make_gguf.py ------------------------- */
@@ -831,6 +857,144 @@ static void writer_metadata_errors(void **state) {
 /* Only what is given is written for a non-GGUF source; what the GGUF writer
  * cannot hold is refused; split.* keys are dropped and file_type follows the
  * written tensors. */
+/* Write src with endian=big as the core does: the tensors the writer
+ * filters go through write_data() in pieces of `piece` bytes (splitting
+ * elements and blocks), the others straight to the sink. */
+static int write_big_endian(const amn_model *src, const char *path, size_t piece, amn_error *err) {
+    const size_t n = amn_model_tensor_count(src);
+    amn_out_tensor *outs = calloc(n, sizeof *outs);
+    const amn_out_tensor **ptrs = calloc(n, sizeof *ptrs);
+    size_t *order = calloc(n, sizeof *order);
+    for (size_t i = 0; i < n; i++) {
+        const amn_tensor *t = amn_model_tensor(src, i);
+        outs[i] = (amn_out_tensor){.struct_size = sizeof outs[i],
+                                   .name = t->name,
+                                   .dtype = t->dtype,
+                                   .ndim = t->ndim,
+                                   .nbytes = t->nbytes,
+                                   .encoding = t->encoding,
+                                   .encoding_name = t->encoding_name};
+        memcpy(outs[i].shape, t->shape, sizeof t->shape);
+        ptrs[i] = &outs[i];
+    }
+    const char *keys[1] = {"endian"}, *values[1] = {"big"};
+    amn_sink *sink = NULL;
+    int rc = amn_sink_open(path, true, NULL, 0, &sink, err);
+    amn_write_args a = {.struct_size = sizeof a,
+                        .path = path,
+                        .sink = sink,
+                        .tensors = ptrs,
+                        .n_tensors = n,
+                        .source = src,
+                        .option_keys = keys,
+                        .option_values = values,
+                        .n_options = 1};
+    void *st = NULL;
+    if (!rc) rc = gguf_writer.begin(&a, &st, order, err);
+    bool begun = rc == AMN_OK;
+    for (size_t k = 0; !rc && k < n; k++) {
+        const amn_tensor *t = amn_model_tensor(src, order[k]);
+        rc = gguf_writer.tensor_begin(st, order[k], err);
+        if (rc) break;
+        if (!gguf_writer.filters(st, order[k])) {
+            rc = amn_sink_write(sink, t->data, (size_t)t->nbytes, err);
+            continue;
+        }
+        for (uint64_t off = 0; !rc && off < t->nbytes; off += piece)
+            rc = gguf_writer.write_data(st, order[k], (const uint8_t *)t->data + off,
+                                        (size_t)(t->nbytes - off < piece ? t->nbytes - off : piece),
+                                        err);
+    }
+    if (!rc) {
+        begun = false;
+        rc = gguf_writer.finish(st, err);
+    }
+    if (begun) gguf_writer.abort(st);
+    if (!rc)
+        rc = amn_sink_commit(sink, err);
+    else
+        amn_sink_abort(sink);
+    free(outs);
+    free(ptrs);
+    free(order);
+    return rc;
+}
+
+/* endian=big: the header is the one gguf_build.h writes big-endian, and the
+ * file reads back to the same key/values and, swapped back, the same
+ * tensor bytes, whatever the pieces the data arrives in. */
+static void writer_big_endian(void **state) {
+    (void)state;
+    gb le = {0}, be = {.be = true};
+    rich_layout lay, lay_be;
+    build_rich(&le, 3, 32, true, &lay);
+    build_rich(&be, 3, 32, true, &lay_be);
+    const char *in = tmp("le.gguf"), *out = tmp("be-out.gguf");
+    save(in, le.p, le.n);
+    amn_model *m = NULL;
+    amn_error err = {0};
+    assert_int_equal(open_path(in, &m, &err), AMN_OK);
+    static const size_t pieces[] = {1, 3, 7, 34, 143, 1 << 20};
+    for (size_t pi = 0; pi < sizeof pieces / sizeof *pieces; pi++) {
+        int rc = write_big_endian(m, out, pieces[pi], &err);
+        if (rc) fail_msg("piece %zu: %s", pieces[pi], err.msg);
+        size_t n = 0;
+        uint8_t *bytes = amn_test_read_file(out, &n);
+        assert_int_equal(n, be.n);
+        assert_memory_equal(bytes, be.p, lay_be.data_start);
+        free(bytes);
+        amn_model *back = NULL;
+        assert_int_equal(open_path(out, &back, &err), AMN_OK);
+        assert_string_equal(amn_model_label(back), "GGUF v3 big-endian");
+        assert_int_equal(amn_model_kv_count(back), amn_model_kv_count(m));
+        for (size_t i = 0; i < amn_model_kv_count(m); i++)
+            assert_true(kv_equal(amn_model_kv(m, i), amn_model_kv(back, i)));
+        for (size_t i = 0; i < amn_model_tensor_count(m); i++) {
+            const amn_tensor *x = amn_model_tensor(m, i), *y = amn_model_tensor(back, i);
+            uint8_t *got = malloc(x->nbytes + 1);
+            if (y->dtype == AMN_DTYPE_BLOCK) {
+                memcpy(got, y->data, x->nbytes);
+                gguf_endian_swap_blocks(y->encoding, got, x->nbytes);
+                /* the swap changed something: these blocks have fp16 fields */
+                assert_true(memcmp(got, y->data, x->nbytes) != 0);
+            } else {
+                assert_int_equal(amn_tensor_read(y, 0, got, x->nbytes, &err), AMN_OK);
+            }
+            assert_memory_equal(got, x->data, x->nbytes);
+            free(got);
+        }
+        amn_model_free(back);
+    }
+    amn_model_free(m);
+    gb_free(&le);
+    gb_free(&be);
+}
+
+/* A block type with no big-endian layout is refused by name; a bad value of
+ * the option is refused before anything is written. */
+static void writer_big_endian_refusals(void **state) {
+    (void)state;
+    amn_error err = {0};
+    assert_int_equal(gguf_writer.check_option("endian", "middle", &err), AMN_E_INVALID);
+    assert_non_null(strstr(err.msg, "option endian middle: expected big or little"));
+    assert_int_equal(gguf_writer.check_option("endian", "little", &err), AMN_OK);
+    gb b = {0};
+    gb_header(&b, 3, 1, 0);
+    const uint64_t ne[1] = {32};
+    gb_tensor(&b, "q5", 1, ne, 6 /* Q5_0 */, 0);
+    gb_pad(&b, 32);
+    for (int i = 0; i < 22; i++) gb_u8(&b, (uint8_t)i);
+    const char *in = tmp("q5.gguf");
+    save(in, b.p, b.n);
+    amn_model *m = NULL;
+    assert_int_equal(open_path(in, &m, &err), AMN_OK);
+    assert_int_equal(write_big_endian(m, tmp("q5-be.gguf"), 5, &err), AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "tensor q5: GGUF type Q5_0 has no big-endian layout"));
+    assert_int_equal(access(tmp("q5-be.gguf"), F_OK), -1);
+    amn_model_free(m);
+    gb_free(&b);
+}
+
 static void writer_sources_and_limits(void **state) {
     (void)state;
     amn_model *st = amn_model_new("safetensors");
@@ -906,6 +1070,7 @@ int main(void) {
         cmocka_unit_test(python_fixtures),           cmocka_unit_test(writer_round_trip),
         cmocka_unit_test(writer_matches_fixtures),   cmocka_unit_test(writer_metadata_precedence),
         cmocka_unit_test(writer_metadata_errors),    cmocka_unit_test(writer_sources_and_limits),
+        cmocka_unit_test(writer_big_endian),         cmocka_unit_test(writer_big_endian_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -110,25 +110,27 @@ static void expect(const gb *b, int code, const char *what) {
 
 static void truncated_everywhere(void **state) {
     (void)state;
-    for (uint32_t v = 1; v <= 3; v++) {
-        gb b = {0};
-        rich_layout lay;
-        build_rich(&b, v, v == 2 ? 64 : 32, true, &lay);
-        uint64_t need = 0; /* the end of the last tensor's bytes */
-        size_t k = 0;
-        for (size_t i = 0; i < RICH_N_TENSORS; i++) {
-            uint64_t end = lay.data_start + lay.offset[k++] + rich_tensors[i].nbytes;
-            if (end > need) need = end;
+    for (int be = 0; be <= 1; be++)
+        for (uint32_t v = 1; v <= 3; v++) {
+            gb b = {.be = be};
+            rich_layout lay;
+            build_rich(&b, v, v == 2 ? 64 : 32, true, &lay);
+            uint64_t need = 0; /* the end of the last tensor's bytes */
+            size_t k = 0;
+            for (size_t i = 0; i < RICH_N_TENSORS; i++) {
+                uint64_t end = lay.data_start + lay.offset[k++] + rich_tensors[i].nbytes;
+                if (end > need) need = end;
+            }
+            amn_limits l = defaults();
+            for (size_t cut = 0; cut <= b.n; cut++) {
+                amn_error err = {0};
+                int rc = parse_both(b.p, cut, &l, &err);
+                int want = cut < need ? AMN_E_PARSE : AMN_OK;
+                if (rc != want)
+                    fail_msg("v%u cut at %zu of %zu: %d (%s)", v, cut, b.n, rc, err.msg);
+            }
+            gb_free(&b);
         }
-        amn_limits l = defaults();
-        for (size_t cut = 0; cut <= b.n; cut++) {
-            amn_error err = {0};
-            int rc = parse_both(b.p, cut, &l, &err);
-            int want = cut < need ? AMN_E_PARSE : AMN_OK;
-            if (rc != want) fail_msg("v%u cut at %zu of %zu: %d (%s)", v, cut, b.n, rc, err.msg);
-        }
-        gb_free(&b);
-    }
 }
 
 /* ---- targeted corruptions --------------------------------------------------------- */
@@ -155,9 +157,9 @@ static void corrupt_header(void **state) {
         int code;
     } versions[] = {{0, AMN_E_PARSE},
                     {4, AMN_E_UNSUPPORTED},
-                    {0x03000000u, AMN_E_UNSUPPORTED}, /* big-endian v3 */
-                    {0x01000000u, AMN_E_UNSUPPORTED}, /* big-endian v1 */
-                    {0x12340000u, AMN_E_PARSE},
+                    {0x04000000u, AMN_E_UNSUPPORTED}, /* big-endian v4 */
+                    {0x00010000u, AMN_E_UNSUPPORTED}, /* big-endian 256 */
+                    {0x12340000u, AMN_E_UNSUPPORTED}, /* big-endian 0x3412 */
                     {0xffffffffu, AMN_E_PARSE}};
     for (size_t i = 0; i < sizeof versions / sizeof *versions; i++) {
         memcpy(c.p, b.p, b.n);
@@ -186,6 +188,57 @@ static void corrupt_header(void **state) {
     }
     gb_free(&c);
     gb_free(&b);
+}
+
+/* A big-endian file: its counts are read most significant byte first, so
+ * the same corruptions give the same refusals; a little-endian body under a
+ * big-endian version reads as impossible counts, never as a model. */
+static void corrupt_big_endian(void **state) {
+    (void)state;
+    gb b = {.be = true};
+    build_rich(&b, 3, 32, true, &(rich_layout){0});
+    gb c = {.be = true};
+    gb_bytes(&c, b.p, b.n);
+    expect(&c, AMN_OK, "big-endian");
+    static const struct {
+        size_t at;
+        uint64_t v;
+        int code;
+        const char *what;
+    } counts[] = {
+        {16, 1ull << 62, AMN_E_PARSE, "n_kv past the end"},
+        {16, UINT64_MAX, AMN_E_PARSE, "n_kv overflowing"},
+        {16, 1000, AMN_E_PARSE, "n_kv too many"},
+        {8, 1ull << 40, AMN_E_LIMIT, "n_tensors over the cap"},
+        {8, UINT64_MAX, AMN_E_LIMIT, "n_tensors huge"},
+        {8, 1000, AMN_E_PARSE, "n_tensors too many"},
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        memcpy(c.p, b.p, b.n);
+        gb_put_u64_at(&c, counts[i].at, counts[i].v);
+        expect(&c, counts[i].code, counts[i].what);
+    }
+    /* the key length of the first key, then its value type */
+    memcpy(c.p, b.p, b.n);
+    gb_put_u64_at(&c, 24, 1ull << 40);
+    expect(&c, AMN_E_LIMIT, "key length");
+    gb_free(&c);
+    gb_free(&b);
+
+    gb le = {0};
+    build_rich(&le, 3, 32, true, &(rich_layout){0});
+    gb_put_u32_at(&le, 4, 0x03000000u); /* v3, big-endian */
+    expect(&le, AMN_E_PARSE, "n_kv past the end");
+    gb_free(&le);
+
+    /* an array count of 2^32 elements in the big-endian file */
+    gb a = {.be = true};
+    gb_header(&a, 3, 0, 1);
+    gb_key(&a, "k", T_ARR);
+    gb_arr(&a, T_U32, 1ull << 32);
+    gb_u32(&a, 1);
+    expect(&a, AMN_E_LIMIT, "array over the cap");
+    gb_free(&a);
 }
 
 static void corrupt_kvs(void **state) {
@@ -459,7 +512,7 @@ static uint64_t rnd(void) {
 
 static void random_mutations(void **state) {
     (void)state;
-    gb bases[4] = {0};
+    gb bases[5] = {[4] = {.be = true}};
     rich_layout lay;
     for (uint32_t v = 1; v <= 3; v++) build_rich(&bases[v - 1], v, 32, true, &lay);
     size_t fn = 0;
@@ -467,6 +520,7 @@ static void random_mutations(void **state) {
     assert_non_null(fx);
     gb_bytes(&bases[3], fx, fn);
     free(fx);
+    build_rich(&bases[4], 3, 32, true, &lay);
     static const uint64_t extremes[] = {0,          1,          0x7f,       0xff,
                                         0xffff,     0x7fffffff, 0xffffffff, 1ull << 32,
                                         1ull << 62, INT64_MAX,  UINT64_MAX};
@@ -475,7 +529,7 @@ static void random_mutations(void **state) {
     amn_limits l = defaults();
     size_t counts[8] = {0};
     for (int it = 0; it < iterations; it++) {
-        const gb *base = &bases[rnd() % 4];
+        const gb *base = &bases[rnd() % 5];
         uint8_t *p = malloc(base->n);
         memcpy(p, base->p, base->n);
         size_t n = base->n;
@@ -509,7 +563,7 @@ static void random_mutations(void **state) {
     }
     fprintf(stderr, "mutations: %d runs, ok %zu, parse %zu, unsupported %zu, limit %zu\n",
             iterations, counts[0], counts[1], counts[2], counts[3]);
-    for (int i = 0; i < 4; i++) gb_free(&bases[i]);
+    for (int i = 0; i < 5; i++) gb_free(&bases[i]);
 }
 
 int main(void) {
@@ -517,7 +571,7 @@ int main(void) {
         cmocka_unit_test(truncated_everywhere), cmocka_unit_test(corrupt_header),
         cmocka_unit_test(corrupt_kvs),          cmocka_unit_test(corrupt_alignment),
         cmocka_unit_test(corrupt_tensors),      cmocka_unit_test(limits_enforced),
-        cmocka_unit_test(random_mutations),
+        cmocka_unit_test(random_mutations),     cmocka_unit_test(corrupt_big_endian),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -150,6 +150,17 @@ typedef struct amn_writer {
      * when the conversion starts, before any output exists, so a bad value
      * is reported without work done; AMN_E_INVALID naming the option. */
     int (*check_option)(const char *key, const char *value, amn_error *err);
+    /* ABI 2.5, optional (both or neither): tensor data a writer stores
+     * otherwise than as the little-endian C-order bytes the core produces
+     * (a big-endian GGUF swaps them). When filters(state, index) is true,
+     * the core hands that tensor's bytes to write_data() instead of writing
+     * them to the sink: in order, on the thread that called begin(), in
+     * pieces of any length (an element or a block may be split between two
+     * calls). write_data writes them to the sink itself, the tensor's nbytes
+     * in all once its last piece is in. A tensor it does not filter takes
+     * the core's fast paths (written in place, or copied by the kernel). */
+    bool (*filters)(void *state, size_t index);
+    int (*write_data)(void *state, size_t index, const void *buf, size_t n, amn_error *err);
 } amn_writer;
 
 /* A necessary condition of a format's probe, as data, so that the core can
