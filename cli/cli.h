@@ -124,13 +124,14 @@ bool cli_parse_size(const char *s, uint64_t *out);
 /* The limits to pass to amn_open / amn_inspect (NULL: the defaults). */
 const amn_limits *cli_limits(const cli_args *a);
 #define CLI_LIMITS_HELP                                                                            \
-    "limits (tighten only; sizes as 64M or 2G):\n"                                                 \
+    "limits (given explicitly they tighten or raise the default; sizes as 64M or 2G):\n"          \
     "  --max-alloc SIZE   largest single allocation (header, string, inflated member) [64G]\n"     \
     "  --max-total SIZE   sum of a parse's allocations [64G]\n"                                    \
     "  --max-items N      tensors, archive members, key/values, array elements [1048576]\n"        \
-    "  --max-ratio N      DEFLATE expansion, uncompressed:compressed [1000]\n"                     \
+    "  --max-ratio N      DEFLATE expansion of a member over 256M, uncompressed:compressed;\n"     \
+    "                     0: off [1000]\n"                                                         \
     "  --max-header SIZE  header / central directory / pickle size [100M]\n"                       \
-    "  --max-depth N      nesting of JSON, pickles, GGUF arrays [64]\n"
+    "  --max-depth N      nesting of JSON, pickles, GGUF arrays (tighten only) [64]\n"
 
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
 /* One file's parse / inspect report (report.c): printed as text, or, when doc

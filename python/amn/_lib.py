@@ -63,6 +63,7 @@ class Limits(Structure):
         ("max_alloc", c_uint64),
         ("max_alloc_one", c_uint64),
         ("max_ratio", c_uint32),
+        ("ratio_min_size", c_uint64),
     ]
 
 

@@ -230,6 +230,21 @@ def test_errors_map_to_python_classes(tmp_path, need):
     assert isinstance(e.value, ValueError)
 
 
+def test_ratio_limit_spares_small_members(tmp_path, need):
+    """max_ratio applies only to members inflating past ratio_min_size."""
+    need("npz")
+    path = str(tmp_path / "z.npz")
+    np.savez_compressed(path, z=np.zeros(1 << 16, np.float32))
+    import zipfile
+    usize = zipfile.ZipFile(path).infolist()[0].file_size
+    with amn.open(path, limits=amn.Limits(max_ratio=1, ratio_min_size=usize)) as m:
+        assert len(m) == 1
+    with pytest.raises(amn.LimitError, match="ratio cap"):
+        amn.open(path, limits=amn.Limits(max_ratio=1, ratio_min_size=usize - 1))
+    with amn.open(path, limits={"max_ratio": 0, "ratio_min_size": 0}) as m:
+        assert len(m) == 1
+
+
 def test_remember_convert_progress(tmp_path, need):
     need("safetensors", "fp8", "npz")
     src = fixture_path("example", "tiny-fp8.safetensors")
