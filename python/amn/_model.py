@@ -44,6 +44,8 @@ _NP_VIEW = {
     _lib.DT_BF16: np.dtype("<u2"),
     _lib.DT_F32: np.dtype("<f4"),
     _lib.DT_F64: np.dtype("<f8"),
+    _lib.DT_C64: np.dtype("<c8"),
+    _lib.DT_C128: np.dtype("<c16"),
 }
 _FLOATS = {
     _lib.DT_F8_E4M3,

@@ -124,6 +124,16 @@ static void test_npy_header(void **state) {
     assert_int_equal(parse_hdr("{'descr': '|V2', 'fortran_order': False, 'shape': (5,)}", &h),
                      AMN_OK);
     assert_int_equal(h.dtype, AMN_DTYPE_BF16);
+    /* complex64 / complex128, either byte order. */
+    assert_int_equal(parse_hdr("{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", &h),
+                     AMN_OK);
+    assert_int_equal(h.dtype, AMN_DTYPE_C64);
+    assert_int_equal(h.nbytes, 24);
+    assert_int_equal(parse_hdr("{'descr': '>c16', 'fortran_order': False, 'shape': (3,), }", &h),
+                     AMN_OK);
+    assert_int_equal(h.dtype, AMN_DTYPE_C128);
+    assert_true(h.big_endian);
+    assert_int_equal(h.nbytes, 48);
 
     static const struct {
         const char *dict;
@@ -132,8 +142,8 @@ static void test_npy_header(void **state) {
     } bad[] = {
         {"{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", AMN_E_DISALLOWED,
          "object array (descr '|O') needs pickle"},
-        {"{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
-         "NPY dtype '<c8' is not supported"},
+        {"{'descr': '<c32', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
+         "NPY dtype '<c32' is not supported"},
         {"{'descr': '<U5', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
          "NPY dtype '<U5' is not supported"},
         {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
