@@ -352,3 +352,20 @@ def test_truncated_while_open_is_sigbus(tmp_path, need):
     r = subprocess.run([sys.executable, "-c", code, p], env=env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == -signal.SIGBUS, (r.returncode, r.stderr[-500:])
+
+
+def test_complex_arrays(tmp_path, need):
+    """complex64 / complex128 arrays (either byte order) read as NumPy's
+    complex dtypes, values intact; never converted to a real dtype."""
+    need("npz")
+    path = str(tmp_path / "c.npz")
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype("<c8")
+    b = (rng.standard_normal(6) - 1j * rng.standard_normal(6)).astype(">c16")
+    np.savez(path, a=a, b=b)
+    with amn.open(path) as m:
+        assert m.tensors["a"].dtype == "C64" and m.tensors["b"].dtype == "C128"
+        assert m["a"].dtype == np.complex64 and np.array_equal(m["a"], a)
+        assert m["b"].dtype == np.complex128 and np.array_equal(m["b"], b)
+        with pytest.raises(amn.InvalidError, match="not a floating type"):
+            m.read("a", "float32")
