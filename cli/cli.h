@@ -116,6 +116,19 @@ void cli_progress_on_signal(void);                              /* async-signal-
 /* ---- signals (signals.c) ---- */
 /* SIGINT/TERM/HUP/PIPE: remove pending temporary outputs, die by the signal. */
 void cli_signals_install(void);
+/* The input a conversion reads, named by the SIGBUS message. */
+void cli_signals_input(const char *path);
+/* Test hook (AMN_TEST_TRUNCATE_AFTER, signals.c): a progress callback that
+ * truncates the input mid-conversion, then calls fn. */
+typedef struct cli_truncate_hook {
+    const char *path;
+    uint64_t after, to;
+    bool raise_bus, done;
+    amn_progress_fn fn;
+    void *user;
+} cli_truncate_hook;
+bool cli_truncate_hook_init(cli_truncate_hook *h, const char *path, amn_progress_fn fn, void *user);
+void cli_truncate_hook_progress(void *user, const amn_progress *info);
 
 /* ---- limits (limits.c) ---- */
 /* 0: opt is not a limit; 1: consumed `value`; < 0: -(exit code), reported. */
@@ -124,13 +137,14 @@ bool cli_parse_size(const char *s, uint64_t *out);
 /* The limits to pass to amn_open / amn_inspect (NULL: the defaults). */
 const amn_limits *cli_limits(const cli_args *a);
 #define CLI_LIMITS_HELP                                                                            \
-    "limits (tighten only; sizes as 64M or 2G):\n"                                                 \
+    "limits (given explicitly they tighten or raise the default; sizes as 64M or 2G):\n"           \
     "  --max-alloc SIZE   largest single allocation (header, string, inflated member) [64G]\n"     \
     "  --max-total SIZE   sum of a parse's allocations [64G]\n"                                    \
     "  --max-items N      tensors, archive members, key/values, array elements [1048576]\n"        \
-    "  --max-ratio N      DEFLATE expansion, uncompressed:compressed [1000]\n"                     \
+    "  --max-ratio N      DEFLATE expansion of a member over 256M, uncompressed:compressed;\n"     \
+    "                     0: off [1000]\n"                                                         \
     "  --max-header SIZE  header / central directory / pickle size [100M]\n"                       \
-    "  --max-depth N      nesting of JSON, pickles, GGUF arrays [64]\n"
+    "  --max-depth N      nesting of JSON, pickles, GGUF arrays (tighten only) [64]\n"
 
 int cmd_parse(const amn_ctx *ctx, const cli_args *a, bool header_only);
 /* One file's parse / inspect report (report.c): printed as text, or, when doc

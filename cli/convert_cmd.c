@@ -191,6 +191,12 @@ static int run(const amn_ctx *ctx, const cli_args *a, const remember_req *rq, co
         .progress_user = &prog,
         .no_sync = a->no_sync,
     };
+    cli_truncate_hook hook;
+    if (cli_truncate_hook_init(&hook, in->path, o.progress, o.progress_user)) {
+        o.progress = cli_truncate_hook_progress;
+        o.progress_user = &hook;
+    }
+    cli_signals_input(in->path);
     amn_error err = {0};
     int rc = amn_convert(ctx, in->m, in->p, &o, st, &err);
     cli_progress_end(&prog);
@@ -236,6 +242,7 @@ static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req 
     };
     cli_folder_args(a, &fr); /* checked by cmd_remember */
     cli_folder_result res;
+    cli_signals_input(in->path);
     amn_error err = {0};
     int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
     cli_progress_end(&prog);

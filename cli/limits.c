@@ -1,6 +1,10 @@
 /* --max-alloc, --max-total, --max-items, --max-ratio, --max-header and
- * --max-depth: the library's amn_limits from the command line. They can
- * only tighten the built-in caps (amn_limits_default), never raise them. */
+ * --max-depth: the library's amn_limits from the command line. A value the
+ * user gives explicitly may tighten the built-in cap (amn_limits_default) or
+ * raise it, up to a ceiling that keeps the library's own size arithmetic far
+ * from overflow; --max-ratio 0 turns the ratio cap off. --max-depth only
+ * tightens: the parsers that recurse do so on the C stack, which a larger
+ * depth would not make bigger. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,7 +13,7 @@
 
 #include "cli.h"
 
-/* "123", "64K", "64M", "2G", "1T" (powers of 1024; "MiB", "MB" and "m"
+/* "123", "64K", "64M", "2G", "1T", "1P" (powers of 1024; "MiB", "MB" and "m"
  * read the same). False on anything else or overflow. */
 bool cli_parse_size(const char *s, uint64_t *out) {
     if (!s || *s < '0' || *s > '9') return false;
@@ -39,6 +43,11 @@ bool cli_parse_size(const char *s, uint64_t *out) {
         shift = 40;
         end++;
         break;
+    case 'p':
+    case 'P':
+        shift = 50;
+        end++;
+        break;
     default:
         break;
     }
@@ -54,10 +63,13 @@ bool cli_parse_size(const char *s, uint64_t *out) {
 
 static const struct {
     const char *option;
-    bool size; /* a byte size (64M); else a count */
+    bool size;        /* a byte size (64M); else a count */
+    bool zero_is_off; /* 0 turns the cap off */
+    uint64_t ceiling; /* highest value accepted; 0: the built-in cap */
 } axes[] = {
-    {"--max-alloc", true},  {"--max-total", true},  {"--max-items", false},
-    {"--max-ratio", false}, {"--max-header", true}, {"--max-depth", false},
+    {"--max-alloc", true, false, 1ull << 50},  {"--max-total", true, false, 1ull << 50},
+    {"--max-items", false, false, 1ull << 40}, {"--max-ratio", false, true, UINT32_MAX},
+    {"--max-header", true, false, 1ull << 50}, {"--max-depth", false, false, 0},
 };
 
 /* The amn_limits field an axis sets, and its built-in value. */
@@ -107,23 +119,25 @@ int cli_limit_option(cli_args *a, const char *opt, const char *value) {
         a->limits_set = true;
     }
     uint64_t v;
-    if (!cli_parse_size(value, &v) || v == 0) {
+    if (!cli_parse_size(value, &v) || (v == 0 && !axes[axis].zero_is_off)) {
         snprintf(msg, sizeof msg, "%s %s: want a positive %s", opt, value,
                  axes[axis].size ? "size such as 64M or 2G" : "number");
         return -cli_usage_fail(a->command, msg);
     }
-    const uint64_t cap = builtin(axis);
+    const uint64_t cap = axes[axis].ceiling ? axes[axis].ceiling : builtin(axis);
     if (v > cap) {
         char b[32];
-        static const char units[] = "KMGT";
+        static const char units[] = "KMGTP";
         int u = -1;
-        while (axes[axis].size && u < 3 && cap % (1ull << (10 * (u + 2))) == 0) u++;
+        while (axes[axis].size && u < 4 && cap % (1ull << (10 * (u + 2))) == 0) u++;
         if (u >= 0)
             snprintf(b, sizeof b, "%" PRIu64 "%c", cap >> (10 * (u + 1)), units[u]);
         else
             snprintf(b, sizeof b, "%" PRIu64, cap);
-        snprintf(msg, sizeof msg, "%s %s: above the built-in cap of %s (limits only tighten)", opt,
-                 value, b);
+        snprintf(msg, sizeof msg, "%s %s: above the %s of %s", opt, value,
+                 axes[axis].ceiling ? "highest accepted value"
+                                    : "built-in cap (limits only tighten)",
+                 b);
         return -cli_usage_fail(a->command, msg);
     }
     apply(&a->limits, axis, v);

@@ -8,10 +8,13 @@
  * because the file was truncated (or its storage failed) after it was
  * mapped: the library's pread paths report that as an I/O error, but reads
  * through the mapping (blocks of scales, small tensors, AMN_INPUT=map)
- * cannot. The CLI turns it into the same outcome: the temporary outputs
- * removed, a message, and the I/O exit status, never a crash. Everything
- * here is async-signal-safe. */
+ * cannot (the library checks the file's size before each chunk it reads
+ * through a mapping, but a truncation between that check and the read still
+ * raises the signal). The CLI turns it into the same outcome: the temporary
+ * outputs removed, a message naming the input, and the I/O exit status,
+ * never a crash. Everything the handlers do is async-signal-safe. */
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,17 +33,61 @@ static void on_signal(int sig) {
     _exit(128 + sig); /* not reached unless the default action is to continue */
 }
 
+/* The input being converted, for the SIGBUS message: written before the
+ * conversion starts, only read by the handler. */
+static char input_path[4096];
+
+void cli_signals_input(const char *path) {
+    size_t n = path ? strlen(path) : 0;
+    if (n >= sizeof input_path) n = sizeof input_path - 1;
+    memcpy(input_path, path ? path : "", n);
+    input_path[n] = '\0';
+}
+
+static void put_err(const char *s) {
+    ssize_t w = write(STDERR_FILENO, s, strlen(s));
+    (void)w;
+}
+
 static void on_bus(int sig) {
     (void)sig;
     amn_sink_unlink_pending();
     cli_folder_on_signal();
     cli_progress_on_signal();
-    static const char msg[] =
-        "amn: i/o error: an input file was truncated or could not be read while mapped "
-        "(SIGBUS); no output was written\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
+    put_err("amn: i/o error: ");
+    put_err(input_path[0] ? input_path : "an input file");
+    put_err(": truncated or unreadable while mapped (SIGBUS); no output was written\n");
     _exit(cli_exit_code(AMN_E_IO)); /* a switch on a constant: async-signal-safe */
+}
+
+/* ---- test hook ------------------------------------------------------------
+ * AMN_TEST_TRUNCATE_AFTER=N (tests only): once the output holds N bytes (at
+ * a progress report, between two chunks: deterministic), the input is
+ * truncated to AMN_TEST_TRUNCATE_TO bytes (default 0), as another process
+ * truncating or rewriting it in place would. With AMN_TEST_TRUNCATE_SIGBUS=1
+ * the hook then raises SIGBUS, the signal a read racing with the truncation
+ * gets through the mapping. */
+bool cli_truncate_hook_init(cli_truncate_hook *h, const char *path, amn_progress_fn fn,
+                            void *user) {
+    const char *after = getenv("AMN_TEST_TRUNCATE_AFTER");
+    if (!after || !*after || !path) return false;
+    const char *to = getenv("AMN_TEST_TRUNCATE_TO"), *bus = getenv("AMN_TEST_TRUNCATE_SIGBUS");
+    *h = (cli_truncate_hook){.path = path,
+                             .after = strtoull(after, NULL, 10),
+                             .to = to ? strtoull(to, NULL, 10) : 0,
+                             .raise_bus = bus && strcmp(bus, "1") == 0,
+                             .fn = fn,
+                             .user = user};
+    return true;
+}
+
+void cli_truncate_hook_progress(void *user, const amn_progress *info) {
+    cli_truncate_hook *h = user;
+    if (h->fn) h->fn(h->user, info);
+    if (h->done || info->bytes_done < h->after) return;
+    h->done = true;
+    if (truncate(h->path, (off_t)h->to) != 0) return;
+    if (h->raise_bus) raise(SIGBUS);
 }
 
 void cli_signals_install(void) {

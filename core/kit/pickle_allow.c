@@ -16,7 +16,7 @@
  * _get_allowed_globals), and nothing else: dtypes by their str() names,
  * legacy storage and tensor classes, quantization schemes, the tensor
  * rebuild functions, and a few plain Python types. Entries with no amn
- * meaning (quantized storages, complex dtypes, meta/nested tensors) resolve
+ * meaning (quantized storages, complex32, meta/nested tensors) resolve
  * and are refused as unsupported where they would become a tensor. */
 static const pk_allowed allowlist[] = {
     {"collections", "OrderedDict", PG_ORDERED_DICT, AMN_DTYPE_INVALID, false},
@@ -58,9 +58,9 @@ static const pk_allowed allowlist[] = {
     STORAGE("torch", "CharStorage", AMN_DTYPE_I8),
     STORAGE("torch", "ByteStorage", AMN_DTYPE_U8),
     STORAGE("torch", "BoolStorage", AMN_DTYPE_BOOL),
+    STORAGE("torch", "ComplexFloatStorage", AMN_DTYPE_C64),
+    STORAGE("torch", "ComplexDoubleStorage", AMN_DTYPE_C128),
     /* Known to torch but with no amn dtype: resolvable, refused on use. */
-    STORAGE("torch", "ComplexFloatStorage", AMN_DTYPE_INVALID),
-    STORAGE("torch", "ComplexDoubleStorage", AMN_DTYPE_INVALID),
     STORAGE("torch", "QInt8Storage", AMN_DTYPE_INVALID),
     STORAGE("torch", "QUInt8Storage", AMN_DTYPE_INVALID),
     STORAGE("torch", "QInt32Storage", AMN_DTYPE_INVALID),
@@ -76,8 +76,8 @@ static const pk_allowed allowlist[] = {
     STORAGE("torch.cuda", "CharStorage", AMN_DTYPE_I8),
     STORAGE("torch.cuda", "ByteStorage", AMN_DTYPE_U8),
     STORAGE("torch.cuda", "BoolStorage", AMN_DTYPE_BOOL),
-    STORAGE("torch.cuda", "ComplexFloatStorage", AMN_DTYPE_INVALID),
-    STORAGE("torch.cuda", "ComplexDoubleStorage", AMN_DTYPE_INVALID),
+    STORAGE("torch.cuda", "ComplexFloatStorage", AMN_DTYPE_C64),
+    STORAGE("torch.cuda", "ComplexDoubleStorage", AMN_DTYPE_C128),
     {"torch", "UntypedStorage", PG_STORAGE, AMN_DTYPE_U8, true},
     {"torch.storage", "UntypedStorage", PG_STORAGE, AMN_DTYPE_U8, true},
     TCLASS("torch", "DoubleTensor"),
@@ -123,8 +123,8 @@ static const pk_allowed allowlist[] = {
     DTYPE("float8_e4m3fn", AMN_DTYPE_F8_E4M3),
     DTYPE("float8_e5m2", AMN_DTYPE_F8_E5M2),
     DTYPE("complex32", AMN_DTYPE_INVALID),
-    DTYPE("complex64", AMN_DTYPE_INVALID),
-    DTYPE("complex128", AMN_DTYPE_INVALID),
+    DTYPE("complex64", AMN_DTYPE_C64),
+    DTYPE("complex128", AMN_DTYPE_C128),
     DTYPE("qint8", AMN_DTYPE_INVALID),
     DTYPE("quint8", AMN_DTYPE_INVALID),
     DTYPE("qint32", AMN_DTYPE_INVALID),

@@ -288,19 +288,23 @@ static int apply_zip64_extra(const uint8_t *x, size_t xlen, zip_entry *e, bool n
 
 /* The --max-ratio and --max-alloc caps on DEFLATE members, from the
  * directory alone (inflating never writes past a member's recorded size):
- * a zip bomb is refused before anything is allocated or inflated. */
+ * a zip bomb is refused before anything is allocated or inflated. The ratio
+ * cap spares members of at most ratio_min_size bytes: what they expand to is
+ * harmless whatever their ratio (64 MiB of zeros deflates about 1030:1). */
 static int check_expansion(const amn_source *src, const amn_limits *lim, const zip_dir *d,
                            amn_error *err) {
     for (size_t i = 0; i < d->count; i++) {
         const zip_entry *e = &d->entries[i];
         if (e->method != ZIP_DEFLATED) continue;
         uint64_t most;
-        if (lim->max_ratio && (!amn_mul_u64(e->csize, lim->max_ratio, &most) || e->usize > most))
+        if (lim->max_ratio && e->usize > lim->ratio_min_size &&
+            (!amn_mul_u64(e->csize, lim->max_ratio, &most) || e->usize > most))
             return amn_error_set(err, AMN_E_LIMIT,
                                  "%s: entry '%s' expands %llu bytes to %llu, more than the "
-                                 "%u:1 ratio cap (--max-ratio)",
+                                 "%u:1 ratio cap for members over %llu bytes (--max-ratio)",
                                  src_name(src), e->name, (unsigned long long)e->csize,
-                                 (unsigned long long)e->usize, lim->max_ratio);
+                                 (unsigned long long)e->usize, lim->max_ratio,
+                                 (unsigned long long)lim->ratio_min_size);
         if (lim->max_alloc_one && e->usize > lim->max_alloc_one)
             return amn_error_set(err, AMN_E_LIMIT,
                                  "%s: entry '%s' inflates to %llu bytes, more than the "

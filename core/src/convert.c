@@ -379,6 +379,9 @@ static int produce_group(const void *vctx, uint64_t row0, uint64_t n, uint8_t *d
                          amn_error *err) {
     (void)acc;
     const group_ctx *c = vctx;
+    /* Schemes read scales and other short ranges through the mapping. */
+    int rc = amni_model_check_inputs(c->m, err);
+    if (rc) return rc;
     return c->g->scheme->dequantize(c->m, c->g->spec.plan, row0, n, c->out, dst, err);
 }
 
@@ -408,6 +411,8 @@ static int produce_cast(const void *vctx, uint64_t e0, uint64_t n, uint8_t *dst,
     (void)acc;
     const cast_ctx *c = vctx;
     const amn_tensor *t = c->t;
+    int rc = amni_model_check_inputs(c->m, err); /* views are read through the mapping */
+    if (rc) return rc;
     if (c->to == t->dtype) return amn_tensor_read(t, e0 * c->ss, dst, n * c->ss, err);
     if (amn_tensor_is_plain(t)) {
         const uint64_t per = CAST_PIECE / c->ss, ds = amn_dtype_size(c->to);
@@ -424,7 +429,7 @@ static int produce_cast(const void *vctx, uint64_t e0, uint64_t n, uint8_t *dst,
     }
     void *scratch = malloc(n * c->ss);
     if (!scratch) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    int rc = amn_tensor_read(t, e0 * c->ss, scratch, n * c->ss, err);
+    rc = amn_tensor_read(t, e0 * c->ss, scratch, n * c->ss, err);
     if (!rc && amn_convert_elems(t->dtype, scratch, c->to, dst, (size_t)n)) rc = cast_error(c, err);
     free(scratch);
     return rc;
@@ -484,14 +489,15 @@ typedef struct values_ctx {
 static int read_values(const void *vctx, uint64_t e0, uint64_t n, float *dst, amn_error *err) {
     const values_ctx *c = vctx;
     if (n == 0) return AMN_OK;
+    int rc = amni_model_check_inputs(c->m, err);
+    if (rc) return rc;
     if (c->g) {
         /* Whole rows through the scheme, then the asked-for span. */
         const uint64_t re = c->g->spec.row_elems, r0 = e0 / re, r1 = (e0 + n + re - 1) / re;
         if ((r1 - r0) * re > SIZE_MAX / 4) return amn_error_set(err, AMN_E_LIMIT, "rows too large");
         float *rows = malloc((size_t)((r1 - r0) * re) * 4);
         if (!rows) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        int rc =
-            c->g->scheme->dequantize(c->m, c->g->spec.plan, r0, r1 - r0, AMN_DTYPE_F32, rows, err);
+        rc = c->g->scheme->dequantize(c->m, c->g->spec.plan, r0, r1 - r0, AMN_DTYPE_F32, rows, err);
         if (!rc) memcpy(dst, rows + (e0 - r0 * re), (size_t)n * 4);
         free(rows);
         return rc;
@@ -507,17 +513,17 @@ static int read_values(const void *vctx, uint64_t e0, uint64_t n, float *dst, am
     if (!amn_tensor_is_plain(t)) {
         if (!(scratch = malloc((size_t)n * ss)))
             return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        int rc = amn_tensor_read(t, e0 * ss, scratch, n * ss, err);
+        rc = amn_tensor_read(t, e0 * ss, scratch, n * ss, err);
         if (rc) {
             free(scratch);
             return rc;
         }
         from = scratch;
     }
-    int rc = amn_convert_elems(t->dtype, from, AMN_DTYPE_F32, dst, (size_t)n)
-                 ? amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot read %s as F32",
-                                 t->name, amn_dtype_name(t->dtype))
-                 : AMN_OK;
+    rc = amn_convert_elems(t->dtype, from, AMN_DTYPE_F32, dst, (size_t)n)
+             ? amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot read %s as F32", t->name,
+                             amn_dtype_name(t->dtype))
+             : AMN_OK;
     free(scratch);
     return rc;
 }

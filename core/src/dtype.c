@@ -17,7 +17,8 @@ static const struct {
     [AMN_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [AMN_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
     [AMN_DTYPE_F16] = {"F16", 2},         [AMN_DTYPE_BF16] = {"BF16", 2},
     [AMN_DTYPE_F32] = {"F32", 4},         [AMN_DTYPE_F64] = {"F64", 8},
-    [AMN_DTYPE_BLOCK] = {"BLOCK", 0},
+    [AMN_DTYPE_BLOCK] = {"BLOCK", 0},     [AMN_DTYPE_C64] = {"C64", 8},
+    [AMN_DTYPE_C128] = {"C128", 16},
 };
 
 size_t amn_dtype_size(amn_dtype t) {
@@ -30,8 +31,8 @@ const char *amn_dtype_name(amn_dtype t) {
 
 amn_dtype amn_dtype_from_name(const char *name) {
     if (!name) return AMN_DTYPE_INVALID;
-    for (int t = AMN_DTYPE_BOOL; t < AMN_DTYPE_BLOCK; t++)
-        if (strcmp(dtype_info[t].name, name) == 0) return (amn_dtype)t;
+    for (int t = AMN_DTYPE_BOOL; t < AMN_DTYPE_COUNT; t++)
+        if (t != AMN_DTYPE_BLOCK && strcmp(dtype_info[t].name, name) == 0) return (amn_dtype)t;
     return AMN_DTYPE_INVALID;
 }
 

@@ -165,6 +165,20 @@ static int pread_full(const amn_map *map, uint64_t off, void *dst, size_t n, amn
     return AMN_OK;
 }
 
+int amni_map_check(const amn_map *map, amn_error *err) {
+    const int fd = amni_map_fd(map);
+    struct stat st;
+    if (fd < 0) return AMN_OK; /* an empty file: nothing is mapped */
+    if (fstat(fd, &st) != 0)
+        return amn_error_set(err, AMN_E_IO, "%s: stat: %s", amn_map_path(map), strerror(errno));
+    if ((uint64_t)st.st_size < amn_map_size(map))
+        return amn_error_set(err, AMN_E_IO,
+                             "%s: file shrank while being read (%llu bytes, %llu when opened)",
+                             amn_map_path(map), (unsigned long long)st.st_size,
+                             (unsigned long long)amn_map_size(map));
+    return AMN_OK;
+}
+
 static uint64_t thread_faults(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_THREAD, &ru) != 0) return 0;
@@ -208,12 +222,14 @@ const void *amn_model_fetch(const amn_model *m, const void *p, size_t n, unsigne
                       AMN_FETCH_SLOTS - 1);
         return NULL;
     }
-    const amni_input_path forced = amni_input_forced();
-    if (n == 0 || forced == AMNI_INPUT_MAP || (forced == AMNI_INPUT_AUTO && n < PREAD_MIN))
-        return p;
+    if (n == 0) return p;
     const amn_map *map = amni_model_map_for(m, p, n);
     if (!map || amni_map_fd(map) < 0) return p; /* memory the model owns */
-    if (forced == AMNI_INPUT_AUTO && fetch_mapped(map, p, n)) return p;
+    const amni_input_path forced = amni_input_forced();
+    if (forced == AMNI_INPUT_MAP || (forced == AMNI_INPUT_AUTO && n < PREAD_MIN) ||
+        (forced == AMNI_INPUT_AUTO && fetch_mapped(map, p, n)))
+        /* through the mapping: not past the end of a file that shrank */
+        return amni_map_check(map, err) ? NULL : p;
     void *buf = thread_buffer(slot, n);
     if (!buf) {
         amn_error_set(err, AMN_E_NOMEM, "out of memory");

@@ -26,6 +26,15 @@ amni_input_path amni_input_forced(void);
  * input allows (see input.c), or from memory when p is not in a mapping. */
 int amni_input_pass(const amn_model *m, const uint8_t *p, size_t n, amn_sink *sink, amn_error *err);
 
+/* AMN_E_IO naming the file when a file behind one of m's mappings is now
+ * shorter than when it was mapped (truncated or replaced in place), where
+ * reading the mapping would raise SIGBUS: one fstat per mapped file. Checked
+ * before every chunk a conversion reads through a mapping (a truncation
+ * racing with the read itself can still raise the signal; the CLI catches
+ * that). */
+int amni_model_check_inputs(const amn_model *m, amn_error *err);
+int amni_map_check(const amn_map *map, amn_error *err);
+
 /* Free the calling thread's read buffers (they are freed at thread exit
  * anyway; the thread that ran a conversion calls this at its end). */
 void amni_input_thread_release(void);

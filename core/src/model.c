@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "abi_internal.h"
+#include "input_internal.h"
 #include "io_internal.h"
 #include "util_internal.h"
 #include "amn/checked.h"
@@ -259,6 +260,15 @@ const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n)
             return map;
     }
     return NULL;
+}
+
+int amni_model_check_inputs(const amn_model *m, amn_error *err) {
+    for (size_t i = 0; i < m->n_res; i++)
+        if (m->res[i].free_fn == amn_map_release) {
+            int rc = amni_map_check(m->res[i].ptr, err);
+            if (rc) return rc;
+        }
+    return AMN_OK;
 }
 
 /* ---- typed key/values: deep copies live in model-owned memory ----------- */

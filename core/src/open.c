@@ -19,6 +19,7 @@ void amn_limits_default(amn_limits *l) {
     l->max_alloc = 64ull << 30;
     l->max_alloc_one = 64ull << 30;
     l->max_ratio = 1000;
+    l->ratio_min_size = 256ull << 20;
 }
 
 /* The caller's limits over the defaults: the fields its struct_size covers

@@ -119,7 +119,11 @@ int amn_tensor_read(const amn_tensor *t, uint64_t off, void *dst, uint64_t n, am
             }
         }
     }
-    if (t->flags & AMN_TENSOR_BIG_ENDIAN && es > 1) swap_elems(dst, n / es, es);
+    if (t->flags & AMN_TENSOR_BIG_ENDIAN && es > 1) {
+        /* A complex element is two floats, each swapped on its own. */
+        const size_t unit = t->dtype == AMN_DTYPE_C64 || t->dtype == AMN_DTYPE_C128 ? es / 2 : es;
+        swap_elems(dst, n / unit, unit);
+    }
     return AMN_OK;
 }
 

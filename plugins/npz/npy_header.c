@@ -121,6 +121,8 @@ static int parse_descr(const char *s, size_t len, const char *name, npy_header *
         {"f2", AMN_DTYPE_F16},
         {"f4", AMN_DTYPE_F32},
         {"f8", AMN_DTYPE_F64},
+        {"c8", AMN_DTYPE_C64},
+        {"c16", AMN_DTYPE_C128},
         /* ml_dtypes' bfloat16 has no NumPy type code: np.save writes it as an
          * anonymous 2-byte void, which JAX checkpoints hold. */
         {"V2", AMN_DTYPE_BF16},

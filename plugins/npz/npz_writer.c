@@ -61,6 +61,10 @@ static const char *descr_of(amn_dtype d) {
         return "<f4";
     case AMN_DTYPE_F64:
         return "<f8";
+    case AMN_DTYPE_C64:
+        return "<c8";
+    case AMN_DTYPE_C128:
+        return "<c16";
     default:
         return NULL;
     }
@@ -164,7 +168,7 @@ const amn_writer npz_writer = {
               (1ull << AMN_DTYPE_U16) | (1ull << AMN_DTYPE_I16) | (1ull << AMN_DTYPE_U32) |
               (1ull << AMN_DTYPE_I32) | (1ull << AMN_DTYPE_U64) | (1ull << AMN_DTYPE_I64) |
               (1ull << AMN_DTYPE_F16) | (1ull << AMN_DTYPE_BF16) | (1ull << AMN_DTYPE_F32) |
-              (1ull << AMN_DTYPE_F64),
+              (1ull << AMN_DTYPE_F64) | (1ull << AMN_DTYPE_C64) | (1ull << AMN_DTYPE_C128),
     .begin = npz_begin,
     .tensor_begin = npz_tensor_begin,
     .finish = npz_finish,

@@ -144,6 +144,10 @@ static const char *storage_of(amn_dtype d) {
         return "FloatStorage";
     case AMN_DTYPE_F64:
         return "DoubleStorage";
+    case AMN_DTYPE_C64:
+        return "ComplexFloatStorage";
+    case AMN_DTYPE_C128:
+        return "ComplexDoubleStorage";
     default:
         return NULL;
     }
@@ -270,7 +274,7 @@ const amn_writer pth_writer = {
     .dtypes = (1ull << AMN_DTYPE_BOOL) | (1ull << AMN_DTYPE_U8) | (1ull << AMN_DTYPE_I8) |
               (1ull << AMN_DTYPE_I16) | (1ull << AMN_DTYPE_I32) | (1ull << AMN_DTYPE_I64) |
               (1ull << AMN_DTYPE_F16) | (1ull << AMN_DTYPE_BF16) | (1ull << AMN_DTYPE_F32) |
-              (1ull << AMN_DTYPE_F64),
+              (1ull << AMN_DTYPE_F64) | (1ull << AMN_DTYPE_C64) | (1ull << AMN_DTYPE_C128),
     .begin = pth_begin,
     .tensor_begin = pth_tensor_begin,
     .finish = pth_finish,

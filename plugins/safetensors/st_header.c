@@ -27,7 +27,7 @@ static int cmp_begin(const void *a, const void *b) {
 
 /* safetensors names dtypes amn does not handle (yet): recognised, unsupported. */
 static bool known_foreign_dtype(const char *s) {
-    static const char *const names[] = {"F4", "F6_E2M3", "F6_E3M2", "F8_E8M0", "C64"};
+    static const char *const names[] = {"F4", "F6_E2M3", "F6_E3M2", "F8_E8M0"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(s, names[i]) == 0) return true;
     return false;
@@ -128,6 +128,7 @@ static int parse_entry(st_json *j, const char *name, entry *e) {
         return amn_error_set(err, AMN_E_PARSE, "%s: tensor %s: dtype is not a string", src, name);
     e->name = name;
     e->dtype = amn_dtype_from_name(r.dtype);
+    if (e->dtype == AMN_DTYPE_C128) e->dtype = AMN_DTYPE_INVALID; /* amn's name, not safetensors' */
     if (e->dtype == AMN_DTYPE_INVALID) {
         if (known_foreign_dtype(r.dtype))
             return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: tensor %s: dtype %s is not supported",

@@ -117,6 +117,8 @@ static int dtype_rank(amn_dtype t) {
         return 14;
     case AMN_DTYPE_F32:
         return 15;
+    case AMN_DTYPE_C64:
+        return 16;
     case AMN_DTYPE_F64:
         return 17;
     case AMN_DTYPE_I64:
@@ -274,7 +276,8 @@ const amn_writer st_writer = {
               (1ull << AMN_DTYPE_U16) | (1ull << AMN_DTYPE_I16) | (1ull << AMN_DTYPE_U32) |
               (1ull << AMN_DTYPE_I32) | (1ull << AMN_DTYPE_U64) | (1ull << AMN_DTYPE_I64) |
               (1ull << AMN_DTYPE_F8_E4M3) | (1ull << AMN_DTYPE_F8_E5M2) | (1ull << AMN_DTYPE_F16) |
-              (1ull << AMN_DTYPE_BF16) | (1ull << AMN_DTYPE_F32) | (1ull << AMN_DTYPE_F64),
+              (1ull << AMN_DTYPE_BF16) | (1ull << AMN_DTYPE_F32) | (1ull << AMN_DTYPE_F64) |
+              (1ull << AMN_DTYPE_C64), /* no C128: safetensors has no complex128 */
     .begin = begin,
     .finish = finish,
     .abort = abort_write,

@@ -42,6 +42,7 @@ ERROR_MSG_MAX = 512
 DT_INVALID, DT_BOOL, DT_U8, DT_I8, DT_U16, DT_I16, DT_U32, DT_I32 = range(8)
 DT_U64, DT_I64, DT_F8_E4M3, DT_F8_E5M2, DT_F16, DT_BF16, DT_F32, DT_F64 = range(8, 16)
 DT_BLOCK = 16
+DT_C64, DT_C128 = 17, 18
 
 TENSOR_BIG_ENDIAN = 1
 TENSOR_STRIDED = 2
@@ -63,6 +64,7 @@ class Limits(Structure):
         ("max_alloc", c_uint64),
         ("max_alloc_one", c_uint64),
         ("max_ratio", c_uint32),
+        ("ratio_min_size", c_uint64),
     ]
 
 

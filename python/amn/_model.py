@@ -44,6 +44,8 @@ _NP_VIEW = {
     _lib.DT_BF16: np.dtype("<u2"),
     _lib.DT_F32: np.dtype("<f4"),
     _lib.DT_F64: np.dtype("<f8"),
+    _lib.DT_C64: np.dtype("<c8"),
+    _lib.DT_C128: np.dtype("<c16"),
 }
 _FLOATS = {
     _lib.DT_F8_E4M3,
@@ -154,7 +156,8 @@ class Limits:
 
     Defaults: 100 MiB header, 2**20 tensors, 16 MiB string, 2**26 array
     elements, nesting depth 64, 64 GiB per model and per allocation,
-    DEFLATE ratio 1000.
+    DEFLATE ratio 1000 (0: off) for members expanding past
+    ``ratio_min_size`` (256 MiB).
     """
 
     max_header_bytes: Optional[int] = None
@@ -165,6 +168,7 @@ class Limits:
     max_alloc: Optional[int] = None
     max_alloc_one: Optional[int] = None
     max_ratio: Optional[int] = None
+    ratio_min_size: Optional[int] = None
 
     def _c(self) -> _lib.Limits:
         lim = _lib.Limits()

@@ -124,6 +124,16 @@ static void test_npy_header(void **state) {
     assert_int_equal(parse_hdr("{'descr': '|V2', 'fortran_order': False, 'shape': (5,)}", &h),
                      AMN_OK);
     assert_int_equal(h.dtype, AMN_DTYPE_BF16);
+    /* complex64 / complex128, either byte order. */
+    assert_int_equal(parse_hdr("{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", &h),
+                     AMN_OK);
+    assert_int_equal(h.dtype, AMN_DTYPE_C64);
+    assert_int_equal(h.nbytes, 24);
+    assert_int_equal(parse_hdr("{'descr': '>c16', 'fortran_order': False, 'shape': (3,), }", &h),
+                     AMN_OK);
+    assert_int_equal(h.dtype, AMN_DTYPE_C128);
+    assert_true(h.big_endian);
+    assert_int_equal(h.nbytes, 48);
 
     static const struct {
         const char *dict;
@@ -132,8 +142,8 @@ static void test_npy_header(void **state) {
     } bad[] = {
         {"{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", AMN_E_DISALLOWED,
          "object array (descr '|O') needs pickle"},
-        {"{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
-         "NPY dtype '<c8' is not supported"},
+        {"{'descr': '<c32', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
+         "NPY dtype '<c32' is not supported"},
         {"{'descr': '<U5', 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
          "NPY dtype '<U5' is not supported"},
         {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", AMN_E_UNSUPPORTED,
@@ -313,6 +323,35 @@ static void test_limits(void **state) {
     assert_int_equal(
         amn_inspect(zt_ctx, AMN_SOURCE_DIR "/fixtures/npz/stored.npz", NULL, &lim, &m, &err),
         AMN_E_LIMIT);
+    /* The ratio cap spares members of at most ratio_min_size bytes: with a
+     * 1:1 cap every DEFLATE member is over it, and the largest member (its
+     * size read from the central directory) just passes or just fails. */
+    size_t n = 0;
+    uint8_t *b = load_fixture("compressed.npz", &n);
+    const size_t eocd = find_last(b, n, "PK\x05\x06");
+    const unsigned count = b[eocd + 10] | b[eocd + 11] << 8;
+    uint64_t largest = 0;
+    for (size_t at = rd32le(b + eocd + 16), k = 0; k < count; k++) {
+        const uint32_t usize = rd32le(b + at + 24), csize = rd32le(b + at + 20);
+        assert_true(usize > csize);
+        if (usize > largest) largest = usize;
+        at += 46 + (b[at + 28] | b[at + 29] << 8) + (b[at + 30] | b[at + 31] << 8) +
+              (b[at + 32] | b[at + 33] << 8);
+    }
+    free(b);
+    const char *c = AMN_SOURCE_DIR "/fixtures/npz/compressed.npz";
+    amn_limits_default(&lim);
+    lim.max_ratio = 1;
+    lim.ratio_min_size = largest;
+    if (amn_open(zt_ctx, c, NULL, &lim, &m, &err) != AMN_OK) fail_msg("%s", err.msg);
+    amn_model_free(m);
+    m = NULL;
+    lim.ratio_min_size = largest - 1;
+    assert_int_equal(amn_open(zt_ctx, c, NULL, &lim, &m, &err), AMN_E_LIMIT);
+    assert_non_null(strstr(err.msg, "1:1 ratio cap"));
+    lim.max_ratio = 0; /* off */
+    if (amn_open(zt_ctx, c, NULL, &lim, &m, &err) != AMN_OK) fail_msg("%s", err.msg);
+    amn_model_free(m);
 }
 
 static void test_fuzz(void **state) {

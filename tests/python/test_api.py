@@ -230,6 +230,21 @@ def test_errors_map_to_python_classes(tmp_path, need):
     assert isinstance(e.value, ValueError)
 
 
+def test_ratio_limit_spares_small_members(tmp_path, need):
+    """max_ratio applies only to members inflating past ratio_min_size."""
+    need("npz")
+    path = str(tmp_path / "z.npz")
+    np.savez_compressed(path, z=np.zeros(1 << 16, np.float32))
+    import zipfile
+    usize = zipfile.ZipFile(path).infolist()[0].file_size
+    with amn.open(path, limits=amn.Limits(max_ratio=1, ratio_min_size=usize)) as m:
+        assert len(m) == 1
+    with pytest.raises(amn.LimitError, match="ratio cap"):
+        amn.open(path, limits=amn.Limits(max_ratio=1, ratio_min_size=usize - 1))
+    with amn.open(path, limits={"max_ratio": 0, "ratio_min_size": 0}) as m:
+        assert len(m) == 1
+
+
 def test_remember_convert_progress(tmp_path, need):
     need("safetensors", "fp8", "npz")
     src = fixture_path("example", "tiny-fp8.safetensors")
@@ -337,3 +352,20 @@ def test_truncated_while_open_is_sigbus(tmp_path, need):
     r = subprocess.run([sys.executable, "-c", code, p], env=env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == -signal.SIGBUS, (r.returncode, r.stderr[-500:])
+
+
+def test_complex_arrays(tmp_path, need):
+    """complex64 / complex128 arrays (either byte order) read as NumPy's
+    complex dtypes, values intact; never converted to a real dtype."""
+    need("npz")
+    path = str(tmp_path / "c.npz")
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype("<c8")
+    b = (rng.standard_normal(6) - 1j * rng.standard_normal(6)).astype(">c16")
+    np.savez(path, a=a, b=b)
+    with amn.open(path) as m:
+        assert m.tensors["a"].dtype == "C64" and m.tensors["b"].dtype == "C128"
+        assert m["a"].dtype == np.complex64 and np.array_equal(m["a"], a)
+        assert m["b"].dtype == np.complex128 and np.array_equal(m["b"], b)
+        with pytest.raises(amn.InvalidError, match="not a floating type"):
+            m.read("a", "float32")

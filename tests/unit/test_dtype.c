@@ -226,9 +226,18 @@ static void f32_to_bf16_matches_reference_libraries(void **state) {
 
 static void names(void **state) {
     (void)state;
-    for (int t = AMN_DTYPE_BOOL; t < AMN_DTYPE_BLOCK; t++)
-        assert_int_equal(amn_dtype_from_name(amn_dtype_name((amn_dtype)t)), t);
+    for (int t = AMN_DTYPE_BOOL; t < AMN_DTYPE_COUNT; t++)
+        if (t != AMN_DTYPE_BLOCK)
+            assert_int_equal(amn_dtype_from_name(amn_dtype_name((amn_dtype)t)), t);
+    assert_int_equal(amn_dtype_from_name("BLOCK"), AMN_DTYPE_INVALID);
     assert_int_equal(amn_dtype_from_name("F4"), AMN_DTYPE_INVALID);
+    /* Complex dtypes come after BLOCK, whose number they must not move. */
+    assert_int_equal(AMN_DTYPE_BLOCK, 16);
+    assert_string_equal(amn_dtype_name(AMN_DTYPE_C64), "C64");
+    assert_int_equal(amn_dtype_size(AMN_DTYPE_C64), 8);
+    assert_int_equal(amn_dtype_size(AMN_DTYPE_C128), 16);
+    assert_false(amn_dtype_is_float(AMN_DTYPE_C64));
+    assert_int_equal(amn_convert_elems(AMN_DTYPE_C64, NULL, AMN_DTYPE_F32, NULL, 0), -1);
     assert_int_equal(amn_dtype_from_cli("bf16"), AMN_DTYPE_BF16);
     assert_int_equal(amn_dtype_size(AMN_DTYPE_F8_E5M2), 1);
     assert_int_equal(amn_dtype_size(AMN_DTYPE_BLOCK), 0);

@@ -361,9 +361,9 @@ static void test_fetch_chooses(void **state) {
 }
 
 /* The file loses its tail after it was opened: each way that reads with
- * system calls reports it, and so does the pass-through from the mapping
- * (it checks the size first). Reads through the mapping (auto below 64 KiB,
- * AMN_INPUT=map) would still raise SIGBUS: not run here. */
+ * system calls reports it, and so do the pass-through from the mapping and
+ * the cast's reads through it (AMN_INPUT=map): the file's size is checked
+ * before each chunk. */
 static void test_truncated(void **state) {
     (void)state;
     AMN_REQUIRE_PLUGIN("safetensors");
@@ -373,6 +373,8 @@ static void test_truncated(void **state) {
         const char *target; /* npz: a tapped sink, the tap fed by a second thread */
     } cases[] = {{"pread", AMN_DTYPE_BF16, "safetensors"},
                  {"auto", AMN_DTYPE_BF16, "safetensors"}, /* the probe's populate: EFAULT */
+                 {"map", AMN_DTYPE_BF16, "safetensors"},
+                 {"map", AMN_DTYPE_BF16, "npz"},
                  {"pread", AMN_DTYPE_F32, "safetensors"},
                  {"splice", AMN_DTYPE_F32, "safetensors"},
                  {"copy", AMN_DTYPE_F32, "safetensors"},

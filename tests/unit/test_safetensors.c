@@ -81,6 +81,9 @@ static void malformed_files(void **state) {
          "unknown dtype 'Q9'"},
         {"{\"a\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1, AMN_E_UNSUPPORTED,
          "dtype F4 is not supported"},
+        /* C64 is safetensors' complex64; C128 is amn's name, not a safetensors dtype. */
+        {"{\"a\":{\"dtype\":\"C128\",\"shape\":[2],\"data_offsets\":[0,32]}}", 32, AMN_E_PARSE,
+         "unknown dtype 'C128'"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
          "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
          12, AMN_E_PARSE, "tensor b: data_offsets overlap"}, /* overlap */

@@ -17,6 +17,7 @@ DTYPES = {
     'I16': (2, '<i2'), 'U32': (4, '<u4'), 'I32': (4, '<i4'), 'U64': (8, '<u8'),
     'I64': (8, '<i8'), 'F16': (2, '<f2'), 'BF16': (2, '|V2'), 'F32': (4, '<f4'),
     'F64': (8, '<f8'), 'F8_E4M3': (1, '|u1'), 'F8_E5M2': (1, '|u1'),
+    'C64': (8, '<c8'),
 }
 SHAPES = [(), (5,), (3, 4), (2, 3, 4), (2, 0, 3), (1, 1, 1, 7)]
 
@@ -120,7 +121,7 @@ def check_pth(path, ref):
     torch_dtypes = {'BOOL': torch.bool, 'U8': torch.uint8, 'I8': torch.int8,
                     'I16': torch.int16, 'I32': torch.int32, 'I64': torch.int64,
                     'F16': torch.float16, 'BF16': torch.bfloat16, 'F32': torch.float32,
-                    'F64': torch.float64}
+                    'F64': torch.float64, 'C64': torch.complex64}
     tensors, _ = read_safetensors(ref)
     sd = torch.load(path, weights_only=True)
     if list(sd.keys()) != list(tensors.keys()) and sorted(sd) != sorted(tensors):
@@ -143,7 +144,7 @@ def check_pth(path, ref):
     import pickletools
     allowed = {'collections OrderedDict', 'torch._utils _rebuild_tensor_v2'} | \
         {'torch %sStorage' % k for k in ('Bool', 'Byte', 'Char', 'Short', 'Int', 'Long', 'Half',
-                                         'BFloat16', 'Float', 'Double')}
+                                         'BFloat16', 'Float', 'Double', 'ComplexFloat')}
     for op, arg, _ in pickletools.genops(zf.read('archive/data.pkl')):
         if 'GLOBAL' in op.name and arg not in allowed:
             sys.exit('pth pickle names global %s' % arg)
@@ -247,6 +248,60 @@ def make_cast(path, ref):
     write_safetensors(ref, cast)
 
 
+def make_complex(pth, npz):
+    """Complex tensors as PyTorch and NumPy save them: torch.save of
+    complex64 / complex128 tensors (a non-contiguous view too) and
+    np.savez of '<c8', '<c16' and big-endian '>c16' arrays, each beside a
+    real one; a random seed, NaN and signed zeros in the parts."""
+    import torch
+    g = torch.Generator().manual_seed(34)
+    z = torch.randn(8, 5, dtype=torch.complex64, generator=g)
+    z[0, 0] = complex(float('nan'), -0.0)
+    w = torch.randn(3, 4, dtype=torch.complex128, generator=g)
+    torch.save({'z': z, 'w': w, 'wt': w.t(), 'r': torch.randn(4, generator=g)}, pth)
+    rng = np.random.default_rng(34)
+    a = (rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))).astype('<c8')
+    b = (rng.standard_normal(5) - 1j * rng.standard_normal(5)).astype('<c16')
+    np.savez(npz, a=a, b=b, be=b.astype('>c16'), f=np.ones(3, np.float32))
+
+
+def torch_bytes(t):
+    return t.contiguous().numpy().astype(t.numpy().dtype.newbyteorder('<')).tobytes()
+
+
+def same_complex(a, b):
+    """Two tensor files (.pth or .npz) hold the same tensors: names, dtypes
+    (a big-endian NumPy array counts as its little-endian dtype), shapes and
+    little-endian bytes."""
+    def load(path):
+        if path.endswith('.npz'):
+            with np.load(path) as f:
+                return {k: (f[k].dtype.newbyteorder('<'), f[k].shape,
+                            f[k].astype(f[k].dtype.newbyteorder('<')).tobytes()) for k in f.files}
+        import torch
+        sd = torch.load(path, weights_only=True)
+        return {k: (t.numpy().dtype, tuple(t.shape), torch_bytes(t)) for k, t in sd.items()}
+    x, y = load(a), load(b)
+    if sorted(x) != sorted(y):
+        sys.exit('names differ: %s, %s' % (sorted(x), sorted(y)))
+    for k in x:
+        if x[k] != y[k]:
+            sys.exit('tensor %s differs: %s %s against %s %s' %
+                     (k, x[k][0], x[k][1], y[k][0], y[k][1]))
+
+
+def check_safetensors_c64(path, ref):
+    """A safetensors output's C64 tensors hold ref's complex64 bytes."""
+    import torch
+    sd = torch.load(ref, weights_only=True)
+    tensors, _ = read_safetensors(path)
+    for k, t in sd.items():
+        if t.dtype != torch.complex64:
+            continue
+        if tensors[k] != ('C64', tuple(t.shape), torch_bytes(t)):
+            sys.exit('safetensors %s: %s %s' % (k, tensors[k][0], tensors[k][1]))
+
+
 def batch(lines):
     """Run many commands in one process (torch and numpy import once): each
     line is a command and its arguments; prints FAIL lines, exits 1 if any."""
@@ -279,6 +334,12 @@ def dispatch(cmd, args):
         make_cast(args[0], args[1])
     elif cmd == 'make-name':
         make_name(args[0], args[1])
+    elif cmd == 'make-complex':
+        make_complex(args[0], args[1])
+    elif cmd == 'same-complex':
+        same_complex(args[0], args[1])
+    elif cmd == 'st-c64':
+        check_safetensors_c64(args[0], args[1])
     elif cmd == 'batch':
         with open(args[0]) as f:
             batch([ln.rstrip('\n') for ln in f if ln.strip()])

@@ -7,6 +7,10 @@
 #                                 hold, bit-exact; npz / pth outputs read back
 #                                 by numpy.load and torch.load(weights_only=True);
 #                                 dtype defaults; names that cannot be members
+#   writers.sh BUILD SRC complex  complex tensors made by torch.save and
+#                                 np.savez: listed, converted where the target
+#                                 holds them (bit-exact, read back by torch and
+#                                 numpy), never cast, refused elsewhere
 #   writers.sh BUILD SRC zip64    a sparse safetensors input with a 4 GiB + 1
 #                                 tensor -> npz -> pth: ZIP64 sizes, offsets
 #                                 and end records, numpy's header parser and
@@ -35,9 +39,9 @@ fi
 declare -A dtypes=(
     # A lone FP8 tensor (no scale, no quantization config) is plain data: it
     # round-trips where the container holds it (safetensors only).
-    [safetensors]="BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 F8_E4M3 F8_E5M2"
-    [npz]="BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64"
-    [pth]="BOOL U8 I8 I16 I32 I64 F16 BF16 F32 F64"
+    [safetensors]="BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 F8_E4M3 F8_E5M2 C64"
+    [npz]="BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 C64"
+    [pth]="BOOL U8 I8 I16 I32 I64 F16 BF16 F32 F64 C64"
     [gguf]="I8 I16 I32 I64 F16 BF16 F32 F64"
 )
 declare -A dims=([safetensors]=8 [npz]=8 [pth]=8 [gguf]=4)
@@ -165,6 +169,59 @@ z = np.load(sys.argv[1]); sys.exit(0 if z['t.f32.1'].dtype == np.float16 and z['
     if $py batch "$work/checks"; then passes=$((passes + nchecks)); else bad "checks above"; fi
 }
 
+complex() {
+    local d=$work
+    $py make-complex "$d/c.pth" "$d/c.npz" || { bad "make-complex"; return; }
+    # Listed with their dtypes, by parse and inspect, text and JSON.
+    run "parse pth" "$amn" parse "$d/c.pth"
+    grep -Eq "^ +z +C64 +\[8, 5\]" "$work/out" && grep -Eq "^ +wt +C128 +\[4, 3\]" "$work/out" &&
+        ok || { bad "pth listing"; cat "$work/out"; }
+    run "inspect npz" "$amn" inspect --json "$d/c.npz"
+    /usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+sys.exit(0 if d["dtypes"] == ["C64", "C128", "F32"] else d["dtypes"])' "$work/out" && ok ||
+        { bad "npz inspect dtypes"; cat "$work/out"; }
+    run "parse npz" "$amn" parse --json "$d/c.npz"
+    /usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+t = {x["name"]: (x["dtype"], x["shape"]) for x in d["tensors"]}
+sys.exit(0 if t["a"] == ("C64", [2, 3]) and t["be"] == ("C128", [5]) else str(t))' "$work/out" &&
+        ok || { bad "npz parse JSON"; cat "$work/out"; }
+    # Converted where the target holds them, bytes intact; --out-dtype bf16
+    # casts the real floats and copies complex tensors unchanged.
+    run "pth -> npz" "$amn" convert "$d/c.pth" --to npz -o "$d/c2.npz"
+    run "pth -> npz same" $py same-complex "$d/c.pth" "$d/c2.npz"
+    run "npz -> pth" "$amn" convert "$d/c2.npz" --to pth -o "$d/c3.pth"
+    run "npz -> pth same" $py same-complex "$d/c.pth" "$d/c3.pth"
+    run "npz -> pth (big-endian member)" "$amn" convert "$d/c.npz" --to pth -o "$d/n.pth"
+    run "npz -> pth same as numpy" $py same-complex "$d/c.npz" "$d/n.pth"
+    run "bf16 keeps complex" "$amn" convert "$d/c.pth" --to pth --out-dtype bf16 -o "$d/b.pth"
+    /usr/bin/python3 -c 'import sys, torch
+a = torch.load(sys.argv[1], weights_only=True); b = torch.load(sys.argv[2], weights_only=True)
+ok = b["r"].dtype == torch.bfloat16 and b["z"].dtype == torch.complex64 and b["w"].dtype == torch.complex128
+ok = ok and torch.equal(a["w"], b["w"]) and a["z"].view(torch.int32).equal(b["z"].view(torch.int32))
+sys.exit(0 if ok else 1)' "$d/c.pth" "$d/b.pth" && ok || bad "--out-dtype bf16 cast a complex tensor"
+    # safetensors has C64 (no complex128): a C64-only model converts, C128
+    # is refused naming the tensor, as GGUF refuses both; no output left.
+    /usr/bin/python3 -c 'import sys, torch
+torch.save({"z": torch.randn(8, 5, dtype=torch.complex64), "r": torch.ones(2)}, sys.argv[1])' "$d/c64.pth"
+    run "C64 -> safetensors" "$amn" convert "$d/c64.pth" --to safetensors -o "$d/c64.safetensors"
+    run "C64 safetensors bytes" $py st-c64 "$d/c64.safetensors" "$d/c64.pth"
+    run "C64 safetensors -> pth" "$amn" convert "$d/c64.safetensors" --to pth -o "$d/c64b.pth"
+    /usr/bin/python3 -c 'import sys, torch
+a = torch.load(sys.argv[1], weights_only=True)["z"]; b = torch.load(sys.argv[2], weights_only=True)["z"]
+sys.exit(0 if b.dtype == torch.complex64 and a.view(torch.int32).equal(b.view(torch.int32)) else 1)' \
+        "$d/c64.pth" "$d/c64b.pth" && ok || bad "C64 safetensors round trip"
+    local target
+    for target in safetensors gguf; do
+        "$amn" convert "$d/c.pth" --to $target -o "$d/x.$target" >"$work/out" 2>&1
+        local rc=$?
+        if [ $rc -eq 3 ] && grep -q "unsupported: $target cannot store tensor [wz] (C" "$work/out" &&
+            [ ! -e "$d/x.$target" ]; then ok; else
+            bad "complex to $target: exit $rc"
+            cat "$work/out"
+        fi
+    done
+}
+
 zip64() {
     local big=$(((1 << 32) + 1)) d=$work
     $py make-big "$d/big.safetensors" $big || { bad "make-big"; return; }
@@ -181,6 +238,7 @@ zip64() {
 
 case $what in
 matrix) matrix ;;
+complex) complex ;;
 zip64) zip64 ;;
 *) echo "unknown test $what"; exit 2 ;;
 esac

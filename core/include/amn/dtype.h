@@ -40,10 +40,16 @@ typedef enum amn_dtype {
     /* Opaque block-quantized bytes (e.g. a GGUF Q4_K tensor): the element count
      * comes from the shape, the byte count from the tensor's encoding. */
     AMN_DTYPE_BLOCK,
+    /* Complex: real then imaginary part, each an IEEE binary32 (C64, NumPy
+     * complex64, torch.complex64) or binary64 (C128). Appended after BLOCK
+     * so that the values above keep their numbers. Never cast to a real
+     * dtype: conversions copy them unchanged, as integers. */
+    AMN_DTYPE_C64,
+    AMN_DTYPE_C128,
     AMN_DTYPE_COUNT
 } amn_dtype;
 
-/* Bytes per element; 0 for AMN_DTYPE_INVALID and AMN_DTYPE_BLOCK. */
+/* Bytes per element (C64: 8, C128: 16); 0 for AMN_DTYPE_INVALID and AMN_DTYPE_BLOCK. */
 AMN_API size_t amn_dtype_size(amn_dtype t);
 /* "F32", "BF16", ...; "INVALID" for an unknown value. */
 AMN_API const char *amn_dtype_name(amn_dtype t);

@@ -65,7 +65,11 @@ typedef struct amn_limits {
     uint64_t max_alloc;        /* bytes a parser may allocate for one model: 64 GiB */
     /* Appended fields (amn_limits_default fills them). */
     uint64_t max_alloc_one; /* one allocation (a header, a string, an inflated member): 64 GiB */
-    uint32_t max_ratio;     /* DEFLATE expansion, uncompressed / compressed bytes: 1000 */
+    uint32_t max_ratio;     /* DEFLATE expansion, uncompressed / compressed bytes: 1000; 0: off */
+    /* max_ratio applies to members expanding to more than this many bytes:
+     * 256 MiB. A zip bomb is dangerous by what it expands to; below this an
+     * honest all-zero array (about 1030:1) inflates like any other. */
+    uint64_t ratio_min_size;
 } amn_limits;
 
 AMN_API void amn_limits_default(amn_limits *l);
