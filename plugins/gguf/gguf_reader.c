@@ -228,9 +228,9 @@ static int rd_scalars(reader *r, void *dst, uint64_t n, size_t sz, const char *w
 /* Counts, lengths and dimensions: u32 in version 1, u64 after. */
 static int rd_count(reader *r, uint64_t *v, const char *what) {
     if (r->version != 1) return rd_u64(r, v, what);
-    uint32_t u;
+    uint32_t u = 0;
     int rc = rd_u32(r, &u, what);
-    *v = u;
+    if (!rc) *v = u;
     return rc;
 }
 
