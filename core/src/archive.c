@@ -130,7 +130,7 @@ static unsigned depth_of(const char *name) {
  * ones a header can span (index files whole: they are read whole). */
 static uint64_t keep_cap(const amni_archive *A, const member *mb) {
     if (!A->header_only || ends_with(mb->name, ".json")) return mb->size;
-    uint64_t cap = A->lim->max_header_bytes + 65536;
+    uint64_t cap = A->lim->max_header_bytes + 8; /* safetensors: the length, then the header */
     return mb->size < cap ? mb->size : cap;
 }
 

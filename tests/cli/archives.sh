@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Model folders packed as archives (.tar, .tar.gz, .tar.xz, .tar.zst, .zip)
+# open as the folder they hold: every command's output equals the one of
+# the unpacked folder, byte for byte; hostile archives are refused with
+# their typed exit code and leave no output.
+set -uo pipefail
+build=$1 src=$(cd "$2" && pwd)
+amn=$(cd "$build" && pwd)/bin/amn
+"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
+  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
+py=/usr/bin/python3
+work=$(mktemp -d /tmp/amn-archives.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+fails=0 passes=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { passes=$((passes + 1)); }
+expect() { # expect WHAT RC ARGS...
+  local what=$1 want=$2; shift 2
+  "$amn" "$@" >out 2>&1; local rc=$?
+  [ $rc -eq "$want" ] && pass || { fail "$what: exit $rc, wanted $want"; sed 's/^/    /' out; }
+}
+same() { # same WHAT FILE1 FILE2
+  cmp -s "$2" "$3" && pass || fail "$1: $2 and $3 differ"
+}
+says() { # says WHAT TEXT: the last command's output holds TEXT
+  grep -qF -- "$2" out && pass || { fail "$1: no '$2' in:"; sed 's/^/    /' out; }
+}
+
+# Folders: one file, and shards with an index (written by amn's folder writer).
+mkdir -p one/model sharded
+cp "$src/fixtures/example/tiny-f32.safetensors" one/model/model.safetensors
+echo '{"model_type": "tiny"}' >one/model/config.json
+"$amn" remember "$src/fixtures/example/tiny-f32.safetensors" --to f32 --shard-size 1KB \
+  -o sharded/model/ --quiet || fail "making the sharded folder"
+[ "$(ls sharded/model/*.safetensors | wc -l)" -gt 1 ] && pass || fail "the folder has no shards"
+
+pack() { # pack DIR: every kind of archive of DIR/model
+  (cd "$1" && tar cf ../"$1".tar model && tar czf ../"$1".tar.gz model &&
+    tar cJf ../"$1".tar.xz model && tar --zstd -cf ../"$1".tar.zst model) || fail "tar $1"
+  $py - "$1" <<'PY' || fail "zip $1"
+import os, sys, zipfile
+d = sys.argv[1]
+for name, how in ((d + ".zip", zipfile.ZIP_DEFLATED), (d + "-stored.zip", zipfile.ZIP_STORED)):
+    with zipfile.ZipFile(name, "w", how) as z:
+        for f in sorted(os.listdir(os.path.join(d, "model"))):
+            z.write(os.path.join(d, "model", f), "model/" + f)
+PY
+}
+
+for d in one sharded; do
+  pack $d
+  "$amn" convert $d/model --to safetensors -o ref-$d.safetensors --quiet || fail "convert $d/"
+  "$amn" remember $d/model --to bf16 -o ref-$d-bf16.safetensors --quiet || fail "remember $d/"
+  "$amn" parse $d/model | tail -n +2 >ref-$d.parse
+  "$amn" inspect $d/model | tail -n +2 >ref-$d.inspect
+  for a in $d.tar $d.tar.gz $d.tar.xz $d.tar.zst $d.zip $d-stored.zip; do
+    expect "convert $a" 0 convert $a --to safetensors -o $a.safetensors --quiet
+    same "convert $a" ref-$d.safetensors $a.safetensors
+    expect "remember $a" 0 remember $a --to bf16 -o $a.bf16.safetensors --quiet
+    same "remember $a" ref-$d-bf16.safetensors $a.bf16.safetensors
+    "$amn" parse $a | tail -n +2 >$a.parse
+    same "parse $a" ref-$d.parse $a.parse
+    "$amn" inspect $a | tail -n +2 >$a.inspect
+    same "inspect $a" ref-$d.inspect $a.inspect
+    expect "scan $a" 0 scan $a
+    says "scan $a" "model/"
+  done
+done
+
+# A GGUF, an npz and a .pth packed alone open as what they are; a compressed
+# .pth needs random access for a header-only look, and the error says so.
+mkdir -p other/gguf other/npz other/pth
+cp "$src/fixtures/gguf/tiny-quant.gguf" other/gguf/
+cp "$src/fixtures/npz/stored.npz" other/npz/
+pth=$(ls "$src"/fixtures/pth/*.pth | grep -v /bad_ | head -1)
+cp "$pth" other/pth/model.pth
+(cd other && for k in gguf npz pth; do tar czf ../$k.tgz $k && tar cf ../$k.tar $k; done)
+for k in gguf npz pth; do
+  "$amn" plugins | grep -q "format $k" || continue
+  f=$(ls other/$k/*)
+  "$amn" parse "$f" | tail -n +2 >ref-$k.parse
+  for a in $k.tar $k.tgz; do
+    "$amn" parse $a | tail -n +2 >$a.parse
+    same "parse $a" ref-$k.parse $a.parse
+  done
+  if [ $k = pth ]; then
+    # Every member is kept whole up to --max-header bytes: a small cap
+    # makes this small .pth one that a header-only look cannot reach.
+    expect "inspect pth.tgz" 3 inspect pth.tgz --max-header 64
+    says "inspect pth.tgz" "pth.tgz/pth/model.pth"
+    says "inspect pth.tgz" "random access"
+  else
+    expect "inspect $k.tgz" 0 inspect $k.tgz
+  fi
+done
+
+# Hostile archives: each refused with its exit code, nothing written.
+$py - "$src/fixtures/example/tiny-f32.safetensors" <<'PY' || fail "making hostile archives"
+import io, sys, tarfile, zipfile
+st = open(sys.argv[1], "rb").read()
+def tar(name, members, mode="w"):
+    with tarfile.open(name, mode) as t:
+        for m in members:
+            info = tarfile.TarInfo(m[0])
+            if m[1] == "file":
+                info.size = len(m[2])
+                t.addfile(info, io.BytesIO(m[2]))
+            else:
+                info.type = tarfile.SYMTYPE if m[1] == "sym" else tarfile.LNKTYPE
+                info.linkname = m[2]
+                t.addfile(info)
+tar("traversal.tar", [("model/../../evil.safetensors", "file", st)])
+tar("absolute.tar", [("/tmp/model/model.safetensors", "file", st)])
+tar("symlink.tar", [("model/model.safetensors", "sym", "/etc/passwd")])
+tar("hardlink.tar", [("model/a.txt", "file", b"x"), ("model/model.safetensors", "hard", "model/a.txt")])
+tar("duplicate.tar", [("model/model.safetensors", "file", st), ("model/model.safetensors", "file", st)])
+tar("empty.tar", [("model/config.json", "file", b"{}")])
+full = open("one.tar", "rb").read()
+open("truncated.tar", "wb").write(full[: 512 + len(st) // 2])
+# 64 MiB of zeros beside the model: gzip expands it about 1000 times.
+tar("bomb.tar.gz", [("model/model.safetensors", "file", st), ("model/zeros.bin", "file", bytes(64 << 20))], "w:gz")
+with zipfile.ZipFile("ambiguous.zip", "w") as z:
+    z.writestr("model.safetensors", st)
+    z.writestr("x.npy", b"\x93NUMPY")
+PY
+refused() { # refused ARCHIVE RC TEXT [OPTIONS...]
+  local a=$1 rc=$2 text=$3; shift 3
+  expect "convert $a" "$rc" convert $a --to safetensors -o $a.out.safetensors "$@"
+  says "convert $a" "$text"
+  [ ! -e $a.out.safetensors ] && pass || fail "$a: output left behind"
+  expect "inspect $a" "$rc" inspect $a "$@"
+}
+refused traversal.tar 5 "leads outside the archive"
+refused absolute.tar 5 "absolute path"
+refused symlink.tar 5 "symbolic link"
+refused hardlink.tar 5 "hard link"
+refused duplicate.tar 5 "two members named 'model/model.safetensors'"
+refused empty.tar 1 "holds no model files"
+refused truncated.tar 1 "truncated"
+refused bomb.tar.gz 4 "--max-ratio" --max-ratio 100
+refused bomb.tar.gz 4 "--max-total" --max-total 1M
+refused ambiguous.zip 5 "ambiguous ZIP"
+expect "scan traversal.tar" 1 scan traversal.tar # scan: 1 = unreadable
+says "scan traversal.tar" "disallowed"
+# The same bomb within the caps the user sets converts.
+expect "bomb.tar.gz, raised caps" 0 convert bomb.tar.gz --to safetensors -o bomb.safetensors --quiet
+same "bomb.tar.gz" ref-one.safetensors bomb.safetensors
+
+echo "archives: $passes checks passed, $fails failed"
+[ $fails -eq 0 ]
