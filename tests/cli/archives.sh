@@ -68,6 +68,22 @@ for d in one sharded; do
   done
 done
 
+# In place: the tensors of an uncompressed tar lie in the tar's own
+# mapping, so AMN_INPUT=pread reads them from the tar file at their offsets
+# (past the 512 bytes read at 0 to recognise it); a compressed archive's are
+# in memory, read from no file.
+reads() { # reads ARCHIVE: the tensor reads from the archive file
+  AMN_INPUT=pread strace -f -y -e trace=pread64 "$amn" convert "$1" --to safetensors \
+    -o zc.safetensors --force --quiet 2>&1 >/dev/null |
+    grep -E "pread64\([0-9]+<[^>]*/$1>" | grep -cvE ", 0\) = [0-9]+$"
+}
+if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
+  [ "$(reads one.tar)" -gt 0 ] && pass || fail "one.tar: tensors not read from the tar in place"
+  [ "$(reads one.tar.gz)" -eq 0 ] && pass || fail "one.tar.gz: tensors read from the file"
+else
+  echo "note: no working strace; the in-place check is left out"
+fi
+
 # A GGUF, an npz and a .pth packed alone open as what they are; a compressed
 # .pth needs random access for a header-only look, and the error says so.
 mkdir -p other/gguf other/npz other/pth
