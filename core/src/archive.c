@@ -63,6 +63,19 @@ static const char *base_name(const char *s) {
     return b ? b + 1 : s;
 }
 
+/* The settings files the core reads beside a model's weights
+ * (known_config.c), kept whole when small. */
+static const char *const settings_files[] = {"config.json", "hf_quant_config.json", NULL};
+#define SETTINGS_MAX (4u << 20)
+
+static bool is_settings(const char *name) {
+    const char *b = strrchr(name, '/');
+    b = b ? b + 1 : name;
+    for (size_t i = 0; settings_files[i]; i++)
+        if (strcmp(b, settings_files[i]) == 0) return true;
+    return false;
+}
+
 static bool is_weight(const char *name) {
     for (size_t i = 0; weight_ext[i]; i++)
         if (ends_with(name, weight_ext[i])) return true;
@@ -129,7 +142,7 @@ static unsigned depth_of(const char *name) {
 /* The bytes of a member to keep: all of it, or with header_only the first
  * ones a header can span (index files whole: they are read whole). */
 static uint64_t keep_cap(const amni_archive *A, const member *mb) {
-    if (!A->header_only || ends_with(mb->name, ".json")) return mb->size;
+    if (!A->header_only || ends_with(mb->name, ".json")) return mb->size; /* read whole */
     uint64_t cap = A->lim->max_header_bytes + 8; /* safetensors: the length, then the header */
     return mb->size < cap ? mb->size : cap;
 }
@@ -280,9 +293,11 @@ static int entry(amni_archive *A, struct archive *a, struct archive_entry *e, bo
     if (list_only) return AMN_OK;
     bool keep = mb->weight && mb->depth <= A->min_depth;
     if (keep && mb->depth < A->min_depth) { /* a shallower folder: the deeper ones are not it */
-        for (size_t i = 0; i + 1 < A->n; i++) drop_data(A, &A->m[i]);
+        for (size_t i = 0; i + 1 < A->n; i++)
+            if (A->m[i].weight) drop_data(A, &A->m[i]);
         A->min_depth = mb->depth;
     }
+    keep |= is_settings(name) && mb->size <= SETTINGS_MAX;
     return read_member(A, a, mb, keep, err);
 }
 
@@ -602,13 +617,13 @@ static void archive_release(void *p) {
 typedef struct prefix_src {
     const uint8_t *data;
     uint64_t kept;
-    uint64_t beyond; /* first offset asked past the prefix, or UINT64_MAX */
+    uint64_t beyond; /* end of the first read past the prefix, or UINT64_MAX */
 } prefix_src;
 
 static int prefix_read(void *ctx, uint64_t off, void *buf, size_t n, size_t *got) {
     prefix_src *p = ctx;
     if (off > p->kept || n > p->kept - off) {
-        if (p->beyond == UINT64_MAX) p->beyond = off;
+        if (p->beyond == UINT64_MAX) p->beyond = off + n; /* n <= the member's size */
         *got = 0;
         return AMN_E_UNSUPPORTED;
     }
@@ -633,7 +648,7 @@ static int open_member(const amni_archive *A, size_t i, const amn_format *f, amn
         rc = f->inspect(&ia, sub, err);
         if (rc && ps.beyond != UINT64_MAX)
             rc = amn_error_set(err, AMN_E_UNSUPPORTED,
-                               "unsupported: %s: %s reads this member at offset %llu, past the "
+                               "unsupported: %s: %s reads this member up to byte %llu, past the "
                                "first %llu bytes kept from the compressed archive: it needs random "
                                "access (use parse, or an uncompressed .tar)",
                                label, f->name, (unsigned long long)ps.beyond,
@@ -764,6 +779,33 @@ int amni_archive_open(const amn_ctx *ctx, const char *path, const char *from, co
         amn_model_free(m);
         return rc;
     }
+    /* The model's path is its first model file's "<archive>/<member>": no
+     * file of that name exists, so what looks for settings files beside a
+     * model's path (the plugin kit's quantization configs) finds none,
+     * rather than those beside the archive, which are not the model's. */
+    if ((rc = amn_model_set_path(m, A->labels[0], err))) {
+        amn_model_free(m);
+        return rc;
+    }
     *out = m;
     return AMN_OK;
+}
+
+/* ---- what the core asks of a model opened from an archive -------------- */
+
+const char *amni_archive_path(const amn_model *m) {
+    const amni_archive *A = amni_model_resource(m, archive_release);
+    return A ? A->path : NULL;
+}
+
+const uint8_t *amni_archive_settings(const amn_model *m, const char *name, size_t *size) {
+    amni_archive *A = amni_model_resource(m, archive_release);
+    if (!A || !A->n_chosen) return NULL;
+    const char *dir;
+    size_t dl;
+    dir_of(A->m[A->chosen[0]].name, &dir, &dl);
+    const member *mb = find_member(A, dir, dl, name);
+    if (!mb || mb->kept != mb->size) return NULL;
+    *size = (size_t)mb->size;
+    return mb->data;
 }

@@ -44,4 +44,10 @@ int amni_archive_detect(const amn_ctx *ctx, const amni_archive *a, size_t i, con
 int amni_archive_open(const amn_ctx *ctx, const char *path, const char *from, const amn_limits *lim,
                       bool header_only, amn_model **out, amn_error *err);
 
+/* Of a model amni_archive_open made (else NULL): the archive's path, and
+ * a settings file of its model folder ("config.json",
+ * "hf_quant_config.json"; at most 4 MiB) with its size. */
+const char *amni_archive_path(const amn_model *m);
+const uint8_t *amni_archive_settings(const amn_model *m, const char *name, size_t *size);
+
 #endif

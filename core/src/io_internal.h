@@ -78,6 +78,9 @@ int amni_map_open_lazy(const char *path, amn_map **out, amn_error *err);
 int amni_map_view(const uint8_t *data, uint64_t size, const char *path, amn_map **out,
                   amn_error *err);
 
+/* The first resource m adopted with free_fn, or NULL. */
+void *amni_model_resource(const amn_model *m, void (*free_fn)(void *));
+
 /* The mapping adopted by m that holds [p, p+n), or NULL. */
 const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n);
 

@@ -208,14 +208,8 @@ int amn_open(const amn_ctx *ctx, const char *path, const char *from, const amn_l
     int rc = effective_limits(limits, &lim, err);
     if (rc) return rc;
     /* A model folder packed as an archive opens as the folder. */
-    if ((rc = amni_archive_open(ctx, path, from, &lim, false, out, err)) != AMNI_NOT_ARCHIVE) {
-        if (!rc) rc = amn_model_set_path(*out, path, err);
-        if (rc) {
-            amn_model_free(*out);
-            *out = NULL;
-        }
+    if ((rc = amni_archive_open(ctx, path, from, &lim, false, out, err)) != AMNI_NOT_ARCHIVE)
         return rc;
-    }
     const amn_format *f;
     rc = amn_ctx_detect(ctx, path, from, &f, err);
     if (rc) return rc;
@@ -299,14 +293,8 @@ int amn_inspect(const amn_ctx *ctx, const char *path, const char *from, const am
     amn_limits lim;
     int rc = effective_limits(limits, &lim, err);
     if (rc) return rc;
-    if ((rc = amni_archive_open(ctx, path, from, &lim, true, out, err)) != AMNI_NOT_ARCHIVE) {
-        if (!rc) rc = amn_model_set_path(*out, path, err);
-        if (rc) {
-            amn_model_free(*out);
-            *out = NULL;
-        }
+    if ((rc = amni_archive_open(ctx, path, from, &lim, true, out, err)) != AMNI_NOT_ARCHIVE)
         return rc;
-    }
     amn_source src;
     if ((rc = amn_source_file_open(path, &src, err))) return rc;
     rc = amn_inspect_source(ctx, &src, path, from, limits, out, err);

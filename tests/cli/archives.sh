@@ -10,7 +10,7 @@ amn=$(cd "$build" && pwd)/bin/amn
   { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
 py=/usr/bin/python3
 work=$(mktemp -d /tmp/amn-archives.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 cd "$work" || exit 1
 fails=0 passes=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -52,6 +52,9 @@ for d in one sharded; do
   pack $d
   "$amn" convert $d/model --to safetensors -o ref-$d.safetensors --quiet || fail "convert $d/"
   "$amn" remember $d/model --to bf16 -o ref-$d-bf16.safetensors --quiet || fail "remember $d/"
+  bnb=false
+  "$amn" plugins | grep -q "encode bnb" && bnb=true &&
+    { "$amn" forget $d/model --to bnb-nf4 -o ref-$d-nf4.safetensors --quiet || fail "forget $d/"; }
   "$amn" parse $d/model | tail -n +2 >ref-$d.parse
   "$amn" inspect $d/model | tail -n +2 >ref-$d.inspect
   for a in $d.tar $d.tar.gz $d.tar.xz $d.tar.zst $d.zip $d-stored.zip; do
@@ -59,6 +62,10 @@ for d in one sharded; do
     same "convert $a" ref-$d.safetensors $a.safetensors
     expect "remember $a" 0 remember $a --to bf16 -o $a.bf16.safetensors --quiet
     same "remember $a" ref-$d-bf16.safetensors $a.bf16.safetensors
+    if $bnb; then
+      expect "forget $a" 0 forget $a --to bnb-nf4 -o $a.nf4.safetensors --quiet
+      same "forget $a" ref-$d-nf4.safetensors $a.nf4.safetensors
+    fi
     "$amn" parse $a | tail -n +2 >$a.parse
     same "parse $a" ref-$d.parse $a.parse
     "$amn" inspect $a | tail -n +2 >$a.inspect
@@ -110,6 +117,26 @@ for k in gguf npz pth; do
     expect "inspect $k.tgz" 0 inspect $k.tgz
   fi
 done
+
+# Settings files: the archive's own config.json counts (as a file's folder's
+# does), the one beside the archive does not. The .pth holds integer tensors
+# that a declared bitsandbytes quantization marks as unhandled.
+if "$amn" plugins | grep -q "format pth"; then
+  mkdir -p q/pth beside
+  cp "$pth" q/pth/model.pth
+  decl='{"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true}}'
+  echo "$decl" >q/pth/config.json
+  (cd q && tar czf ../beside/q.tgz pth) || fail "tar q"
+  "$amn" parse q/pth/model.pth | tail -n +2 >ref-q.parse
+  grep -q "unhandled" ref-q.parse && pass || fail "the declared quantization is not seen"
+  "$amn" parse beside/q.tgz | tail -n +2 >q.parse
+  same "settings inside the archive" ref-q.parse q.parse
+  cp "$pth" beside/plain.pth
+  (cd other && tar cf ../beside/plain.tar pth) || fail "tar plain"
+  echo "$decl" >beside/config.json
+  "$amn" parse beside/plain.tar | tail -n +2 >plain.parse
+  same "settings beside the archive" ref-pth.parse plain.parse
+fi
 
 # Hostile archives: each refused with its exit code, nothing written.
 $py - "$src/fixtures/example/tiny-f32.safetensors" <<'PY' || fail "making hostile archives"
