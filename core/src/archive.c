@@ -306,10 +306,19 @@ static int entry(amni_archive *A, struct archive *a, struct archive_entry *e, bo
 static int pass(amni_archive *A, bool list_only, amn_error *err) {
     struct archive *a = archive_read_new();
     if (!a) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    archive_read_support_filter_gzip(a);
-    archive_read_support_filter_xz(a);
-    archive_read_support_filter_zstd(a);
-    archive_read_support_filter_bzip2(a);
+    /* Each decompressor only if libarchive has it built in: its fallback
+     * (ARCHIVE_WARN) runs an outside program, which a library must not. */
+    static int (*const filters[])(struct archive *) = {
+        archive_read_support_filter_gzip, archive_read_support_filter_xz,
+        archive_read_support_filter_zstd, archive_read_support_filter_bzip2};
+    unsigned skip = 0;
+    for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
+        if (skip & 1u << i || filters[i](a) == ARCHIVE_OK) continue;
+        skip |= 1u << i; /* start again without it */
+        archive_read_free(a);
+        if (!(a = archive_read_new())) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        i = (size_t)-1;
+    }
     archive_read_support_format_tar(a);
     archive_read_support_format_zip(a);
     int rc = AMN_OK;
