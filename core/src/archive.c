@@ -41,6 +41,7 @@ struct amni_archive {
     amn_map *map;
     const amn_limits *lim;
     bool header_only;
+    int kind; /* KIND_* */
     member *m;
     size_t n, cap;
     uint64_t produced, held; /* bytes decompressed; bytes kept on the heap */
@@ -196,7 +197,7 @@ static int heap_for(amni_archive *A, member *mb, uint64_t cap, amn_error *err) {
 /* Read a member's data blocks: checked against its header's size and the
  * ratio cap, kept (in place or copied) when `keep`. */
 static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep, amn_error *err) {
-    const uint64_t cap = keep ? keep_cap(A, mb) : 0;
+    uint64_t cap = keep ? keep_cap(A, mb) : 0;
     uint64_t got = 0;
     for (;;) {
         const void *buf;
@@ -217,6 +218,13 @@ static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep
             mb->data = buf; /* stored whole in the archive: used in place */
             mb->kept = len;
         } else if (keep && got < cap) {
+            if (!mb->heap && got == 0 && cap < mb->size && len >= 8 &&
+                ends_with(mb->name, ".safetensors")) {
+                /* A header-only look at safetensors needs its length and header alone. */
+                uint64_t n = 0;
+                for (int i = 7; i >= 0; i--) n = n << 8 | ((const uint8_t *)buf)[i];
+                if (n <= cap - 8) cap = 8 + n;
+            }
             if (!mb->heap && (rc = heap_for(A, mb, cap, err))) return rc;
             const uint64_t n = cap - got < len ? cap - got : len;
             memcpy(mb->heap + got, buf, (size_t)n);
@@ -322,8 +330,13 @@ static int pass(amni_archive *A, bool list_only, amn_error *err) {
     archive_read_support_format_tar(a);
     archive_read_support_format_zip(a);
     int rc = AMN_OK;
-    if (archive_read_open_memory(a, amn_map_data(A->map), (size_t)amn_map_size(A->map)) !=
-        ARCHIVE_OK) {
+    /* A compressed stream is read with read(): nothing of it is used in
+     * place, and its pages would only swell the mapping's resident set. */
+    const int opened =
+        A->kind == KIND_FILTERED
+            ? archive_read_open_filename(a, A->path, 1u << 20)
+            : archive_read_open_memory(a, amn_map_data(A->map), (size_t)amn_map_size(A->map));
+    if (opened != ARCHIVE_OK) {
         archive_read_free(a);
         return AMNI_NOT_ARCHIVE;
     }
@@ -563,6 +576,7 @@ int amni_archive_load(const char *path, const amn_limits *lim, bool header_only,
     }
     A->lim = lim;
     A->header_only = header_only;
+    A->kind = kind;
     A->min_depth = ~0u;
     int rc = amn_map_open(path, &A->map, err);
     if (!rc && kind == KIND_ZIP) { /* names first: an npz or a .pth is not ours */
