@@ -103,9 +103,12 @@ for k in gguf npz pth; do
   "$amn" plugins | grep -q "format $k" || continue
   f=$(ls other/$k/*)
   "$amn" parse "$f" | tail -n +2 >ref-$k.parse
+  "$amn" convert "$f" --to safetensors -o ref-$k.safetensors --quiet || fail "convert $f"
   for a in $k.tar $k.tgz; do
     "$amn" parse $a | tail -n +2 >$a.parse
     same "parse $a" ref-$k.parse $a.parse
+    expect "convert $a" 0 convert $a --to safetensors -o $a.safetensors --quiet
+    same "convert $a" ref-$k.safetensors $a.safetensors
   done
   if [ $k = pth ]; then
     # Every member is kept whole up to --max-header bytes: a small cap
