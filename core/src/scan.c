@@ -116,6 +116,10 @@ static int scan_archive(const amn_ctx *ctx, const amni_archive *A, const char *f
         if ((rc = amni_archive_detect(ctx, A, i, from, &f, err))) break;
         if (i == 0 && !(r->format = dup_str(f->name)))
             return amn_error_set(err, AMN_E_NOMEM, "scan: out of memory");
+        /* Which member the findings after this one are about. */
+        if ((rc = amn_scan_add(r, false, "member", label, AMN_SCAN_NO_OFFSET, err,
+                               "a model file of the archive, read as %s", f->name)))
+            break;
         amn_format_scan_fn_t scan = amn_format_scan(f);
         if (scan) {
             amn_map *view;

@@ -121,6 +121,20 @@ for k in gguf npz pth; do
   fi
 done
 
+# scan: a hostile pickle packed in an archive is found as in the file.
+if "$amn" plugins | grep -q "format pth"; then
+  mkdir -p hostile/pth
+  cp "$src/fixtures/pth/hostile_eval.pth" hostile/pth/model.pth
+  (cd hostile && tar czf ../hostile.tgz pth) || fail "tar hostile"
+  "$amn" scan hostile/pth/model.pth >out 2>&1; want=$?
+  grep -v "^hostile" out >ref-hostile.scan
+  expect "scan hostile.tgz" $want scan hostile.tgz
+  says "scan hostile.tgz" "hostile.tgz/pth/model.pth"
+  says "scan hostile.tgz" "UNSAFE"
+  grep -v "^hostile.tgz" out | grep -v "model file of the archive" >hostile.scan
+  same "scan hostile.tgz" ref-hostile.scan hostile.scan
+fi
+
 # Settings files: the archive's own config.json counts (as a file's folder's
 # does), the one beside the archive does not. The .pth holds integer tensors
 # that a declared bitsandbytes quantization marks as unhandled.
