@@ -218,12 +218,12 @@ static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep
             mb->data = buf; /* stored whole in the archive: used in place */
             mb->kept = len;
         } else if (keep && got < cap) {
-            if (!mb->heap && got == 0 && cap < mb->size && len >= 8 &&
+            if (!mb->heap && got == 0 && A->header_only && len >= 8 &&
                 ends_with(mb->name, ".safetensors")) {
                 /* A header-only look at safetensors needs its length and header alone. */
                 uint64_t n = 0;
                 for (int i = 7; i >= 0; i--) n = n << 8 | ((const uint8_t *)buf)[i];
-                if (n <= cap - 8) cap = 8 + n;
+                if (cap >= 8 && n <= cap - 8) cap = 8 + n;
             }
             if (!mb->heap && (rc = heap_for(A, mb, cap, err))) return rc;
             const uint64_t n = cap - got < len ? cap - got : len;

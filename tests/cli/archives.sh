@@ -37,7 +37,8 @@ echo '{"model_type": "tiny"}' >one/model/config.json
 
 pack() { # pack DIR: every kind of archive of DIR/model
   (cd "$1" && tar cf ../"$1".tar model && tar czf ../"$1".tar.gz model &&
-    tar cJf ../"$1".tar.xz model && tar --zstd -cf ../"$1".tar.zst model) || fail "tar $1"
+    tar cJf ../"$1".tar.xz model && tar --zstd -cf ../"$1".tar.zst model &&
+    tar cjf ../"$1".tar.bz2 model) || fail "tar $1"
   $py - "$1" <<'PY' || fail "zip $1"
 import os, sys, zipfile
 d = sys.argv[1]
@@ -57,7 +58,7 @@ for d in one sharded; do
     { "$amn" forget $d/model --to bnb-nf4 -o ref-$d-nf4.safetensors --quiet || fail "forget $d/"; }
   "$amn" parse $d/model | tail -n +2 >ref-$d.parse
   "$amn" inspect $d/model | tail -n +2 >ref-$d.inspect
-  for a in $d.tar $d.tar.gz $d.tar.xz $d.tar.zst $d.zip $d-stored.zip; do
+  for a in $d.tar $d.tar.gz $d.tar.xz $d.tar.zst $d.tar.bz2 $d.zip $d-stored.zip; do
     expect "convert $a" 0 convert $a --to safetensors -o $a.safetensors --quiet
     same "convert $a" ref-$d.safetensors $a.safetensors
     expect "remember $a" 0 remember $a --to bf16 -o $a.bf16.safetensors --quiet
@@ -179,7 +180,7 @@ tar("empty.tar", [("model/config.json", "file", b"{}")])
 full = open("one.tar", "rb").read()
 open("truncated.tar", "wb").write(full[: 512 + len(st) // 2])
 # 64 MiB of zeros beside the model: gzip expands it about 1000 times.
-tar("bomb.tar.gz", [("model/model.safetensors", "file", st), ("model/zeros.bin", "file", bytes(64 << 20))], "w:gz")
+tar("bomb.tar.gz", [("model/model.safetensors", "file", st), ("model/zeros.dat", "file", bytes(64 << 20))], "w:gz")
 with zipfile.ZipFile("ambiguous.zip", "w") as z:
     z.writestr("model.safetensors", st)
     z.writestr("x.npy", b"\x93NUMPY")
@@ -199,13 +200,29 @@ refused duplicate.tar 5 "two members named 'model/model.safetensors'"
 refused empty.tar 1 "holds no model files"
 refused truncated.tar 1 "truncated"
 refused bomb.tar.gz 4 "--max-ratio" --max-ratio 100
-refused bomb.tar.gz 4 "--max-total" --max-total 1M
+# Model files decompressed into memory count against the allocation caps
+# (inspect keeps only the header, which fits).
+for cap in max-total max-alloc; do
+  expect "convert one.tar.gz --$cap" 4 convert one.tar.gz --to safetensors -o capped.safetensors \
+    --$cap 1K
+  says "convert one.tar.gz --$cap" "--$cap"
+  [ ! -e capped.safetensors ] && pass || fail "--$cap: output left behind"
+  expect "inspect one.tar.gz --$cap" 0 inspect one.tar.gz --$cap 1K
+done
 refused ambiguous.zip 5 "ambiguous ZIP"
 expect "scan traversal.tar" 1 scan traversal.tar # scan: 1 = unreadable
 says "scan traversal.tar" "disallowed"
-# The same bomb within the caps the user sets converts.
-expect "bomb.tar.gz, raised caps" 0 convert bomb.tar.gz --to safetensors -o bomb.safetensors --quiet
+# The same archive within the default caps converts.
+expect "bomb.tar.gz, default caps" 0 convert bomb.tar.gz --to safetensors -o bomb.safetensors --quiet
 same "bomb.tar.gz" ref-one.safetensors bomb.safetensors
+# Gigabytes of zeros at thousands to one (zstd): refused under the default
+# caps, after decompressing no more than the cap allows.
+mkdir -p zbomb/model
+cp one/model/model.safetensors zbomb/model/
+truncate -s 4G zbomb/model/zeros.dat
+(cd zbomb && tar --zstd -cf ../zbomb.tar.zst model) || fail "tar zbomb"
+rm -f zbomb/model/zeros.dat
+refused zbomb.tar.zst 4 "--max-ratio"
 
 echo "archives: $passes checks passed, $fails failed"
 [ $fails -eq 0 ]
