@@ -219,7 +219,7 @@ same "bomb.tar.gz" ref-one.safetensors bomb.safetensors
 # caps, after decompressing no more than the cap allows.
 mkdir -p zbomb/model
 cp one/model/model.safetensors zbomb/model/
-truncate -s 4G zbomb/model/zeros.dat
+truncate -s 2G zbomb/model/zeros.dat
 (cd zbomb && tar --zstd -cf ../zbomb.tar.zst model) || fail "tar zbomb"
 rm -f zbomb/model/zeros.dat
 refused zbomb.tar.zst 4 "--max-ratio"
