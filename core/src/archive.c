@@ -267,6 +267,9 @@ static int entry(amni_archive *A, struct archive *a, struct archive_entry *e, bo
                            link                       ? link
                            : archive_entry_symlink(e) ? archive_entry_symlink(e)
                                                       : "");
+    else if (type != AE_IFDIR && !*name) /* ".", "./" */
+        rc = amn_error_set(err, AMN_E_PARSE, "%s: member '%s' is a file without a name", A->path,
+                           raw);
     else if (type != AE_IFREG && type != AE_IFDIR)
         rc = amn_error_set(err, AMN_E_DISALLOWED, "%s: member '%s' is not a regular file", A->path,
                            name);
