@@ -185,6 +185,32 @@ with zipfile.ZipFile("ambiguous.zip", "w") as z:
     z.writestr("model.safetensors", st)
     z.writestr("x.npy", b"\x93NUMPY")
 PY
+# The folder's index, read from the archive: a shard it names must be a
+# .safetensors member beside it, and every tensor it maps must be in one.
+$py - sharded/model <<'PY' || fail "making bad indexes"
+import io, json, os, sys, tarfile
+d = sys.argv[1]
+files = {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
+ix = json.loads(files["model.safetensors.index.json"])
+def tar(name, index, drop=None):
+    with tarfile.open(name, "w") as t:
+        for f, data in files.items():
+            if f == drop:
+                continue
+            if f == "model.safetensors.index.json":
+                data = json.dumps(index).encode()
+            info = tarfile.TarInfo("model/" + f)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+first = sorted(ix["weight_map"])[0]
+shard = ix["weight_map"][first]
+bad = json.loads(json.dumps(ix)); bad["weight_map"][first] = "../" + shard
+tar("ix-outside.tar", bad)
+bad = json.loads(json.dumps(ix)); bad["weight_map"]["not.there"] = shard
+tar("ix-unheld.tar", bad)
+tar("ix-missing.tar", ix, drop=shard)
+tar("ix-noweightmap.tar", {"metadata": {}})
+PY
 refused() { # refused ARCHIVE RC TEXT [OPTIONS...]
   local a=$1 rc=$2 text=$3; shift 3
   expect "convert $a" "$rc" convert $a --to safetensors -o $a.out.safetensors "$@"
@@ -192,6 +218,11 @@ refused() { # refused ARCHIVE RC TEXT [OPTIONS...]
   [ ! -e $a.out.safetensors ] && pass || fail "$a: output left behind"
   expect "inspect $a" "$rc" inspect $a "$@"
 }
+refused ix-outside.tar 1 "names a bad shard"
+refused ix-missing.tar 1 "names a bad shard"
+refused ix-unheld.tar 1 "weight_map names not.there, no shard holds it"
+refused ix-noweightmap.tar 1 "no weight_map object"
+refused one.tar 4 "--max-items" --max-items 2 # model/, config.json, model.safetensors
 refused traversal.tar 5 "leads outside the archive"
 refused absolute.tar 5 "absolute path"
 refused symlink.tar 5 "symbolic link"
