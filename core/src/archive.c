@@ -581,7 +581,10 @@ int amni_archive_load(const char *path, const amn_limits *lim, bool header_only,
     A->header_only = header_only;
     A->kind = kind;
     A->min_depth = ~0u;
-    int rc = amn_map_open(path, &A->map, err);
+    /* A header-only look reads the member headers and little else: no
+     * read-ahead over the whole archive (amn_map_open's). */
+    int rc =
+        header_only ? amni_map_open_lazy(path, &A->map, err) : amn_map_open(path, &A->map, err);
     if (!rc && kind == KIND_ZIP) { /* names first: an npz or a .pth is not ours */
         amn_error scratch = {0};
         if (!(rc = pass(A, true, err)))

@@ -76,8 +76,8 @@ for d in one sharded; do
   done
 done
 
-# In place: the tensors of an uncompressed tar lie in the tar's own
-# mapping, so AMN_INPUT=pread reads them from the tar file at their offsets
+# In place: the tensors of an uncompressed tar (or stored ZIP) lie in its own
+# mapping, so AMN_INPUT=pread reads them from the archive at their offsets
 # (past the 512 bytes read at 0 to recognise it); a compressed archive's are
 # in memory, read from no file.
 reads() { # reads ARCHIVE: the tensor reads from the archive file
@@ -87,6 +87,7 @@ reads() { # reads ARCHIVE: the tensor reads from the archive file
 }
 if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
   [ "$(reads one.tar)" -gt 0 ] && pass || fail "one.tar: tensors not read from the tar in place"
+  [ "$(reads one-stored.zip)" -gt 0 ] && pass || fail "one-stored.zip: tensors not read in place"
   [ "$(reads one.tar.gz)" -eq 0 ] && pass || fail "one.tar.gz: tensors read from the file"
 else
   echo "note: no working strace; the in-place check is left out"
