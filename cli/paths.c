@@ -34,15 +34,11 @@ bool cli_default_output(const char *input, bool resolved, const char *tag, const
     const char *dir = slash ? path : ".";
     if (slash) *slash = '\0';
     if (slash == path) dir = "/";
-    static const char *const exts[] = {".safetensors.index.json",
-                                       ".safetensors",
-                                       ".gguf",
-                                       ".pth",
-                                       ".pt",
-                                       ".bin",
-                                       ".npz",
-                                       ".npy",
-                                       ".sft"};
+    static const char *const exts[] = {
+        ".tar.gz",      ".tar.xz", ".tar.zst", ".tar.bz2", ".tgz",
+        ".txz",         ".tzst",   ".tar",     ".zip",     ".safetensors.index.json",
+        ".safetensors", ".gguf",   ".pth",     ".pt",      ".bin",
+        ".npz",         ".npy",    ".sft"};
     for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
         size_t bl = strlen(base), el = strlen(exts[i]);
         if (bl > el && strcmp(base + bl - el, exts[i]) == 0) {

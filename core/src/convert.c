@@ -12,6 +12,7 @@
 
 #include "amn/checked.h"
 #include "amn/convert.h"
+#include "archive_internal.h"
 #include "abi_internal.h"
 #include "input_internal.h"
 #include "io_internal.h"
@@ -1008,7 +1009,9 @@ static int alloc_buffers(conv *c, amn_error *err) {
 /* The temporary output, the workers and the writer's header. */
 static int open_output(conv *c, amn_error *err) {
     const amn_convert_options *o = c->o;
-    const char *inputs[1] = {amn_model_path(c->m)};
+    /* A model from an archive: the archive is the file the output must not replace. */
+    const char *inputs[1] = {amni_archive_path(c->m) ? amni_archive_path(c->m)
+                                                     : amn_model_path(c->m)};
     int rc = amn_sink_open(o->output, o->overwrite, inputs, inputs[0] ? 1 : 0, &c->sink, err);
     if (!rc && o->no_sync) amn_sink_set_sync(c->sink, false);
     c->pr = (progress){.fn = o->progress, .user = o->progress_user};

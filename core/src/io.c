@@ -26,7 +26,8 @@ struct amn_map {
     const uint8_t *data;
     uint64_t size;
     char *path;
-    int fd; /* kept open for reads that bypass the mapping (input.c), -1 when empty */
+    int fd;    /* kept open for reads that bypass the mapping (input.c), -1 when empty */
+    bool view; /* amni_map_view: borrowed bytes, nothing to unmap */
     amni_input_probe probe;
 };
 
@@ -94,9 +95,28 @@ const char *amn_map_path(const amn_map *m) {
     return m->path;
 }
 
+int amni_map_view(const uint8_t *data, uint64_t size, const char *path, amn_map **out,
+                  amn_error *err) {
+    *out = NULL;
+    amn_map *m = calloc(1, sizeof *m);
+    size_t plen = strlen(path) + 1;
+    if (m) m->path = malloc(plen);
+    if (!m || !m->path) {
+        free(m);
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
+    memcpy(m->path, path, plen);
+    m->data = data;
+    m->size = size;
+    m->fd = -1;
+    m->view = true;
+    *out = m;
+    return AMN_OK;
+}
+
 void amn_map_close(amn_map *m) {
     if (!m) return;
-    if (m->size) munmap((void *)m->data, (size_t)m->size);
+    if (m->size && !m->view) munmap((void *)m->data, (size_t)m->size);
     if (m->fd >= 0) close(m->fd);
     free(m->path);
     free(m);

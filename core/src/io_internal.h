@@ -71,6 +71,16 @@ int amni_prefault(const void *p, size_t n);
  * (MADV_WILLNEED alone costs milliseconds on a 300 MB file). */
 int amni_map_open_lazy(const char *path, amn_map **out, amn_error *err);
 
+/* A map over bytes someone else owns (an archive member: a range of the
+ * archive's own mapping, or a buffer it was decompressed into), for format
+ * plugins that read a map. No file descriptor: reads go through `data`.
+ * The bytes must outlive it; amn_map_close frees only the struct. */
+int amni_map_view(const uint8_t *data, uint64_t size, const char *path, amn_map **out,
+                  amn_error *err);
+
+/* The first resource m adopted with free_fn, or NULL. */
+void *amni_model_resource(const amn_model *m, void (*free_fn)(void *));
+
 /* The mapping adopted by m that holds [p, p+n), or NULL. */
 const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n);
 

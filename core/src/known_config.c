@@ -12,9 +12,29 @@
 #include <json-c/json.h>
 
 #include "amn/io.h"
+#include "archive_internal.h"
 #include "known_internal.h"
 
 #define DECL_MAX_FILE (4u << 20) /* a settings file is a few kilobytes */
+
+/* A JSON object from n bytes, or NULL. */
+static json_object *parse_object(const char *buf, size_t n) {
+    json_object *root = NULL;
+    json_tokener *tok = n > 0 && n <= DECL_MAX_FILE ? json_tokener_new_ex(32) : NULL;
+    if (tok) {
+        root = json_tokener_parse_ex(tok, buf, (int)n);
+        if (json_tokener_get_error(tok) != json_tokener_success) {
+            json_object_put(root);
+            root = NULL;
+        }
+        json_tokener_free(tok);
+    }
+    if (root && !json_object_is_type(root, json_type_object)) {
+        json_object_put(root);
+        root = NULL;
+    }
+    return root;
+}
 
 static json_object *read_object(const char *path) {
     amn_source src;
@@ -22,17 +42,8 @@ static json_object *read_object(const char *path) {
     json_object *root = NULL;
     if (src.size > 0 && src.size <= DECL_MAX_FILE) {
         char *buf = malloc((size_t)src.size);
-        if (buf && amn_source_read(&src, 0, buf, (size_t)src.size, NULL) == AMN_OK) {
-            json_tokener *tok = json_tokener_new_ex(32);
-            if (tok) {
-                root = json_tokener_parse_ex(tok, buf, (int)src.size);
-                if (json_tokener_get_error(tok) != json_tokener_success) {
-                    json_object_put(root);
-                    root = NULL;
-                }
-                json_tokener_free(tok);
-            }
-        }
+        if (buf && amn_source_read(&src, 0, buf, (size_t)src.size, NULL) == AMN_OK)
+            root = parse_object(buf, (size_t)src.size);
         free(buf);
     }
     amn_source_file_close(&src);
@@ -88,6 +99,23 @@ static void from_modelopt(amni_quant_decl *d, json_object *root) {
     snprintf(d->file, sizeof d->file, "hf_quant_config.json");
 }
 
+/* A settings file of m: from its archive when it came from one (never the
+ * files beside the archive), else beside its path. */
+static json_object *settings(const amn_model *m, const char *dir, const char *name) {
+    if (amni_archive_path(m)) {
+        size_t n = 0;
+        const uint8_t *data = amni_archive_settings(m, name, &n);
+        return data ? parse_object((const char *)data, n) : NULL;
+    }
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    if (!path) return NULL;
+    snprintf(path, n, "%s/%s", dir, name);
+    json_object *root = read_object(path);
+    free(path);
+    return root;
+}
+
 void amni_quant_decl_load(const amn_model *m, amni_quant_decl *d) {
     memset(d, 0, sizeof *d);
     const char *p = amn_model_path(m);
@@ -103,12 +131,7 @@ void amni_quant_decl_load(const amn_model *m, amni_quant_decl *d) {
     if (!dir) return;
     static const char *const files[] = {"config.json", "hf_quant_config.json"};
     for (size_t k = 0; k < 2 && !d->method[0]; k++) {
-        size_t n = strlen(dir) + strlen(files[k]) + 2;
-        char *path = malloc(n);
-        if (!path) break;
-        snprintf(path, n, "%s/%s", dir, files[k]);
-        json_object *root = read_object(path);
-        free(path);
+        json_object *root = settings(m, dir, files[k]);
         if (!root) continue;
         if (k == 0)
             from_config(d, root);

@@ -250,6 +250,12 @@ int amn_model_adopt(amn_model *m, void *ptr, void (*free_fn)(void *), amn_error 
     return AMN_OK;
 }
 
+void *amni_model_resource(const amn_model *m, void (*free_fn)(void *)) {
+    for (size_t i = 0; i < m->n_res; i++)
+        if (m->res[i].free_fn == free_fn) return m->res[i].ptr;
+    return NULL;
+}
+
 const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n) {
     for (size_t i = 0; i < m->n_res; i++) {
         if (m->res[i].free_fn != amn_map_release) continue;

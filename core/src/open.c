@@ -6,6 +6,7 @@
 
 #include "amn/context.h"
 #include "abi_internal.h"
+#include "archive_internal.h"
 #include "registry_internal.h"
 #include "probe_buf.h"
 
@@ -207,6 +208,9 @@ int amn_open(const amn_ctx *ctx, const char *path, const char *from, const amn_l
     amn_limits lim;
     int rc = effective_limits(limits, &lim, err);
     if (rc) return rc;
+    /* A model folder packed as an archive opens as the folder. */
+    if ((rc = amni_archive_open(ctx, path, from, &lim, false, out, err)) != AMNI_NOT_ARCHIVE)
+        return rc;
     const amn_format *f;
     rc = amn_ctx_detect(ctx, path, from, &f, err);
     if (rc) return rc;
@@ -287,9 +291,13 @@ int amn_inspect(const amn_ctx *ctx, const char *path, const char *from, const am
         *out = m;
         return AMN_OK;
     }
-    amn_source src;
-    int rc = amn_source_file_open(path, &src, err);
+    amn_limits lim;
+    int rc = effective_limits(limits, &lim, err);
     if (rc) return rc;
+    if ((rc = amni_archive_open(ctx, path, from, &lim, true, out, err)) != AMNI_NOT_ARCHIVE)
+        return rc;
+    amn_source src;
+    if ((rc = amn_source_file_open(path, &src, err))) return rc;
     rc = amn_inspect_source(ctx, &src, path, from, limits, out, err);
     amn_source_file_close(&src);
     return rc;

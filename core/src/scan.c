@@ -9,6 +9,7 @@
 
 #include "amn/context.h"
 #include "amn/scan.h"
+#include "archive_internal.h"
 #include "io_internal.h"
 
 struct amn_scan_report {
@@ -104,6 +105,44 @@ static int scan_structure(const amn_ctx *ctx, const char *path, const amn_format
     return rc;
 }
 
+/* Each model file of an archive (archive_internal.h) as a file of its own,
+ * the findings placed by "<archive>/<member>". */
+static int scan_archive(const amn_ctx *ctx, const amni_archive *A, const char *from,
+                        const amn_limits *lim, amn_scan_report *r, amn_error *err) {
+    int rc = AMN_OK;
+    for (size_t i = 0; !rc && i < amni_archive_count(A); i++) {
+        const char *label = amni_archive_label(A, i);
+        const amn_format *f;
+        if ((rc = amni_archive_detect(ctx, A, i, from, &f, err))) break;
+        if (i == 0 && !(r->format = dup_str(f->name)))
+            return amn_error_set(err, AMN_E_NOMEM, "scan: out of memory");
+        /* Which member the findings after this one are about. */
+        if ((rc = amn_scan_add(r, false, "member", label, AMN_SCAN_NO_OFFSET, err,
+                               "a model file of the archive, read as %s", f->name)))
+            break;
+        amn_format_scan_fn_t scan = amn_format_scan(f);
+        if (scan) {
+            amn_map *view;
+            if ((rc = amni_map_view(amni_archive_data(A, i), amni_archive_size(A, i), label, &view,
+                                    err)))
+                break;
+            amn_scan_args a = {.path = label, .map = view, .limits = lim};
+            rc = scan(&a, r, err);
+            amn_map_close(view);
+            continue;
+        }
+        amn_source src;
+        amn_source_memory(&src, amni_archive_data(A, i), (size_t)amni_archive_size(A, i), label);
+        amn_model *m = NULL;
+        if ((rc = amn_inspect_source(ctx, &src, label, f->name, lim, &m, err))) break;
+        rc = amn_scan_add(r, false, "structure", label, AMN_SCAN_NO_OFFSET, err,
+                          "%s header checked: %zu tensors; the format carries no code", f->name,
+                          amn_model_tensor_count(m));
+        amn_model_free(m);
+    }
+    return rc;
+}
+
 int amn_scan(const amn_ctx *ctx, const char *path, const char *from, const amn_limits *limits,
              amn_scan_report **out, amn_error *err) {
     *out = NULL;
@@ -112,8 +151,23 @@ int amn_scan(const amn_ctx *ctx, const char *path, const char *from, const amn_l
         amn_limits_default(&def);
         limits = &def;
     }
+    amni_archive *A = NULL;
+    int rc = amni_archive_load(path, limits, false, &A, err);
+    if (rc != AMNI_NOT_ARCHIVE) {
+        if (rc) return rc;
+        amn_scan_report *r = calloc(1, sizeof *r);
+        rc = r ? scan_archive(ctx, A, from, limits, r, err)
+               : amn_error_set(err, AMN_E_NOMEM, "scan: out of memory");
+        amni_archive_free(A);
+        if (rc) {
+            amn_scan_free(r);
+            return rc;
+        }
+        *out = r;
+        return AMN_OK;
+    }
     const amn_format *f;
-    int rc = amn_ctx_detect(ctx, path, from, &f, err);
+    rc = amn_ctx_detect(ctx, path, from, &f, err);
     if (rc) return rc;
     amn_scan_report *r = calloc(1, sizeof *r);
     if (!r || !(r->format = dup_str(f->name))) {

@@ -26,7 +26,9 @@ extern "C" {
 
 typedef struct amn_scan_finding {
     const char *kind;  /* "global", "call", "build", "object", "extension", "persid",
-                          "nested-pickle", "container", "malformed", "structure" */
+                          "nested-pickle", "container", "malformed", "structure",
+                          "member" (a model file of an archive: the findings after it are
+                          about that file) */
     const char *what;  /* "os.system", "REDUCE of os.system", ... */
     const char *where; /* the member or record ("archive/data.pkl"); "" for the file */
     uint64_t offset;   /* byte offset in where (AMN_SCAN_NO_OFFSET if none) */

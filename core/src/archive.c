@@ -1,0 +1,840 @@
+/* Model folders packed as archives: see archive_internal.h.
+ *
+ * One pass of libarchive over the archive's mapping reads every member
+ * header, refuses what a folder could not hold (absolute or ".." paths,
+ * links, devices, two members of one name), and keeps the weight files
+ * of the shallowest folder: a member stored whole in the mapping is used
+ * where it lies (zero copy, like a file of a folder), any other is
+ * decompressed into memory under the limits (--max-alloc, --max-total,
+ * --max-ratio over the whole archive). The folder's weight files are then
+ * chosen as for a folder (an index, else every *.safetensors, else its one
+ * weight file), opened by their formats' plugins through views of those
+ * bytes, and joined into one model. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <json-c/json.h>
+
+#include "amn/checked.h"
+#include "archive_internal.h"
+#include "io_internal.h"
+
+enum { KIND_NONE, KIND_TAR, KIND_FILTERED, KIND_ZIP };
+
+typedef struct member {
+    char *name; /* normalised: no "./", no empty components */
+    uint64_t size;
+    const uint8_t *data; /* kept bytes (in the mapping or heap), else NULL */
+    uint8_t *heap;
+    uint64_t kept; /* bytes at data: size, or a prefix (header_only) */
+    unsigned depth;
+    bool weight, dir;
+} member;
+
+struct amni_archive {
+    const char *path;
+    amn_map *map;
+    const amn_limits *lim;
+    bool header_only;
+    int kind; /* KIND_* */
+    member *m;
+    size_t n, cap;
+    uint64_t produced, held; /* bytes decompressed; bytes kept on the heap */
+    unsigned min_depth;      /* of the weight files seen */
+    size_t *chosen, n_chosen;
+    char **labels;
+    json_object *index; /* the chosen index's weight_map owner, or NULL */
+};
+
+static const char *const weight_ext[] = {
+    ".safetensors", ".safetensors.index.json", ".gguf", ".npz", ".pth", ".pt", ".bin", NULL};
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static const char *base_name(const char *s) {
+    const char *b = strrchr(s, '/');
+    return b ? b + 1 : s;
+}
+
+/* The settings files the core reads beside a model's weights
+ * (known_config.c), kept whole when small. */
+static const char *const settings_files[] = {"config.json", "hf_quant_config.json", NULL};
+#define SETTINGS_MAX (4u << 20)
+
+static bool is_settings(const char *name) {
+    const char *b = strrchr(name, '/');
+    b = b ? b + 1 : name;
+    for (size_t i = 0; settings_files[i]; i++)
+        if (strcmp(b, settings_files[i]) == 0) return true;
+    return false;
+}
+
+static bool is_weight(const char *name) {
+    for (size_t i = 0; weight_ext[i]; i++)
+        if (ends_with(name, weight_ext[i])) return true;
+    return false;
+}
+
+/* The archive kinds by their magic bytes; a compressed file is a tar only
+ * if libarchive finds one inside (else it is left to the formats). */
+static int sniff(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return KIND_NONE;
+    uint8_t h[512];
+    ssize_t n = pread(fd, h, sizeof h, 0);
+    close(fd);
+    if (n >= 262 && memcmp(h + 257, "ustar", 5) == 0) return KIND_TAR;
+    if (n >= 4 && memcmp(h, "PK\3\4", 4) == 0) return KIND_ZIP;
+    if ((n >= 2 && h[0] == 0x1f && h[1] == 0x8b) ||
+        (n >= 6 && memcmp(h,
+                          "\xfd"
+                          "7zXZ\0",
+                          6) == 0) ||
+        (n >= 4 && memcmp(h, "\x28\xb5\x2f\xfd", 4) == 0) || (n >= 3 && memcmp(h, "BZh", 3) == 0))
+        return KIND_FILTERED;
+    return KIND_NONE;
+}
+
+/* "./a//b/" -> "a/b"; refuses what would lead outside a folder. */
+static int normalise(const amni_archive *A, const char *raw, char **out, amn_error *err) {
+    if (!raw || !*raw) return amn_error_set(err, AMN_E_PARSE, "%s: a member has no name", A->path);
+    if (raw[0] == '/')
+        return amn_error_set(err, AMN_E_DISALLOWED,
+                             "%s: member '%s' has an absolute path; a model folder holds none",
+                             A->path, raw);
+    char *s = malloc(strlen(raw) + 1);
+    if (!s) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    size_t o = 0;
+    for (const char *p = raw; *p;) {
+        size_t k = strcspn(p, "/");
+        if (k == 2 && p[0] == '.' && p[1] == '.') {
+            free(s);
+            return amn_error_set(err, AMN_E_DISALLOWED,
+                                 "%s: member '%s' leads outside the archive (a '..' component)",
+                                 A->path, raw);
+        }
+        if (k > 0 && !(k == 1 && p[0] == '.')) {
+            if (o) s[o++] = '/';
+            memcpy(s + o, p, k);
+            o += k;
+        }
+        p += k;
+        while (*p == '/') p++;
+    }
+    s[o] = '\0';
+    *out = s;
+    return AMN_OK;
+}
+
+static unsigned depth_of(const char *name) {
+    unsigned d = 0;
+    for (; *name; name++) d += *name == '/';
+    return d;
+}
+
+/* The bytes of a member to keep: all of it, or with header_only the first
+ * ones a header can span (index files whole: they are read whole). */
+static uint64_t keep_cap(const amni_archive *A, const member *mb) {
+    if (!A->header_only || ends_with(mb->name, ".json")) return mb->size; /* read whole */
+    uint64_t cap = A->lim->max_header_bytes + 8; /* safetensors: the length, then the header */
+    return mb->size < cap ? mb->size : cap;
+}
+
+static int check_ratio(amni_archive *A, uint64_t more, const char *name, amn_error *err) {
+    uint64_t most;
+    const uint64_t csize = amn_map_size(A->map) ? amn_map_size(A->map) : 1;
+    if (!amn_add_u64(A->produced, more, &A->produced) ||
+        (A->lim->max_ratio && amn_mul_u64(csize, A->lim->max_ratio, &most) && A->produced > most))
+        return amn_error_set(err, AMN_E_LIMIT,
+                             "%s: member '%s': the archive expands past %u times its %llu bytes "
+                             "(the --max-ratio cap)",
+                             A->path, name, A->lim->max_ratio, (unsigned long long)csize);
+    return AMN_OK;
+}
+
+static bool in_map(const amni_archive *A, const void *p, size_t n) {
+    const uint8_t *base = amn_map_data(A->map), *q = p;
+    return q >= base && (uint64_t)(q - base) <= amn_map_size(A->map) &&
+           n <= amn_map_size(A->map) - (uint64_t)(q - base);
+}
+
+static int heap_for(amni_archive *A, member *mb, uint64_t cap, amn_error *err) {
+    const amn_limits *l = A->lim;
+    uint64_t most;
+    if (l->max_ratio && amn_mul_u64(amn_map_size(A->map) + 1, l->max_ratio, &most) &&
+        mb->size > most)
+        return amn_error_set(err, AMN_E_LIMIT,
+                             "%s: member '%s' says it holds %llu bytes, more than %u times the "
+                             "archive (the --max-ratio cap)",
+                             A->path, mb->name, (unsigned long long)mb->size, l->max_ratio);
+    if ((l->max_alloc_one && cap > l->max_alloc_one) || cap > SIZE_MAX)
+        return amn_error_set(err, AMN_E_LIMIT,
+                             "%s: member '%s' decompresses to %llu bytes, more than the "
+                             "single-allocation cap (--max-alloc)",
+                             A->path, mb->name, (unsigned long long)cap);
+    uint64_t held;
+    if (!amn_add_u64(A->held, cap, &held) || (l->max_alloc && held > l->max_alloc))
+        return amn_error_set(err, AMN_E_LIMIT,
+                             "%s: member '%s': its model files decompress to more than the "
+                             "--max-total cap of %llu bytes",
+                             A->path, mb->name, (unsigned long long)l->max_alloc);
+    if (!(mb->heap = malloc(cap ? (size_t)cap : 1)))
+        return amn_error_set(err, AMN_E_NOMEM, "%s: member '%s': out of memory", A->path, mb->name);
+    A->held = held;
+    mb->data = mb->heap;
+    mb->kept = cap;
+    return AMN_OK;
+}
+
+/* Read a member's data blocks: checked against its header's size and the
+ * ratio cap, kept (in place or copied) when `keep`. */
+static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep, amn_error *err) {
+    uint64_t cap = keep ? keep_cap(A, mb) : 0;
+    uint64_t got = 0;
+    for (;;) {
+        const void *buf;
+        size_t len;
+        la_int64_t off;
+        int r = archive_read_data_block(a, &buf, &len, &off);
+        if (r == ARCHIVE_EOF) break;
+        if (r < ARCHIVE_WARN)
+            return amn_error_set(err, AMN_E_PARSE, "%s: member '%s': %s", A->path, mb->name,
+                                 archive_error_string(a) ? archive_error_string(a) : "damaged");
+        int rc = check_ratio(A, len, mb->name, err);
+        if (rc) return rc;
+        if (off < 0 || (uint64_t)off != got || len > mb->size - got)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "%s: member '%s' holds other bytes than its header says", A->path,
+                                 mb->name);
+        if (keep && got == 0 && len == mb->size && in_map(A, buf, len)) {
+            mb->data = buf; /* stored whole in the archive: used in place */
+            mb->kept = len;
+        } else if (keep && got < cap) {
+            if (!mb->heap && got == 0 && A->header_only && len >= 8 &&
+                ends_with(mb->name, ".safetensors")) {
+                /* A header-only look at safetensors needs its length and header alone. */
+                uint64_t n = 0;
+                for (int i = 7; i >= 0; i--) n = n << 8 | ((const uint8_t *)buf)[i];
+                if (cap >= 8 && n <= cap - 8) cap = 8 + n;
+            }
+            if (!mb->heap && (rc = heap_for(A, mb, cap, err))) return rc;
+            const uint64_t n = cap - got < len ? cap - got : len;
+            memcpy(mb->heap + got, buf, (size_t)n);
+        }
+        got += len;
+    }
+    if (got != mb->size)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: member '%s' is truncated (%llu of its %llu bytes)", A->path,
+                             mb->name, (unsigned long long)got, (unsigned long long)mb->size);
+    if (keep && mb->size == 0) {
+        mb->data = (const uint8_t *)"";
+        mb->kept = 0;
+    }
+    return AMN_OK;
+}
+
+static void drop_data(amni_archive *A, member *mb) {
+    if (mb->heap) A->held -= mb->kept;
+    free(mb->heap);
+    mb->heap = NULL;
+    mb->data = NULL;
+    mb->kept = 0;
+}
+
+/* One member header: checked, recorded, its data read. */
+static int entry(amni_archive *A, struct archive *a, struct archive_entry *e, bool list_only,
+                 amn_error *err) {
+    const char *raw = archive_entry_pathname(e);
+    char *name = NULL;
+    int rc = normalise(A, raw, &name, err);
+    if (rc) return rc;
+    const char *link = archive_entry_hardlink(e);
+    const mode_t type = archive_entry_filetype(e);
+    if (link || type == AE_IFLNK)
+        rc = amn_error_set(err, AMN_E_DISALLOWED,
+                           "%s: member '%s' is a %s link (to '%s'); a model archive holds plain "
+                           "files",
+                           A->path, name, link ? "hard" : "symbolic",
+                           link                       ? link
+                           : archive_entry_symlink(e) ? archive_entry_symlink(e)
+                                                      : "");
+    else if (type != AE_IFDIR && !*name) /* ".", "./" */
+        rc = amn_error_set(err, AMN_E_PARSE, "%s: member '%s' is a file without a name", A->path,
+                           raw);
+    else if (type != AE_IFREG && type != AE_IFDIR)
+        rc = amn_error_set(err, AMN_E_DISALLOWED, "%s: member '%s' is not a regular file", A->path,
+                           name);
+    else if (archive_entry_sparse_count(e) > 0)
+        rc = amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: %s: member '%s' is a sparse file",
+                           A->path, name);
+    else if (archive_entry_is_encrypted(e))
+        rc = amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: %s: member '%s' is encrypted",
+                           A->path, name);
+    else if (type == AE_IFREG && (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0))
+        rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                           "unsupported: %s: member '%s' does not say its size", A->path, name);
+    if (rc) {
+        free(name);
+        return rc;
+    }
+    if (A->n == A->cap) {
+        size_t cap = A->cap ? A->cap * 2 : 16;
+        member *p = realloc(A->m, cap * sizeof *p);
+        if (!p) {
+            free(name);
+            return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        }
+        A->m = p;
+        A->cap = cap;
+    }
+    member *mb = &A->m[A->n++];
+    *mb = (member){.name = name, .dir = type == AE_IFDIR, .depth = depth_of(name)};
+    if (mb->dir) return AMN_OK;
+    mb->size = (uint64_t)archive_entry_size(e);
+    mb->weight = is_weight(name);
+    if (list_only) return AMN_OK;
+    bool keep = mb->weight && mb->depth <= A->min_depth;
+    if (keep && mb->depth < A->min_depth) { /* a shallower folder: the deeper ones are not it */
+        for (size_t i = 0; i + 1 < A->n; i++)
+            if (A->m[i].weight) drop_data(A, &A->m[i]);
+        A->min_depth = mb->depth;
+    }
+    keep |= is_settings(name) && mb->size <= SETTINGS_MAX;
+    return read_member(A, a, mb, keep, err);
+}
+
+/* Every member header once. AMNI_NOT_ARCHIVE when libarchive finds no tar
+ * or ZIP at all. */
+static int pass(amni_archive *A, bool list_only, amn_error *err) {
+    struct archive *a = archive_read_new();
+    if (!a) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    /* Each decompressor only if libarchive has it built in: its fallback
+     * (ARCHIVE_WARN) runs an outside program, which a library must not. */
+    static int (*const filters[])(struct archive *) = {
+        archive_read_support_filter_gzip, archive_read_support_filter_xz,
+        archive_read_support_filter_zstd, archive_read_support_filter_bzip2};
+    unsigned skip = 0;
+    for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
+        if (skip & 1u << i || filters[i](a) == ARCHIVE_OK) continue;
+        skip |= 1u << i; /* start again without it */
+        archive_read_free(a);
+        if (!(a = archive_read_new())) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        i = (size_t)-1;
+    }
+    archive_read_support_format_tar(a);
+    archive_read_support_format_zip(a);
+    int rc = AMN_OK;
+    /* A compressed stream is read with read(): nothing of it is used in
+     * place, and its pages would only swell the mapping's resident set. */
+    const int opened =
+        A->kind == KIND_FILTERED
+            ? archive_read_open_filename(a, A->path, 1u << 20)
+            : archive_read_open_memory(a, amn_map_data(A->map), (size_t)amn_map_size(A->map));
+    if (opened != ARCHIVE_OK) {
+        archive_read_free(a);
+        return AMNI_NOT_ARCHIVE;
+    }
+    for (uint64_t k = 0;; k++) {
+        struct archive_entry *e;
+        int r = archive_read_next_header(a, &e);
+        if (r == ARCHIVE_EOF) break;
+        if (r < ARCHIVE_WARN) {
+            rc = k == 0 ? AMNI_NOT_ARCHIVE
+                        : amn_error_set(err, AMN_E_PARSE, "%s: damaged or truncated archive: %s",
+                                        A->path,
+                                        archive_error_string(a) ? archive_error_string(a) : "?");
+            break;
+        }
+        const int fmt = archive_format(a) & ARCHIVE_FORMAT_BASE_MASK;
+        if (k == 0 && fmt != ARCHIVE_FORMAT_TAR && fmt != ARCHIVE_FORMAT_ZIP) {
+            rc = AMNI_NOT_ARCHIVE;
+            break;
+        }
+        if (A->lim->max_tensors && k >= A->lim->max_tensors) {
+            rc = amn_error_set(err, AMN_E_LIMIT, "%s: more than %llu members (--max-items)",
+                               A->path, (unsigned long long)A->lim->max_tensors);
+            break;
+        }
+        if ((rc = entry(A, a, e, list_only, err))) break;
+    }
+    archive_read_free(a);
+    return rc;
+}
+
+static int cmp_member(const void *x, const void *y) {
+    const member *a = *(member *const *)x, *b = *(member *const *)y;
+    return strcmp(a->name, b->name);
+}
+
+/* Two members of one name: which one a folder holds depends on the tool
+ * that unpacks it, so neither is taken. */
+static int check_duplicates(const amni_archive *A, amn_error *err) {
+    member **v = malloc((A->n ? A->n : 1) * sizeof *v);
+    if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < A->n; i++)
+        if (!A->m[i].dir) v[n++] = &A->m[i];
+    qsort(v, n, sizeof *v, cmp_member);
+    int rc = AMN_OK;
+    for (size_t i = 1; i < n && !rc; i++)
+        if (strcmp(v[i - 1]->name, v[i]->name) == 0)
+            rc = amn_error_set(err, AMN_E_DISALLOWED,
+                               "%s: ambiguous archive: two members named '%s'; tools that unpack "
+                               "it keep different ones",
+                               A->path, v[i]->name);
+    free(v);
+    return rc;
+}
+
+/* A ZIP holding *.npy members is an npz; one holding data.pkl a torch file. */
+static int classify_zip(const amni_archive *A, amn_error *err) {
+    const char *marker = NULL, *weight = NULL;
+    for (size_t i = 0; i < A->n; i++) {
+        const member *mb = &A->m[i];
+        if (mb->dir) continue;
+        if (!marker &&
+            (ends_with(mb->name, ".npy") || strcmp(base_name(mb->name), "data.pkl") == 0))
+            marker = mb->name;
+        if (!weight && mb->weight) weight = mb->name;
+    }
+    if (!weight) return AMNI_NOT_ARCHIVE;
+    if (marker)
+        return amn_error_set(err, AMN_E_DISALLOWED,
+                             "%s: ambiguous ZIP: it holds '%s' as an npz or torch file does, and "
+                             "model files ('%s') as a packed model folder does",
+                             A->path, marker, weight);
+    return AMN_OK;
+}
+
+static void dir_of(const char *name, const char **dir, size_t *len) {
+    const char *slash = strrchr(name, '/');
+    *dir = name;
+    *len = slash ? (size_t)(slash - name) : 0;
+}
+
+static member *find_member(amni_archive *A, const char *dir, size_t dl, const char *file) {
+    for (size_t i = 0; i < A->n; i++) {
+        member *mb = &A->m[i];
+        if (!mb->data || mb->dir) continue;
+        const char *d;
+        size_t l;
+        dir_of(mb->name, &d, &l);
+        if (l == dl && strncmp(d, dir, dl) == 0 && strcmp(base_name(mb->name), file) == 0)
+            return mb;
+    }
+    return NULL;
+}
+
+static int choose_add(amni_archive *A, const member *mb, amn_error *err) {
+    for (size_t i = 0; i < A->n_chosen; i++)
+        if (A->chosen[i] == (size_t)(mb - A->m)) return AMN_OK;
+    size_t *p = realloc(A->chosen, (A->n_chosen + 1) * sizeof *p);
+    if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    A->chosen = p;
+    A->chosen[A->n_chosen++] = (size_t)(mb - A->m);
+    return AMN_OK;
+}
+
+/* The shards a model.safetensors.index.json names, in order of first
+ * mention, each a plain *.safetensors file of the index's folder. */
+static int choose_indexed(amni_archive *A, const member *ix, amn_error *err) {
+    if (ix->size > A->lim->max_header_bytes)
+        return amn_error_set(err, AMN_E_LIMIT, "%s: member '%s' is larger than --max-header",
+                             A->path, ix->name);
+    json_tokener *tok = json_tokener_new_ex((int)A->lim->max_depth);
+    if (!tok) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    json_object *root = json_tokener_parse_ex(tok, (const char *)ix->data, (int)ix->size);
+    const bool ok = json_tokener_get_error(tok) == json_tokener_success;
+    json_tokener_free(tok);
+    json_object *map = NULL;
+    if (!ok || !json_object_object_get_ex(root, "weight_map", &map) ||
+        !json_object_is_type(map, json_type_object)) {
+        json_object_put(root);
+        return amn_error_set(err, AMN_E_PARSE, "%s: member '%s': no weight_map object", A->path,
+                             ix->name);
+    }
+    A->index = root;
+    const char *dir;
+    size_t dl;
+    dir_of(ix->name, &dir, &dl);
+    json_object_object_foreach(map, key, val) {
+        const char *file = json_object_get_string(val);
+        member *mb = NULL;
+        if (json_object_is_type(val, json_type_string) && !strchr(file, '/') &&
+            ends_with(file, ".safetensors") && strcmp(file, ".safetensors") != 0)
+            mb = find_member(A, dir, dl, file);
+        if (!mb)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "%s: member '%s': weight_map entry %s names a bad shard (not a "
+                                 ".safetensors file beside the index)",
+                                 A->path, ix->name, key);
+        int rc = choose_add(A, mb, err);
+        if (rc) return rc;
+    }
+    return AMN_OK;
+}
+
+/* The weight files of the shallowest folder, as a folder's are chosen. */
+static int choose(amni_archive *A, amn_error *err) {
+    const member *first = NULL, *ix = NULL, *other = NULL;
+    size_t n_st = 0, n_other = 0;
+    for (size_t i = 0; i < A->n; i++) {
+        const member *mb = &A->m[i];
+        if (!mb->weight || !mb->data) continue;
+        const char *d0, *d1;
+        size_t l0, l1;
+        if (!first) first = mb;
+        dir_of(first->name, &d0, &l0);
+        dir_of(mb->name, &d1, &l1);
+        if (l0 != l1 || strncmp(d0, d1, l0) != 0)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: %s: model files in two folders ('%s' and '%s'); "
+                                 "unpack it and open one",
+                                 A->path, first->name, mb->name);
+        if (ends_with(mb->name, ".safetensors.index.json")) {
+            if (ix)
+                return amn_error_set(err, AMN_E_PARSE, "%s: more than one index file ('%s', '%s')",
+                                     A->path, ix->name, mb->name);
+            ix = mb;
+        } else if (ends_with(mb->name, ".safetensors")) {
+            n_st++;
+        } else {
+            if (!other) other = mb;
+            n_other++;
+        }
+    }
+    if (!first)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s: the archive holds no model files (*.safetensors, *.gguf, "
+                             "*.npz, *.pth, *.bin)",
+                             A->path);
+    if (ix) return choose_indexed(A, ix, err);
+    if (n_st) {
+        member **v = malloc(n_st * sizeof *v);
+        if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        size_t k = 0;
+        for (size_t i = 0; i < A->n; i++)
+            if (A->m[i].weight && A->m[i].data && ends_with(A->m[i].name, ".safetensors"))
+                v[k++] = &A->m[i];
+        qsort(v, k, sizeof *v, cmp_member);
+        int rc = AMN_OK;
+        for (size_t i = 0; i < k && !rc; i++) rc = choose_add(A, v[i], err);
+        free(v);
+        return rc;
+    }
+    if (n_other > 1)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: %s: %zu model files beside '%s' and no safetensors; "
+                             "unpack it and open one",
+                             A->path, n_other, other->name);
+    return choose_add(A, other, err);
+}
+
+static int make_labels(amni_archive *A, amn_error *err) {
+    if (!(A->labels = calloc(A->n_chosen ? A->n_chosen : 1, sizeof *A->labels)))
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < A->n_chosen; i++) {
+        const char *name = A->m[A->chosen[i]].name;
+        const size_t n = strlen(A->path) + 1 + strlen(name) + 1;
+        if (!(A->labels[i] = malloc(n))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        snprintf(A->labels[i], n, "%s/%s", A->path, name);
+    }
+    return AMN_OK;
+}
+
+void amni_archive_free(amni_archive *A) {
+    if (!A) return;
+    for (size_t i = 0; i < A->n; i++) {
+        free(A->m[i].heap);
+        free(A->m[i].name);
+    }
+    for (size_t i = 0; A->labels && i < A->n_chosen; i++) free(A->labels[i]);
+    free(A->labels);
+    free(A->m);
+    free(A->chosen);
+    json_object_put(A->index);
+    amn_map_close(A->map);
+    free((char *)A->path);
+    free(A);
+}
+
+int amni_archive_load(const char *path, const amn_limits *lim, bool header_only, amni_archive **out,
+                      amn_error *err) {
+    *out = NULL;
+    const int kind = sniff(path);
+    if (kind == KIND_NONE) return AMNI_NOT_ARCHIVE;
+    amni_archive *A = calloc(1, sizeof *A);
+    if (!A || !(A->path = strdup(path))) {
+        free(A);
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
+    A->lim = lim;
+    A->header_only = header_only;
+    A->kind = kind;
+    A->min_depth = ~0u;
+    /* A header-only look reads the member headers and little else: no
+     * read-ahead over the whole archive (amn_map_open's). */
+    int rc =
+        header_only ? amni_map_open_lazy(path, &A->map, err) : amn_map_open(path, &A->map, err);
+    if (!rc && kind == KIND_ZIP) { /* names first: an npz or a .pth is not ours */
+        amn_error scratch = {0};
+        if (!(rc = pass(A, true, err)))
+            rc = classify_zip(A, err);
+        else if (classify_zip(A, &scratch) != AMN_OK)
+            rc = AMNI_NOT_ARCHIVE; /* not a model folder: the ZIP formats say what is wrong */
+        for (size_t i = 0; i < A->n; i++) free(A->m[i].name);
+        A->n = 0;
+    }
+    if (!rc) rc = pass(A, false, err);
+    if (!rc) rc = check_duplicates(A, err);
+    if (!rc) rc = choose(A, err);
+    if (!rc) rc = make_labels(A, err);
+    if (rc) {
+        amni_archive_free(A);
+        return rc;
+    }
+    *out = A;
+    return AMN_OK;
+}
+
+size_t amni_archive_count(const amni_archive *A) {
+    return A->n_chosen;
+}
+const char *amni_archive_label(const amni_archive *A, size_t i) {
+    return A->labels[i];
+}
+const uint8_t *amni_archive_data(const amni_archive *A, size_t i) {
+    return A->m[A->chosen[i]].data;
+}
+uint64_t amni_archive_size(const amni_archive *A, size_t i) {
+    return A->m[A->chosen[i]].size;
+}
+
+int amni_archive_detect(const amn_ctx *ctx, const amni_archive *A, size_t i, const char *from,
+                        const amn_format **out, amn_error *err) {
+    const member *mb = &A->m[A->chosen[i]];
+    amn_source src;
+    amn_source_memory(&src, mb->data, (size_t)mb->kept, A->labels[i]);
+    return amn_ctx_detect_source(ctx, &src, from, out, err);
+}
+
+/* ---- opening: every chosen member by its format, joined into one model --- */
+
+static void view_release(void *p) {
+    amn_map_close(p); /* a view: not amn_map_release, so no one takes it for a file */
+}
+
+static void model_release(void *p) {
+    amn_model_free(p);
+}
+
+static void archive_release(void *p) {
+    amni_archive_free(p);
+}
+
+/* Header-only reads of a member kept in part: past the prefix is where a
+ * compressed archive cannot go back to. */
+typedef struct prefix_src {
+    const uint8_t *data;
+    uint64_t kept;
+    uint64_t beyond; /* end of the first read past the prefix, or UINT64_MAX */
+} prefix_src;
+
+static int prefix_read(void *ctx, uint64_t off, void *buf, size_t n, size_t *got) {
+    prefix_src *p = ctx;
+    if (off > p->kept || n > p->kept - off) {
+        if (p->beyond == UINT64_MAX) p->beyond = off + n; /* n <= the member's size */
+        *got = 0;
+        return AMN_E_UNSUPPORTED;
+    }
+    memcpy(buf, p->data + off, n);
+    *got = n;
+    return AMN_OK;
+}
+
+static int open_member(const amni_archive *A, size_t i, const amn_format *f, amn_model **sub,
+                       amn_error *err) {
+    const member *mb = &A->m[A->chosen[i]];
+    const char *label = A->labels[i];
+    int rc;
+    if (A->header_only) {
+        if (!f->inspect)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: format %s has no header-only inspection", f->name);
+        prefix_src ps = {.data = mb->data, .kept = mb->kept, .beyond = UINT64_MAX};
+        amn_source src = {.ctx = &ps, .size = mb->size, .read_at = prefix_read, .name = label};
+        amn_inspect_args ia = {
+            .struct_size = sizeof ia, .src = &src, .path = label, .limits = A->lim};
+        rc = f->inspect(&ia, sub, err);
+        if (rc && ps.beyond != UINT64_MAX)
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "unsupported: %s: %s reads this member up to byte %llu, past the "
+                               "first %llu bytes kept from the compressed archive: it needs random "
+                               "access (use parse, or an uncompressed .tar)",
+                               label, f->name, (unsigned long long)ps.beyond,
+                               (unsigned long long)mb->kept);
+        return rc;
+    }
+    amn_map *view;
+    if ((rc = amni_map_view(mb->data, mb->size, label, &view, err))) return rc;
+    amn_open_args oa = {.struct_size = sizeof oa, .path = label, .map = view, .limits = A->lim};
+    if ((rc = f->open(&oa, sub, err)) || !*sub) {
+        amn_map_close(view);
+        return rc ? rc
+                  : amn_error_set(err, AMN_E_PARSE, "%s: format %s returned no model", label,
+                                  f->name);
+    }
+    return amn_model_adopt(*sub, view, view_release, err);
+}
+
+/* sub's tensors, metadata, key/values and notes into dst, which then owns sub. */
+static int join(amn_model *dst, amn_model *sub, const char *label, amn_error *err) {
+    int rc = AMN_OK;
+    for (size_t i = 0; !rc && i < amn_model_tensor_count(sub); i++) {
+        const amn_tensor *t = amn_model_tensor(sub, i);
+        if (amn_model_find(dst, t->name) >= 0)
+            rc = amn_error_set(err, AMN_E_PARSE,
+                               "%s: tensor %s is in two shards (and an earlier one)", label,
+                               t->name);
+        else
+            rc = amn_model_add_tensor(dst, t, err);
+    }
+    for (size_t i = 0; !rc && i < amn_model_meta_count(sub); i++)
+        rc = amn_model_set_meta(dst, amn_model_meta_key(sub, i), amn_model_meta_value(sub, i), err);
+    for (size_t i = 0; !rc && i < amn_model_kv_count(sub); i++)
+        rc = amn_model_add_kv(dst, amn_model_kv(sub, i), err);
+    for (size_t i = 0; !rc && i < amn_model_note_count(sub); i++)
+        rc =
+            amn_model_add_note(dst, amn_model_note_name(sub, i), amn_model_note_value(sub, i), err);
+    if (rc) {
+        amn_model_free(sub);
+        return rc;
+    }
+    return amn_model_adopt(dst, sub, model_release, err);
+}
+
+/* Every tensor the index's weight_map names is held by a shard. */
+static int check_held(const amni_archive *A, const amn_model *m, amn_error *err) {
+    json_object *map = NULL;
+    if (!A->index || !json_object_object_get_ex(A->index, "weight_map", &map)) return AMN_OK;
+    json_object_object_foreach(map, key, val) {
+        (void)val;
+        if (amn_model_find(m, key) < 0)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "%s: the index's weight_map names %s, no shard holds it", A->path,
+                                 key);
+    }
+    return AMN_OK;
+}
+
+static int join_all(const amn_ctx *ctx, amni_archive *A, const char *from, amn_model **out,
+                    amn_error *err) {
+    amn_model *m = NULL;
+    int rc = AMN_OK;
+    const char *label = NULL;
+    for (size_t i = 0; !rc && i < A->n_chosen; i++) {
+        const amn_format *f;
+        amn_model *sub = NULL;
+        if ((rc = amni_archive_detect(ctx, A, i, from, &f, err))) break;
+        if (A->header_only ? !f->inspect : !f->open) {
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: format %s cannot be read",
+                               f->name);
+            break;
+        }
+        if ((rc = open_member(A, i, f, &sub, err))) break;
+        if (!m && !(m = amn_model_new(amn_model_format(sub)))) {
+            amn_model_free(sub);
+            rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+            break;
+        }
+        if (strcmp(amn_model_format(m), amn_model_format(sub)) != 0) {
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "unsupported: %s: model files of two formats (%s and %s)", A->path,
+                               amn_model_format(m), amn_model_format(sub));
+            amn_model_free(sub);
+            break;
+        }
+        label = A->n_chosen == 1 ? amn_model_label(sub) : NULL;
+        if (label && (rc = amn_model_set_label(m, label, err))) {
+            amn_model_free(sub);
+            break;
+        }
+        rc = join(m, sub, A->labels[i], err);
+    }
+    if (!rc && A->n_chosen > 1) {
+        char text[128];
+        snprintf(text, sizeof text, "%s (sharded)", amn_model_format(m));
+        rc = amn_model_set_label(m, text, err);
+    }
+    if (!rc) rc = check_held(A, m, err);
+    if (rc) {
+        amn_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return AMN_OK;
+}
+
+int amni_archive_open(const amn_ctx *ctx, const char *path, const char *from, const amn_limits *lim,
+                      bool header_only, amn_model **out, amn_error *err) {
+    *out = NULL;
+    amni_archive *A;
+    int rc = amni_archive_load(path, lim, header_only, &A, err);
+    if (rc) return rc;
+    amn_model *m = NULL;
+    if ((rc = join_all(ctx, A, from, &m, err))) {
+        amni_archive_free(A);
+        return rc;
+    }
+    /* The archive's mapping as the model's own file (so reads of members
+     * stored in place go the ways a file's do), then the rest it keeps. */
+    amn_map *map = A->map;
+    A->map = NULL;
+    if ((rc = amn_model_adopt(m, map, amn_map_release, err))) {
+        amni_archive_free(A);
+        amn_model_free(m);
+        return rc;
+    }
+    if ((rc = amn_model_adopt(m, A, archive_release, err))) {
+        amn_model_free(m);
+        return rc;
+    }
+    /* The model's path is its first model file's "<archive>/<member>": no
+     * file of that name exists, so what looks for settings files beside a
+     * model's path (the plugin kit's quantization configs) finds none,
+     * rather than those beside the archive, which are not the model's. */
+    if ((rc = amn_model_set_path(m, A->labels[0], err))) {
+        amn_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return AMN_OK;
+}
+
+/* ---- what the core asks of a model opened from an archive -------------- */
+
+const char *amni_archive_path(const amn_model *m) {
+    const amni_archive *A = amni_model_resource(m, archive_release);
+    return A ? A->path : NULL;
+}
+
+const uint8_t *amni_archive_settings(const amn_model *m, const char *name, size_t *size) {
+    amni_archive *A = amni_model_resource(m, archive_release);
+    if (!A || !A->n_chosen) return NULL;
+    const char *dir;
+    size_t dl;
+    dir_of(A->m[A->chosen[0]].name, &dir, &dl);
+    const member *mb = find_member(A, dir, dl, name);
+    if (!mb || mb->kept != mb->size) return NULL;
+    *size = (size_t)mb->size;
+    return mb->data;
+}

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# Model folders packed as archives (.tar, .tar.gz, .tar.xz, .tar.zst, .zip)
+# open as the folder they hold: every command's output equals the one of
+# the unpacked folder, byte for byte; hostile archives are refused with
+# their typed exit code and leave no output.
+set -uo pipefail
+build=$1 src=$(cd "$2" && pwd)
+amn=$(cd "$build" && pwd)/bin/amn
+"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
+  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
+py=/usr/bin/python3
+work=$(mktemp -d /tmp/amn-archives.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+cd "$work" || exit 1
+fails=0 passes=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { passes=$((passes + 1)); }
+expect() { # expect WHAT RC ARGS...
+  local what=$1 want=$2; shift 2
+  "$amn" "$@" >out 2>&1; local rc=$?
+  [ $rc -eq "$want" ] && pass || { fail "$what: exit $rc, wanted $want"; sed 's/^/    /' out; }
+}
+same() { # same WHAT FILE1 FILE2
+  cmp -s "$2" "$3" && pass || fail "$1: $2 and $3 differ"
+}
+says() { # says WHAT TEXT: the last command's output holds TEXT
+  grep -qF -- "$2" out && pass || { fail "$1: no '$2' in:"; sed 's/^/    /' out; }
+}
+
+# Folders: one file, and shards with an index (written by amn's folder writer).
+mkdir -p one/model sharded
+cp "$src/fixtures/example/tiny-f32.safetensors" one/model/model.safetensors
+echo '{"model_type": "tiny"}' >one/model/config.json
+"$amn" remember "$src/fixtures/example/tiny-f32.safetensors" --to f32 --shard-size 1KB \
+  -o sharded/model/ --quiet || fail "making the sharded folder"
+[ "$(ls sharded/model/*.safetensors | wc -l)" -gt 1 ] && pass || fail "the folder has no shards"
+
+pack() { # pack DIR: every kind of archive of DIR/model
+  (cd "$1" && tar cf ../"$1".tar model && tar czf ../"$1".tar.gz model &&
+    tar cJf ../"$1".tar.xz model && tar --zstd -cf ../"$1".tar.zst model &&
+    tar cjf ../"$1".tar.bz2 model) || fail "tar $1"
+  $py - "$1" <<'PY' || fail "zip $1"
+import os, sys, zipfile
+d = sys.argv[1]
+for name, how in ((d + ".zip", zipfile.ZIP_DEFLATED), (d + "-stored.zip", zipfile.ZIP_STORED)):
+    with zipfile.ZipFile(name, "w", how) as z:
+        for f in sorted(os.listdir(os.path.join(d, "model"))):
+            z.write(os.path.join(d, "model", f), "model/" + f)
+PY
+}
+
+for d in one sharded; do
+  pack $d
+  "$amn" convert $d/model --to safetensors -o ref-$d.safetensors --quiet || fail "convert $d/"
+  "$amn" remember $d/model --to bf16 -o ref-$d-bf16.safetensors --quiet || fail "remember $d/"
+  bnb=false
+  "$amn" plugins | grep -q "encode bnb" && bnb=true &&
+    { "$amn" forget $d/model --to bnb-nf4 -o ref-$d-nf4.safetensors --quiet || fail "forget $d/"; }
+  "$amn" parse $d/model | tail -n +2 >ref-$d.parse
+  "$amn" inspect $d/model | tail -n +2 >ref-$d.inspect
+  for a in $d.tar $d.tar.gz $d.tar.xz $d.tar.zst $d.tar.bz2 $d.zip $d-stored.zip; do
+    expect "convert $a" 0 convert $a --to safetensors -o $a.safetensors --quiet
+    same "convert $a" ref-$d.safetensors $a.safetensors
+    expect "remember $a" 0 remember $a --to bf16 -o $a.bf16.safetensors --quiet
+    same "remember $a" ref-$d-bf16.safetensors $a.bf16.safetensors
+    if $bnb; then
+      expect "forget $a" 0 forget $a --to bnb-nf4 -o $a.nf4.safetensors --quiet
+      same "forget $a" ref-$d-nf4.safetensors $a.nf4.safetensors
+    fi
+    "$amn" parse $a | tail -n +2 >$a.parse
+    same "parse $a" ref-$d.parse $a.parse
+    "$amn" inspect $a | tail -n +2 >$a.inspect
+    same "inspect $a" ref-$d.inspect $a.inspect
+    expect "scan $a" 0 scan $a
+    says "scan $a" "model/"
+  done
+done
+
+# In place: the tensors of an uncompressed tar (or stored ZIP) lie in its own
+# mapping, so AMN_INPUT=pread reads them from the archive at their offsets
+# (past the 512 bytes read at 0 to recognise it); a compressed archive's are
+# in memory, read from no file.
+reads() { # reads ARCHIVE: the tensor reads from the archive file
+  AMN_INPUT=pread strace -f -y -e trace=pread64 "$amn" convert "$1" --to safetensors \
+    -o zc.safetensors --force --quiet 2>&1 >/dev/null |
+    grep -E "pread64\([0-9]+<[^>]*/$1>" | grep -cvE ", 0\) = [0-9]+$"
+}
+if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
+  [ "$(reads one.tar)" -gt 0 ] && pass || fail "one.tar: tensors not read from the tar in place"
+  [ "$(reads one-stored.zip)" -gt 0 ] && pass || fail "one-stored.zip: tensors not read in place"
+  [ "$(reads one.tar.gz)" -eq 0 ] && pass || fail "one.tar.gz: tensors read from the file"
+else
+  echo "note: no working strace; the in-place check is left out"
+fi
+
+# A GGUF, an npz and a .pth packed alone open as what they are; a compressed
+# .pth needs random access for a header-only look, and the error says so.
+mkdir -p other/gguf other/npz other/pth
+cp "$src/fixtures/gguf/tiny-quant.gguf" other/gguf/
+cp "$src/fixtures/npz/stored.npz" other/npz/
+pth=$(ls "$src"/fixtures/pth/*.pth | grep -v /bad_ | head -1)
+cp "$pth" other/pth/model.pth
+(cd other && for k in gguf npz pth; do tar czf ../$k.tgz $k && tar cf ../$k.tar $k; done)
+for k in gguf npz pth; do
+  "$amn" plugins | grep -q "format $k" || continue
+  f=$(ls other/$k/*)
+  "$amn" parse "$f" | tail -n +2 >ref-$k.parse
+  "$amn" convert "$f" --to safetensors -o ref-$k.safetensors --quiet || fail "convert $f"
+  for a in $k.tar $k.tgz; do
+    "$amn" parse $a | tail -n +2 >$a.parse
+    same "parse $a" ref-$k.parse $a.parse
+    expect "convert $a" 0 convert $a --to safetensors -o $a.safetensors --quiet
+    same "convert $a" ref-$k.safetensors $a.safetensors
+  done
+  if [ $k = pth ]; then
+    # Every member is kept whole up to --max-header bytes: a small cap
+    # makes this small .pth one that a header-only look cannot reach.
+    expect "inspect pth.tgz" 3 inspect pth.tgz --max-header 64
+    says "inspect pth.tgz" "pth.tgz/pth/model.pth"
+    says "inspect pth.tgz" "random access"
+  else
+    expect "inspect $k.tgz" 0 inspect $k.tgz
+  fi
+done
+
+# scan: a hostile pickle packed in an archive is found as in the file.
+if "$amn" plugins | grep -q "format pth"; then
+  mkdir -p hostile/pth
+  cp "$src/fixtures/pth/hostile_eval.pth" hostile/pth/model.pth
+  (cd hostile && tar czf ../hostile.tgz pth) || fail "tar hostile"
+  "$amn" scan hostile/pth/model.pth >out 2>&1; want=$?
+  grep -v "^hostile" out >ref-hostile.scan
+  expect "scan hostile.tgz" $want scan hostile.tgz
+  says "scan hostile.tgz" "hostile.tgz/pth/model.pth"
+  says "scan hostile.tgz" "UNSAFE"
+  grep -v "^hostile.tgz" out | grep -v "model file of the archive" >hostile.scan
+  same "scan hostile.tgz" ref-hostile.scan hostile.scan
+fi
+
+# Settings files: the archive's own config.json counts (as a file's folder's
+# does), the one beside the archive does not. The .pth holds integer tensors
+# that a declared bitsandbytes quantization marks as unhandled.
+if "$amn" plugins | grep -q "format pth"; then
+  mkdir -p q/pth beside
+  cp "$pth" q/pth/model.pth
+  decl='{"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true}}'
+  echo "$decl" >q/pth/config.json
+  (cd q && tar czf ../beside/q.tgz pth) || fail "tar q"
+  "$amn" parse q/pth/model.pth | tail -n +2 >ref-q.parse
+  grep -q "unhandled" ref-q.parse && pass || fail "the declared quantization is not seen"
+  "$amn" parse beside/q.tgz | tail -n +2 >q.parse
+  same "settings inside the archive" ref-q.parse q.parse
+  cp "$pth" beside/plain.pth
+  (cd other && tar cf ../beside/plain.tar pth) || fail "tar plain"
+  echo "$decl" >beside/config.json
+  "$amn" parse beside/plain.tar | tail -n +2 >plain.parse
+  same "settings beside the archive" ref-pth.parse plain.parse
+fi
+
+# Hostile archives: each refused with its exit code, nothing written.
+$py - "$src/fixtures/example/tiny-f32.safetensors" <<'PY' || fail "making hostile archives"
+import io, sys, tarfile, zipfile
+st = open(sys.argv[1], "rb").read()
+def tar(name, members, mode="w"):
+    with tarfile.open(name, mode) as t:
+        for m in members:
+            info = tarfile.TarInfo(m[0])
+            if m[1] == "file":
+                info.size = len(m[2])
+                t.addfile(info, io.BytesIO(m[2]))
+            else:
+                info.type = tarfile.SYMTYPE if m[1] == "sym" else tarfile.LNKTYPE
+                info.linkname = m[2]
+                t.addfile(info)
+tar("traversal.tar", [("model/../../evil.safetensors", "file", st)])
+tar("absolute.tar", [("/tmp/model/model.safetensors", "file", st)])
+tar("symlink.tar", [("model/model.safetensors", "sym", "/etc/passwd")])
+tar("hardlink.tar", [("model/a.txt", "file", b"x"), ("model/model.safetensors", "hard", "model/a.txt")])
+tar("duplicate.tar", [("model/model.safetensors", "file", st), ("model/model.safetensors", "file", st)])
+tar("empty.tar", [("model/config.json", "file", b"{}")])
+full = open("one.tar", "rb").read()
+open("truncated.tar", "wb").write(full[: 512 + len(st) // 2])
+# 64 MiB of zeros beside the model: gzip expands it about 1000 times.
+tar("bomb.tar.gz", [("model/model.safetensors", "file", st), ("model/zeros.dat", "file", bytes(64 << 20))], "w:gz")
+with zipfile.ZipFile("ambiguous.zip", "w") as z:
+    z.writestr("model.safetensors", st)
+    z.writestr("x.npy", b"\x93NUMPY")
+PY
+# The folder's index, read from the archive: a shard it names must be a
+# .safetensors member beside it, and every tensor it maps must be in one.
+$py - sharded/model <<'PY' || fail "making bad indexes"
+import io, json, os, sys, tarfile
+d = sys.argv[1]
+files = {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
+ix = json.loads(files["model.safetensors.index.json"])
+def tar(name, index, drop=None):
+    with tarfile.open(name, "w") as t:
+        for f, data in files.items():
+            if f == drop:
+                continue
+            if f == "model.safetensors.index.json":
+                data = json.dumps(index).encode()
+            info = tarfile.TarInfo("model/" + f)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+first = sorted(ix["weight_map"])[0]
+shard = ix["weight_map"][first]
+bad = json.loads(json.dumps(ix)); bad["weight_map"][first] = "../" + shard
+tar("ix-outside.tar", bad)
+bad = json.loads(json.dumps(ix)); bad["weight_map"]["not.there"] = shard
+tar("ix-unheld.tar", bad)
+tar("ix-missing.tar", ix, drop=shard)
+tar("ix-noweightmap.tar", {"metadata": {}})
+PY
+refused() { # refused ARCHIVE RC TEXT [OPTIONS...]
+  local a=$1 rc=$2 text=$3; shift 3
+  expect "convert $a" "$rc" convert $a --to safetensors -o $a.out.safetensors "$@"
+  says "convert $a" "$text"
+  [ ! -e $a.out.safetensors ] && pass || fail "$a: output left behind"
+  expect "inspect $a" "$rc" inspect $a "$@"
+}
+refused ix-outside.tar 1 "names a bad shard"
+refused ix-missing.tar 1 "names a bad shard"
+refused ix-unheld.tar 1 "weight_map names not.there, no shard holds it"
+refused ix-noweightmap.tar 1 "no weight_map object"
+refused one.tar 4 "--max-items" --max-items 2 # model/, config.json, model.safetensors
+refused traversal.tar 5 "leads outside the archive"
+refused absolute.tar 5 "absolute path"
+refused symlink.tar 5 "symbolic link"
+refused hardlink.tar 5 "hard link"
+refused duplicate.tar 5 "two members named 'model/model.safetensors'"
+refused empty.tar 1 "holds no model files"
+refused truncated.tar 1 "truncated"
+refused bomb.tar.gz 4 "--max-ratio" --max-ratio 100
+# Model files decompressed into memory count against the allocation caps
+# (inspect keeps only the header, which fits).
+for cap in max-total max-alloc; do
+  expect "convert one.tar.gz --$cap" 4 convert one.tar.gz --to safetensors -o capped.safetensors \
+    --$cap 1K
+  says "convert one.tar.gz --$cap" "--$cap"
+  [ ! -e capped.safetensors ] && pass || fail "--$cap: output left behind"
+  expect "inspect one.tar.gz --$cap" 0 inspect one.tar.gz --$cap 1K
+done
+refused ambiguous.zip 5 "ambiguous ZIP"
+expect "scan traversal.tar" 1 scan traversal.tar # scan: 1 = unreadable
+says "scan traversal.tar" "disallowed"
+# The same archive within the default caps converts.
+expect "bomb.tar.gz, default caps" 0 convert bomb.tar.gz --to safetensors -o bomb.safetensors --quiet
+same "bomb.tar.gz" ref-one.safetensors bomb.safetensors
+# Gigabytes of zeros at thousands to one (zstd): refused under the default
+# caps, after decompressing no more than the cap allows.
+mkdir -p zbomb/model
+cp one/model/model.safetensors zbomb/model/
+truncate -s 2G zbomb/model/zeros.dat
+(cd zbomb && tar --zstd -cf ../zbomb.tar.zst model) || fail "tar zbomb"
+rm -f zbomb/model/zeros.dat
+refused zbomb.tar.zst 4 "--max-ratio"
+
+echo "archives: $passes checks passed, $fails failed"
+[ $fails -eq 0 ]
