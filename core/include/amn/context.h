@@ -86,7 +86,7 @@ AMN_API const amn_scheme *amn_ctx_scheme(const amn_ctx *ctx, size_t i);
 
 /* Choose the format of path (file or directory). `from` forces a format by
  * name (NULL: probe). A file no loaded plugin accepts but a known plugin
- * would gives AMN_E_UNSUPPORTED "... install the amn-X plugin". */
+ * would gives AMN_E_UNSUPPORTED "... install the amn-plugin-X package". */
 AMN_API int amn_ctx_detect(const amn_ctx *ctx, const char *path, const char *from,
                            const amn_format **out, amn_error *err);
 /* Same, over a read callback (no directory support). */
