@@ -8,9 +8,10 @@
  * amn/plugins beside libamn itself (the install's
  * ${libdir}/amn/plugins, and the build tree's lib/amn/plugins). Modules
  * the registry cache describes unchanged are loaded when first needed
- * (probing, planning, a format asked for by name; README "registry cache");
- * the functions that list the registry load every plugin first. Loading is
- * serialised inside the context, so one context may be shared by threads.
+ * (probing, planning, a format asked for by name; doc/plugins.md,
+ * "Registry cache"); the functions that list the registry load every
+ * plugin first. Loading is serialised inside the context, so one context
+ * may be shared by threads.
  */
 #ifndef AMN_CONTEXT_H
 #define AMN_CONTEXT_H
@@ -53,8 +54,8 @@ AMN_API void amn_ctx_free(amn_ctx *ctx);
 /* Free the context but leave its plugin modules loaded, for a process about
  * to exit: unloading a module is one munmap per mapping (and, on a
  * multi-core machine, a TLB shootdown each), work the exit does anyway in
- * one go. With 11 plugins this was a quarter of `amn inspect`'s CPU time
- * (README, Performance). Pointers into the plugins stay valid. */
+ * one go. With 11 plugins this is a quarter of `amn inspect`'s CPU time.
+ * Pointers into the plugins stay valid. */
 AMN_API void amn_ctx_free_keep_modules(amn_ctx *ctx);
 
 /* What was found, for `amn plugins`. Status is "loaded", "shadowed" or
