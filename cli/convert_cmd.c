@@ -126,9 +126,10 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, bool convert, re
     rq->tf = amn_ctx_find_format(ctx, rq->target);
     if (!rq->tf || !rq->tf->writer) {
         amn_error err = {0};
-        amn_error_set(&err, AMN_E_UNSUPPORTED,
-                      "unsupported: no loaded plugin writes '%s'; install the amn-%s plugin",
-                      rq->target, rq->target);
+        amn_error_set(
+            &err, AMN_E_UNSUPPORTED,
+            "unsupported: no loaded plugin writes '%s'; install the amn-plugin-%s package",
+            rq->target, rq->target);
         return cli_fail(&err);
     }
     return EXIT_OK;

@@ -148,7 +148,8 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block)
     if (!cli_is_encode_target(ctx, a->to)) {
         amn_error err = {0};
         amn_error_set(&err, AMN_E_UNSUPPORTED, "unsupported: no loaded plugin encodes '%s'%s",
-                      a->to, strncmp(a->to, "bnb-", 4) == 0 ? "; install the amn-bnb plugin" : "");
+                      a->to,
+                      strncmp(a->to, "bnb-", 4) == 0 ? "; install the amn-plugin-bnb package" : "");
         return cli_fail(&err);
     }
     if (a->n_enc_params && strcmp(cli_encode_container(ctx, a->to), "gguf") != 0) {

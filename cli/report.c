@@ -155,9 +155,10 @@ static void print_text(const amn_model *m, const amn_plan *p, const char *input,
         for (size_t i = 0; i < amn_model_tensor_count(m); i++)
             if (amn_plan_tensor_unhandled(p, i, &what, NULL)) break;
         if (s.missing_plugin)
-            printf("%sUnhandled:   %zu quantized tensor%s (%s); install the amn-%s plugin to "
-                   "dequantize\n",
-                   ind, s.unhandled, s.unhandled == 1 ? "" : "s", what, s.missing_plugin);
+            printf(
+                "%sUnhandled:   %zu quantized tensor%s (%s); install the amn-plugin-%s package to "
+                "dequantize\n",
+                ind, s.unhandled, s.unhandled == 1 ? "" : "s", what, s.missing_plugin);
         else
             printf("%sUnhandled:   %zu quantized tensor%s (%s); no amn plugin dequantizes it\n",
                    ind, s.unhandled, s.unhandled == 1 ? "" : "s", what);

@@ -920,9 +920,10 @@ static int check_target(const amn_ctx *ctx, conv *c, amn_error *err) {
     if (!o->output) return amn_error_set(err, AMN_E_INVALID, "no output path");
     c->f = amn_ctx_find_format(ctx, c->target);
     if (!c->f || !c->f->writer)
-        return amn_error_set(err, AMN_E_UNSUPPORTED,
-                             "unsupported: no loaded plugin writes %s; install the amn-%s plugin",
-                             c->target, c->target);
+        return amn_error_set(
+            err, AMN_E_UNSUPPORTED,
+            "unsupported: no loaded plugin writes %s; install the amn-plugin-%s package", c->target,
+            c->target);
     return AMN_OK;
 }
 

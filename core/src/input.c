@@ -6,17 +6,12 @@
  * not per byte. A file the page cache holds in large folios (written in big
  * blocks, or read ahead from disk) maps cheaply, but one in 4 KiB folios
  * (tmpfs, where every page is 4 KiB; a file written 4 KiB at a time) costs a
- * page-table entry, a reference and a mapcount per 4 KiB. Measured on this
- * project's VM (256 MiB, best of 2, under load from other jobs; figures in
- * README "Performance"): reading into a 2 MiB buffer through the mapping
- * took 100-120 ms for large folios but 480-640 ms for small ones and
- * 340-540 ms on tmpfs, where pread() took 60-75, 110-115 and 65-78 ms.
- * Passing 256 MiB through to an output: mapping + write() 106-142 ms with
- * large folios, 625-640 with small, 555-727 on tmpfs; pread + write() 200-275
- * in every state; splice() 92-132 / 278-321 / 183-237. On the Skylake-SP
- * that replaced that VM (2026-11-27) the gaps are smaller (the probe's
- * figures on tmpfs: the mapping 0.37 ns/byte, pread 0.41-0.46, splice and
- * copy_file_range 0.29-0.33), which is why the choice is measured per
+ * page-table entry, a reference and a mapcount per 4 KiB. On a 2-vCPU KVM
+ * guest (256 MiB, doc/performance.md), reading into a 2 MiB buffer through
+ * the mapping took 100-120 ms for large folios but 480-640 ms for small ones
+ * and 340-540 ms on tmpfs, where pread() took 60-75, 110-115 and 65-78 ms;
+ * on another CPU the same gaps were several times smaller. Which way is
+ * cheapest depends on the machine and on the file, so it is measured per
  * input, not fixed.
  *
  * Reads that feed kernels (64 KiB and more; shorter ones, such as a block
@@ -24,23 +19,14 @@
  * bytes of every FETCH_WINDOW fetched from an input are mapped by
  * MADV_POPULATE_READ and the thread's page faults counted. A fault maps one
  * folio, or 64 KiB of 4 KiB ones (fault-around), so the bytes per fault say
- * what the mapping will cost.
- * Measured on the Skylake-SP (2026-11-27, 256 MiB): mapping the file written
- * in 4 MiB blocks took 0.5-1.4 MiB per fault and 0.007-0.033 ns/byte
- * (unmapping it 0.002), against 0.14-0.16 ns/byte for pread; written in
- * 4 KiB blocks or on tmpfs, 43-64 KiB per fault, 0.11-0.18 ns/byte
- * (unmapping 0.05-0.08), against pread's 0.25, and the converting thread
- * then reads 4 KiB pages: the F32 -> BF16 cast took 60-72 ms through the
- * mapping against 73-83 by pread in large folios, 86-113 against 81-88 in
- * small ones. A sample per window, not one per input: a file's folios
- * need not be alike. One written in 4 MiB blocks held, after some hours of
- * this VM's memory reclaim, 2 MiB regions of 4 KiB folios among 2 MiB
- * folios (40 % of them, its first 2 MiB among them); the cast of it took
- * 69.1 / 71.4 ms (best / median) choosing per window at 512 KiB per fault,
- * 69.0 / 74.1 by pread alone, while a fresh copy took 55.5 / 62.9 against
- * 60.9 / 64.3. So a window whose sample mapped FOLIO_MIN or more per fault
- * (large folios, or pages already mapped) is read through the mapping,
- * others, mixed ones included, by pread. Pass-through measures: the
+ * what the mapping will cost: a file written in 4 MiB blocks mapped
+ * 0.5-1.4 MiB per fault at 0.007-0.033 ns/byte against 0.14-0.16 for pread;
+ * 4 KiB folios 43-64 KiB per fault at 0.11-0.18 ns/byte (plus unmapping),
+ * against pread's 0.25. A sample per window, not one per input: a file's
+ * folios need not be alike (memory reclaim splits large folios, leaving 2 MiB
+ * regions of 4 KiB folios among 2 MiB ones). So a window whose sample mapped
+ * FOLIO_MIN or more per fault (large folios, or pages already mapped) is
+ * read through the mapping, others, mixed ones included, by pread. Pass-through measures: the
  * first full chunks of each input go each way in turn, timed by the thread's
  * CPU clock (a loaded machine's preemptions do not count), and the cheapest
  * way per byte is kept for the rest of that input. copy_file_range is the
@@ -363,7 +349,7 @@ static int copy_tapped(bool copy_file, const amn_map *map, uint64_t off, size_t 
 /* Whether the thread feeding a tap reads the mapping rather than pread:
  * only when AMN_TAP_READ=map says so (tests, measurements). Reading the
  * mapping skips a copy, but its page-table work, and tearing it down at
- * exit, cost more than the copy: on a Skylake-SP (2026-11-27, 7 rounds,
+ * exit, cost more than the copy: on a Skylake-SP (7 rounds,
  * 256 MiB to npz / pth) the whole conversion took 143-152 ms against
  * 132-143 by pread on tmpfs, and 89-97 against 86-92 on ext4 with the
  * input in large folios, where the probe's figures for the main path (the

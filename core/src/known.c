@@ -1,5 +1,5 @@
 /* What the project's own plugins recognise, kept in the core so that a file
- * whose plugin is not installed gets "install the amn-X plugin" rather than
+ * whose plugin is not installed gets "install the amn-plugin-X package" rather than
  * "unrecognised" (GDAL's deferred drivers, ImageMagick's magic table). */
 #include <stdio.h>
 #include <string.h>
@@ -92,8 +92,8 @@ static const known_layout known_layouts[] = {
     {".weight_scale_inv", ANY_DTYPE, ".weight", F8S, "FP8", "fp8"},
     {".weight_scale", ANY_DTYPE, ".weight", F8S, "FP8", "fp8"},
     {"", DT(AMN_DTYPE_BLOCK), NULL, 0, "GGUF block quantization", "gguf"},
-    {".qweight", ANY_DTYPE, NULL, 0, "GPTQ or AWQ", "gptq or amn-awq"},
-    {".qzeros", ANY_DTYPE, NULL, 0, "GPTQ or AWQ", "gptq or amn-awq"},
+    {".qweight", ANY_DTYPE, NULL, 0, "GPTQ or AWQ", "gptq or amn-plugin-awq"},
+    {".qzeros", ANY_DTYPE, NULL, 0, "GPTQ or AWQ", "gptq or amn-plugin-awq"},
     {".absmax", ANY_DTYPE, NULL, 0, "bitsandbytes", "bnb"},
     {".quant_map", ANY_DTYPE, NULL, 0, "bitsandbytes", "bnb"},
     {".SCB", ANY_DTYPE, NULL, 0, "bitsandbytes", "bnb"},

@@ -73,9 +73,10 @@ static int choose(const amn_ctx *ctx, const amn_probe_data *pd, const char *from
     if (from) {
         const amn_format *f = amn_ctx_find_format(ctx, from);
         if (!f)
-            return amn_error_set(err, AMN_E_UNSUPPORTED,
-                                 "unsupported: no format '%s' is loaded; install the amn-%s plugin",
-                                 from, from);
+            return amn_error_set(
+                err, AMN_E_UNSUPPORTED,
+                "unsupported: no format '%s' is loaded; install the amn-plugin-%s package", from,
+                from);
         *out = f;
         return AMN_OK;
     }
@@ -116,7 +117,7 @@ static int choose(const amn_ctx *ctx, const amn_probe_data *pd, const char *from
     if (known && !amn_ctx_find_format(ctx, known))
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: %s looks like %s, but no loaded plugin reads it; "
-                             "install the amn-%s plugin",
+                             "install the amn-plugin-%s package",
                              label, known, known);
     return amn_error_set(err, AMN_E_PARSE, "%s: unrecognised file format", label);
 }
@@ -189,8 +190,8 @@ int amn_ctx_resolve(const amn_ctx *ctx, const char *input, char *path, size_t pa
     }
     if (strncmp(input, "ollama:", 7) == 0)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
-                             "unsupported: %s: ollama: inputs need the amn-gguf plugin; install "
-                             "the amn-gguf plugin",
+                             "unsupported: %s: ollama: inputs need the gguf plugin; install "
+                             "the amn-plugin-gguf package",
                              input);
     return AMN_OK;
 }

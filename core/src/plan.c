@@ -149,9 +149,10 @@ int amni_plan_check_unclaimed(const amn_plan *p, const amn_model *m, amn_error *
                              "%s: no amn plugin dequantizes this method; refusing to copy them "
                              "as plain tensors",
                              head);
-    return amn_error_set(err, AMN_E_UNSUPPORTED,
-                         "%s need a scheme no loaded plugin provides; install the amn-%s plugin",
-                         head, plugin);
+    return amn_error_set(
+        err, AMN_E_UNSUPPORTED,
+        "%s need a scheme no loaded plugin provides; install the amn-plugin-%s package", head,
+        plugin);
 }
 
 static int check_names(const amn_plan *p, const amn_model *m, amn_error *err) {
@@ -218,7 +219,7 @@ static bool plan_is_plain(const amn_plan *p) {
  * the plan is the one a full registry makes. Anything less plain (a failure,
  * a tensor that looks quantized but is unclaimed, a declared quant method)
  * is planned again with every plugin loaded, so that errors and messages
- * ("install the amn-X plugin") are exactly a full registry's. */
+ * ("install the amn-plugin-X package") are exactly a full registry's. */
 int amn_plan_new(const amn_ctx *ctx, const amn_model *m, amn_plan **out, amn_error *err) {
     const bool all = amni_registry_load_for_model(ctx, m);
     int rc = plan_build(ctx, m, out, err);

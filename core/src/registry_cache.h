@@ -1,5 +1,5 @@
 /* Private to core: the registry cache, what the core knows about a plugin
- * module without loading it (README, "registry cache"). */
+ * module without loading it (doc/plugins.md, "Registry cache"). */
 #ifndef AMN_REGISTRY_CACHE_H
 #define AMN_REGISTRY_CACHE_H
 

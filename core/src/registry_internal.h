@@ -72,7 +72,7 @@ void amni_registry_load_resolver(const amn_ctx *ctx, const char *prefix, size_t 
  * terminator in a build of loadable modules. Generated: builtin_plugins.c. */
 extern const amn_plugin_desc *const amni_builtin_plugins[];
 
-/* Plugins the project knows, for "install the amn-X plugin" messages. */
+/* Plugins the project knows, for "install the amn-plugin-X package" messages. */
 const char *amni_known_plugin_for_file(const char *path, const uint8_t *head, size_t head_size,
                                        uint64_t file_size);
 

@@ -349,8 +349,11 @@ def _candidates() -> List[str]:
     # Used from a source checkout: <src>/python/amn/_lib.py -> <src>/build/lib.
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out.append(os.path.join(src, "build", "lib", "libamn.so"))
-    # The system's loader: LD_LIBRARY_PATH, ld.so.cache, the default dirs.
+    # The system's loader: LD_LIBRARY_PATH, ld.so.cache, the default dirs;
+    # by its development name, then by the SONAME these prototypes are
+    # written for (all a system without libamn-dev has: python3-amn).
     out.append("libamn.so")
+    out.append("libamn.so.0")
     found = ctypes.util.find_library("amn")
     if found:
         out.append(found)

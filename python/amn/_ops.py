@@ -149,7 +149,7 @@ def _writer(target: str) -> "_lib.Format":
     f = c.dll.amn_ctx_find_format(c.p, target.encode())
     if not f or not f.contents.writer:
         raise UnsupportedError(
-            f"unsupported: no loaded plugin writes '{target}'; install the amn-{target} plugin")
+            f"unsupported: no loaded plugin writes '{target}'; install the amn-plugin-{target} package")
     return f.contents
 
 

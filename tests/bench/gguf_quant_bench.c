@@ -11,7 +11,7 @@
  * input and output
  * bytes are the same on every run (fixed seed), so runs compare.
  *
- * llama-quantize is not linked here; its figures in the same README table
+ * llama-quantize is not linked here; its figures in doc/performance.md
  * come from /work/shared/perf/peers.md (whole-model wall time, 2 threads).
  *
  *   gguf_quant_bench [--rounds N] [--rows N] [TYPE...]

@@ -38,7 +38,7 @@
 # BUILD/bin/folio_probe measures it just before the cell's rounds (64 or
 # less: 4 KiB folios; up to 2048: 2 MiB folios), so that "large folios" is
 # checked, not assumed: a file system or kernel without large folios for
-# the file gives 64 there too, and this VM's memory reclaim splits them.
+# the file gives 64 there too, and memory reclaim splits them over time.
 set -eu
 B=${1:?usage: input_states_bench.sh BUILD_DIR [DIR] [SHMDIR]}
 D=${2:-/tmp/amn-isb}

@@ -77,7 +77,7 @@ check "remember keeps dtypes" 0 "$amn" remember "$work/model-GPTQ-Int4.safetenso
 cmp -s "$work/same.safetensors" "$ex/tiny-f32.safetensors" && passes=$((passes + 1)) \
   || { echo "FAIL: remember of an unquantized file changed it"; fails=$((fails + 1)); }
 check "unknown target" 3 "$amn" convert "$ex/tiny-f32.safetensors" --to nosuchformat -o "$work/x"
-contains "unknown target" "install the amn-nosuchformat plugin"
+contains "unknown target" "install the amn-plugin-nosuchformat package"
 ls -a "$work" | grep -q '\.amn-' && { echo "FAIL: temporary file left behind"; fails=$((fails + 1)); } || passes=$((passes + 1))
 # Full-precision checkpoints convert losslessly unless a dtype is asked for.
 if "$amn" plugins | grep -q "format npz"; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The registry cache (README "registry cache"): written on the first run,
+# The registry cache (doc/plugins.md, "Registry cache"): written on the first run,
 # used on the next (only the plugins a file needs are loaded), refreshed when
 # a plugin file is touched, replaced, removed or added, ignored and rewritten
 # when damaged; outputs identical with and without it.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A distro ships only some plugins: remove each plugin in turn from the
 # plugin directory; the others keep working and its files give the clear
-# "install the amn-X plugin" error (exit 3).
+# "install the amn-plugin-X package" error (exit 3).
 set -uo pipefail
 build=$1 src=$2
 amn=$build/bin/amn
@@ -59,7 +59,7 @@ for gone in "${plugins[@]}"; do
       "$amn" "${cmd[$gone]}" "${sample[$gone]}" -o "$work/out.safetensors" >"$work/out" 2>&1
     fi
     rc=$?
-    if [ $rc -eq 3 ] && grep -q "install the amn-.*$gone" "$work/out"; then passes=$((passes + 1)); else
+    if [ $rc -eq 3 ] && grep -qE "install the (amn-plugin-[a-z0-9]+ or )?amn-plugin-$gone( or amn-plugin-[a-z0-9]+)? package" "$work/out"; then passes=$((passes + 1)); else
       echo "FAIL: without $gone: exit $rc"; sed 's/^/    /' "$work/out"; fails=$((fails + 1)); fi
   fi
   # The others keep working: each remaining format reads its own file, and

@@ -69,7 +69,7 @@ mkcase() { mkdir -p "$work/$1"; mkst "$work/$1/model.safetensors" "{$2}" "$3"; }
 
 # gpt-oss MXFP4 (no config: the names and dtypes alone).
 mkcase mxfp4 "$(t l.experts.gate_up_proj_blocks U8 '[1,2,1,16]' 0 32),$(t l.experts.gate_up_proj_scales U8 '[1,2,1]' 32 34)" 34
-expect_refused mxfp4 mxfp4 "MXFP4 (gpt-oss)" "l.experts.gate_up_proj_blocks (U8)" "install the amn-mxfp4 plugin"
+expect_refused mxfp4 mxfp4 "MXFP4 (gpt-oss)" "l.experts.gate_up_proj_blocks (U8)" "install the amn-plugin-mxfp4 package"
 # ... and with its config.json.
 mkcase mxfp4cfg "$(t l.experts.down_proj_blocks U8 '[1,2,1,16]' 0 32),$(t l.experts.down_proj_scales U8 '[1,2,1]' 32 34)" 34
 echo '{"quantization_config":{"quant_method":"mxfp4"}}' >"$work/mxfp4cfg/config.json"
@@ -78,28 +78,28 @@ expect_refused mxfp4cfg mxfp4 'config.json declares quant_method "mxfp4"' "l.exp
 # compressed-tensors pack-quantized int4.
 mkcase pack "$(t l.weight_packed I32 '[2,1]' 0 8),$(t l.weight_shape I64 '[2]' 8 24),$(t l.weight_scale BF16 '[2,1]' 24 28)" 28
 echo '{"quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized"}}' >"$work/pack/config.json"
-expect_refused pack ctensors "compressed-tensors pack-quantized" "l.weight_packed (I32)" 'format "pack-quantized"' "install the amn-ctensors plugin"
+expect_refused pack ctensors "compressed-tensors pack-quantized" "l.weight_packed (I32)" 'format "pack-quantized"' "install the amn-plugin-ctensors package"
 
 # compressed-tensors int-quantized (int8 weight + scale), no config.
 mkcase int8 "$(t l.weight I8 '[2,4]' 0 8),$(t l.weight_scale BF16 '[2,1]' 8 12),$(t l.bias BF16 '[2]' 12 16)" 16
-expect_refused int8 ctensors "compressed-tensors int-quantized" "l.weight (I8)" "install the amn-ctensors plugin"
+expect_refused int8 ctensors "compressed-tensors int-quantized" "l.weight (I8)" "install the amn-plugin-ctensors package"
 
 # compressed-tensors nvfp4-pack-quantized.
 mkcase ctnvfp4 "$(t l.weight_packed U8 '[2,8]' 0 16),$(t l.weight_scale F8_E4M3 '[2,1]' 16 18),$(t l.weight_global_scale F32 '[1]' 18 22)" 22
-expect_refused ctnvfp4 nvfp4 "compressed-tensors nvfp4-pack-quantized" "l.weight_packed (U8)" "install the amn-nvfp4 plugin"
+expect_refused ctnvfp4 nvfp4 "compressed-tensors nvfp4-pack-quantized" "l.weight_packed (U8)" "install the amn-plugin-nvfp4 package"
 
 # ModelOpt NVFP4 with its hf_quant_config.json.
 mkcase modelopt "$(t l.weight U8 '[2,8]' 0 16),$(t l.weight_scale F8_E4M3 '[2,1]' 16 18),$(t l.weight_scale_2 F32 '[]' 18 22),$(t l.input_scale F32 '[]' 22 26)" 26
 echo '{"quantization":{"quant_algo":"NVFP4","group_size":16}}' >"$work/modelopt/hf_quant_config.json"
-expect_refused modelopt nvfp4 "ModelOpt NVFP4" "l.weight (U8)" 'hf_quant_config.json declares quant_method "modelopt", format "nvfp4"' "install the amn-nvfp4 plugin"
+expect_refused modelopt nvfp4 "ModelOpt NVFP4" "l.weight (U8)" 'hf_quant_config.json declares quant_method "modelopt", format "nvfp4"' "install the amn-plugin-nvfp4 package"
 
 # ModelOpt NVFP4 fused 3-D experts (names only, no config).
 mkcase fused "$(t l.experts.up_proj U8 '[2,2,8]' 0 32),$(t l.experts.up_proj_weight_scale F8_E4M3 '[2,2,1]' 32 36),$(t l.experts.up_proj_weight_scale_2 F32 '[2]' 36 44)" 44
-expect_refused fused nvfp4 "ModelOpt NVFP4 fused experts" "l.experts.up_proj (U8)" "install the amn-nvfp4 plugin"
+expect_refused fused nvfp4 "ModelOpt NVFP4 fused experts" "l.experts.up_proj (U8)" "install the amn-plugin-nvfp4 package"
 
 # FP8 beside its scale is quantized ...
 mkcase fp8 "$(t l.weight F8_E4M3 '[2,2]' 0 4),$(t l.weight_scale_inv F32 '[1,1]' 4 8)" 8
-expect_refused fp8 fp8 "FP8" "l.weight (F8_E4M3)" "install the amn-fp8 plugin"
+expect_refused fp8 fp8 "FP8" "l.weight (F8_E4M3)" "install the amn-plugin-fp8 package"
 # ... a lone FP8 tensor (no scale, no quantization config) is plain data:
 # remember copies it, convert --out-dtype keep keeps its bytes, inspect lists
 # nothing unhandled (with or without the fp8 plugin).

@@ -81,7 +81,7 @@ static void probe_ties_are_errors(void **state) {
     assert_string_equal(f->name, "fixt2");
     /* An unknown --from names the plugin to install. */
     assert_int_equal(amn_ctx_detect_source(ctx, &src, "gguf", &f, &err), AMN_E_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "install the amn-gguf plugin"));
+    assert_non_null(strstr(err.msg, "install the amn-plugin-gguf package"));
     amn_ctx_free(ctx);
 }
 
@@ -219,11 +219,11 @@ static void unknown_files_name_the_missing_plugin(void **state) {
         size_t n;
         const char *name, *plugin;
     } cases[] = {
-        {"GGUF\3\0\0\0", 8, "m.bin", "amn-gguf"},
-        {"PK\3\4rest", 8, "w.npz", "amn-npz"},
-        {"PK\3\4rest", 8, "w.pth", "amn-pth"},
-        {"\x93NUMPY\1\0", 8, "a.npy", "amn-npz"},
-        {"\x02\0\0\0\0\0\0\0{}", 10, "x", "amn-safetensors"},
+        {"GGUF\3\0\0\0", 8, "m.bin", "amn-plugin-gguf package"},
+        {"PK\3\4rest", 8, "w.npz", "amn-plugin-npz package"},
+        {"PK\3\4rest", 8, "w.pth", "amn-plugin-pth package"},
+        {"\x93NUMPY\1\0", 8, "a.npy", "amn-plugin-npz package"},
+        {"\x02\0\0\0\0\0\0\0{}", 10, "x", "amn-plugin-safetensors package"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         amn_source src;

@@ -8,9 +8,10 @@
  * amn/plugins beside libamn itself (the install's
  * ${libdir}/amn/plugins, and the build tree's lib/amn/plugins). Modules
  * the registry cache describes unchanged are loaded when first needed
- * (probing, planning, a format asked for by name; README "registry cache");
- * the functions that list the registry load every plugin first. Loading is
- * serialised inside the context, so one context may be shared by threads.
+ * (probing, planning, a format asked for by name; doc/plugins.md,
+ * "Registry cache"); the functions that list the registry load every
+ * plugin first. Loading is serialised inside the context, so one context
+ * may be shared by threads.
  */
 #ifndef AMN_CONTEXT_H
 #define AMN_CONTEXT_H
@@ -53,8 +54,8 @@ AMN_API void amn_ctx_free(amn_ctx *ctx);
 /* Free the context but leave its plugin modules loaded, for a process about
  * to exit: unloading a module is one munmap per mapping (and, on a
  * multi-core machine, a TLB shootdown each), work the exit does anyway in
- * one go. With 11 plugins this was a quarter of `amn inspect`'s CPU time
- * (README, Performance). Pointers into the plugins stay valid. */
+ * one go. With 11 plugins this is a quarter of `amn inspect`'s CPU time.
+ * Pointers into the plugins stay valid. */
 AMN_API void amn_ctx_free_keep_modules(amn_ctx *ctx);
 
 /* What was found, for `amn plugins`. Status is "loaded", "shadowed" or
@@ -86,7 +87,7 @@ AMN_API const amn_scheme *amn_ctx_scheme(const amn_ctx *ctx, size_t i);
 
 /* Choose the format of path (file or directory). `from` forces a format by
  * name (NULL: probe). A file no loaded plugin accepts but a known plugin
- * would gives AMN_E_UNSUPPORTED "... install the amn-X plugin". */
+ * would gives AMN_E_UNSUPPORTED "... install the amn-plugin-X package". */
 AMN_API int amn_ctx_detect(const amn_ctx *ctx, const char *path, const char *from,
                            const amn_format **out, amn_error *err);
 /* Same, over a read callback (no directory support). */

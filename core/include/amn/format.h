@@ -169,7 +169,7 @@ typedef struct amn_writer {
 
 /* A necessary condition of a format's probe, as data, so that the core can
  * rule a format out without loading its plugin (the registry cache, see
- * README "registry cache"): `length` bytes at `offset` from the start of the
+ * doc/plugins.md): `length` bytes at `offset` from the start of the
  * file equal `bytes`. A format that lists signatures promises that its probe
  * scores a regular file at most AMN_PROBE_WEAK when none of them matches the
  * file's head, and a directory at most AMN_PROBE_WEAK unless one signature

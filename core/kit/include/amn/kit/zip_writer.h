@@ -11,7 +11,7 @@
  * ZIP64 records appear where a size, an offset or the member count needs
  * them (or always at the end, as torch.save does, when asked).
  *
- * Why not libarchive: see README ("libarchive").
+ * Why not libarchive: see doc/building.md.
  */
 #ifndef AMN_KIT_ZIP_WRITER_H
 #define AMN_KIT_ZIP_WRITER_H
