@@ -856,6 +856,15 @@ static int writer_options(const amn_format *f, const amn_convert_options *o, con
     return rc;
 }
 
+/* The encoder's own metadata for the writer (amn_encoder.metadata), if any. */
+static int encoder_metadata(const enc_run *run, const amn_model **meta, amn_error *err) {
+    const amn_encoder *e = run->e;
+    *meta = NULL;
+    if (!e || e->struct_size < offsetof(amn_encoder, metadata) + sizeof e->metadata || !e->metadata)
+        return AMN_OK;
+    return e->metadata(run->ms, meta, err);
+}
+
 /* One conversion's state. Everything it allocates is released by
  * conv_free() alone, whatever step failed; the writer's state is owned by the
  * writer from begin() until finish() (which frees it on failure too) or
@@ -880,8 +889,9 @@ typedef struct conv {
     pool pl;
     bool pool_started;
     amn_sink *sink;
-    void *state; /* the writer's */
-    bool begun;  /* begin() succeeded and neither finish() nor abort() ran */
+    const amn_model *meta; /* the encoder's metadata for the writer, or NULL */
+    void *state;           /* the writer's */
+    bool begun;            /* begin() succeeded and neither finish() nor abort() ran */
     progress pr;
     amn_convert_stats st;
 } conv;
@@ -934,6 +944,7 @@ static int plan_outputs(const amn_ctx *ctx, conv *c, amn_error *err) {
         rc = encode_outputs(ctx, c->p, c->m, c->o, &c->entries, &c->n_out, &c->run, err);
     if (!rc)
         rc = writer_options(c->f, c->o, &c->run, &c->opt_keys, &c->opt_values, &c->n_options, err);
+    if (!rc) rc = encoder_metadata(&c->run, &c->meta, err);
     if (!rc) rc = check_storable(c, err);
     if (!rc && c->o->select) select_outputs(c);
     return rc;
@@ -999,7 +1010,7 @@ static int open_output(conv *c, amn_error *err) {
                          .sink = c->sink,
                          .tensors = c->outs,
                          .n_tensors = c->n_out,
-                         .source = c->m,
+                         .source = c->meta ? c->meta : c->m,
                          .option_keys = c->opt_keys,
                          .option_values = c->opt_values,
                          .n_options = c->n_options};

@@ -173,6 +173,12 @@ typedef struct amn_encoder {
      * user's own. The strings stay valid until end(). */
     int (*writer_options)(void *model_state, const char *const **options, size_t *n,
                           amn_error *err);
+    /* Optional, called after writer_options(): a model whose key/values the
+     * output's writer takes as the source's metadata in place of the input
+     * model's (a converter that derives a GGUF's keys from a model folder's
+     * config.json). *kvs stays owned by the model state, valid until end();
+     * NULL keeps the input model. */
+    int (*metadata)(void *model_state, const amn_model **kvs, amn_error *err);
 } amn_encoder;
 
 /* A necessary condition of a scheme's detect(), as data, so that the core can

@@ -1,0 +1,33 @@
+/* config.json lookups (hf_config.h). */
+#include "hf_config.h"
+
+json_object *hf_find(json_object *o, const char *const *keys) {
+    for (; *keys; keys++) {
+        json_object *v;
+        if (json_object_object_get_ex(o, *keys, &v)) return v; /* NULL for a JSON null */
+    }
+    return NULL;
+}
+
+int hf_get_u32(json_object *o, const char *const *keys, uint32_t *v, amn_error *err) {
+    json_object *j = hf_find(o, keys);
+    if (!j) return 0;
+    const int64_t x = json_object_get_int64(j);
+    if (!json_object_is_type(j, json_type_int) || x < 0 || x > (int64_t)UINT32_MAX)
+        return -amn_error_set(err, AMN_E_PARSE,
+                              "config.json: %s must be an integer in [0, 2^32): %s", keys[0],
+                              json_object_to_json_string(j));
+    *v = (uint32_t)x;
+    return 1;
+}
+
+int hf_get_f32(json_object *o, const char *const *keys, float *v, amn_error *err) {
+    json_object *j = hf_find(o, keys);
+    if (!j) return 0;
+    if (!json_object_is_type(j, json_type_int) && !json_object_is_type(j, json_type_double))
+        return -amn_error_set(err, AMN_E_PARSE, "config.json: %s must be a number: %s", keys[0],
+                              json_object_to_json_string(j));
+    *v = json_object_is_type(j, json_type_int) ? (float)json_object_get_int64(j)
+                                               : (float)json_object_get_double(j);
+    return 1;
+}
