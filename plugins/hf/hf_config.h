@@ -12,9 +12,9 @@
 /* The value of the first of keys (NULL-terminated) the object holds, or
  * NULL (a JSON null counts as absent, as `is not None` tests skip it). */
 json_object *hf_find(json_object *o, const char *const *keys);
-/* An integer hparam in [0, 2^32): 1 found, 0 absent, else an error. */
+/* An integer hparam in [0, 2^32): 1 found, 0 absent, else an AMN_E_* code (< 0). */
 int hf_get_u32(json_object *o, const char *const *keys, uint32_t *v, amn_error *err);
-/* A number (int or float) as float: 1 found, 0 absent, else an error. */
+/* A number (int or float) as float: 1 found, 0 absent, else an AMN_E_* code (< 0). */
 int hf_get_f32(json_object *o, const char *const *keys, float *v, amn_error *err);
 
 #endif

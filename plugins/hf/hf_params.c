@@ -80,22 +80,22 @@ int hf_params_read(json_object *cfg, const hf_arch *a, hf_params *p, amn_error *
     if (!(p->cfg = merged(cfg))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     int r = hf_get_u32(p->cfg, KEYS("n_layers", "num_hidden_layers", "n_layer", "num_layers"),
                        &p->block_count, err);
-    if (r < 0) return -r;
+    if (r < 0) return r;
     if (r == 0)
         return amn_error_set(err, AMN_E_PARSE, "config.json: no num_hidden_layers (block count)");
     if ((r = hf_get_u32(p->cfg, KEYS("num_attention_heads", "n_head", "n_heads"), &p->n_head,
                         err)) < 0)
-        return -r;
+        return r;
     p->has_head = r == 1;
     if ((r = hf_get_u32(p->cfg, KEYS("num_key_value_heads", "n_kv_heads"), &p->n_head_kv, err)) < 0)
-        return -r;
+        return r;
     p->has_head_kv = r == 1;
     if (!p->has_head_kv) p->n_head_kv = p->n_head;
     if ((r = hf_get_u32(p->cfg, KEYS("hidden_size", "n_embd", "dim"), &p->n_embd, err)) < 0)
-        return -r;
+        return r;
     p->has_embd = r == 1;
     uint32_t vs = 0;
-    if ((r = hf_get_u32(p->cfg, KEYS("vocab_size"), &vs, err)) < 0) return -r;
+    if ((r = hf_get_u32(p->cfg, KEYS("vocab_size"), &vs, err)) < 0) return r;
     p->vocab_size = vs;
     if (p->has_head && p->has_head_kv && p->n_head_kv && p->n_head % p->n_head_kv)
         return amn_error_set(err, AMN_E_PARSE,
@@ -114,7 +114,7 @@ static int u32_kv(hf_kvs *l, json_object *cfg, const char *const *keys, const ch
                   amn_error *err) {
     uint32_t v;
     const int r = hf_get_u32(cfg, keys, &v, err);
-    if (r <= 0) return -r;
+    if (r <= 0) return r;
     return hf_kv_arch_u32(l, suffix, v, err);
 }
 
@@ -122,7 +122,7 @@ static int f32_kv(hf_kvs *l, json_object *cfg, const char *const *keys, const ch
                   amn_error *err) {
     float v;
     const int r = hf_get_f32(cfg, keys, &v, err);
-    if (r <= 0) return -r;
+    if (r <= 0) return r;
     return hf_kv_arch_f32(l, suffix, v, err);
 }
 
@@ -135,7 +135,7 @@ static int rope_scaling(hf_kvs *l, json_object *rp, amn_error *err) {
     const char *type = json_object_get_string(t);
     float factor;
     int r = obj_f32(rp, "factor", &factor, err);
-    if (r < 0) return -r;
+    if (r < 0) return r;
     int rc = AMN_OK;
     if (strcmp(type, "linear") == 0 && r == 1) {
         rc = hf_kv_arch_str(l, "rope.scaling.type", "linear", err);
@@ -145,7 +145,7 @@ static int rope_scaling(hf_kvs *l, json_object *rp, amn_error *err) {
         if (!rc) rc = hf_kv_arch_f32(l, "rope.scaling.factor", factor, err);
         uint32_t orig;
         r = rc ? 0 : hf_get_u32(rp, KEYS("original_max_position_embeddings"), &orig, err);
-        if (r < 0) return -r;
+        if (r < 0) return r;
         if (!rc && r == 0)
             return amn_error_set(err, AMN_E_PARSE,
                                  "config.json: yarn rope scaling without "
@@ -220,7 +220,7 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, json_object *cfg0, const hf_params
         rc = amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: an expert score function");
     uint32_t head_dim;
     int r = rc ? 0 : hf_get_u32(cfg, KEYS("head_dim"), &head_dim, err);
-    if (r < 0) return -r;
+    if (r < 0) return r;
     if (!rc && r == 1) {
         rc = hf_kv_arch_u32(l, "attention.key_length", head_dim, err);
         if (!rc) rc = hf_kv_arch_u32(l, "attention.value_length", head_dim, err);
@@ -235,7 +235,7 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, json_object *cfg0, const hf_params
     if (!rc && (a->flags & HF_A_ROPE_DIM_KV)) {
         uint32_t rope_dim;
         r = hf_get_u32(cfg, KEYS("head_dim"), &rope_dim, err);
-        if (r < 0) return -r;
+        if (r < 0) return r;
         if (r == 0) {
             if (!p->has_embd || !p->has_head || !p->n_head)
                 return amn_error_set(err, AMN_E_PARSE,
@@ -269,9 +269,9 @@ int hf_params_extra(const hf_arch *a, const hf_params *p, hf_out *t, float **val
         (r = obj_f32(rp, "low_freq_factor", &lo, err)) < 0 ||
         (r = obj_f32(rp, "high_freq_factor", &hi, err)) < 0 ||
         (r = obj_f32(rp, "original_max_position_embeddings", &old, err)) < 0)
-        return -r;
+        return r;
     uint32_t dim;
-    if ((r = hf_get_u32(p->cfg, KEYS("head_dim"), &dim, err)) < 0) return -r;
+    if ((r = hf_get_u32(p->cfg, KEYS("head_dim"), &dim, err)) < 0) return r;
     if (r == 0) {
         if (!p->n_head)
             return amn_error_set(err, AMN_E_PARSE, "config.json: no num_attention_heads");
