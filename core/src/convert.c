@@ -558,7 +558,18 @@ static int check_unique(const out_entry *e, size_t n, amn_error *err) {
     return rc;
 }
 
-/* Replace each entry the encoder encodes by its outputs. */
+/* amn_values.read_source: another source's values, by index. */
+static int read_source_values(const void *all, size_t source, uint64_t e0, uint64_t n, float *dst,
+                              amn_error *err) {
+    const enc_run *run = all;
+    if (source >= run->n_src || e0 > run->src[source].values.numel ||
+        n > run->src[source].values.numel - e0)
+        return amn_error_set(err, AMN_E_INVALID, "encoder: values out of range");
+    return read_values(&run->src[source].vc, e0, n, dst, err);
+}
+
+/* Replace each entry the encoder encodes by its outputs (none for a
+ * source it drops). */
 static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model *m,
                           const amn_convert_options *o, out_entry **entries, size_t *n_out,
                           enc_run *run, amn_error *err) {
@@ -590,8 +601,12 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
                               .t = amn_model_tensor(m, in[k].tensor)};
         uint64_t numel = 1;
         for (uint32_t d = 0; d < srcs[k].ndim; d++) numel *= srcs[k].shape[d];
-        es->values = (amn_values){
-            .struct_size = sizeof(amn_values), .numel = numel, .ctx = &es->vc, .read = read_values};
+        es->values = (amn_values){.struct_size = sizeof(amn_values),
+                                  .numel = numel,
+                                  .ctx = &es->vc,
+                                  .read = read_values,
+                                  .all = run,
+                                  .read_source = read_source_values};
     }
     amn_encode_options eo = {0};
     memcpy(&eo, o->encode, o->encode->struct_size < sizeof eo ? o->encode->struct_size : sizeof eo);
@@ -612,6 +627,7 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
         size_t no = 0;
         rc = run->e->tensor(run->ms, k, eouts, &no, &run->src[k].state, err);
         if (rc) break;
+        if (no == AMN_ENCODE_DROP) continue;
         if (no > AMN_ENCODE_MAX_OUTS) {
             rc = amn_error_set(err, AMN_E_INVALID, "encoder: too many outputs for %s",
                                in[k].out.name);

@@ -41,9 +41,33 @@ static const hf_tensor_map qk_norms[] = {
     {NULL, NULL, 0},
 };
 
+/* Gemma: q / k as they are; the FFN norm named as in Gemma 1. */
+static const hf_tensor_map gemma_norms[] = {
+    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* Gemma 2 / 3: a norm after attention, and one before and after the FFN. */
+static const hf_tensor_map gemma2_norms[] = {
+    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm", HF_X_NONE},
+    {"model.layers.{bid}.pre_feedforward_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
+    {"model.layers.{bid}.post_feedforward_layernorm", "blk.{bid}.post_ffw_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* Mixtral's router (its experts are stacked, HF_A_STACK_EXPERTS). */
+static const hf_tensor_map moe_router[] = {
+    {"model.layers.{bid}.block_sparse_moe.gate", "blk.{bid}.ffn_gate_inp", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
 static const char *const llama_names[] = {"LlamaForCausalLM", "LLaMAForCausalLM",
-                                          "MistralForCausalLM", NULL};
-static const hf_tensor_map *const llama_maps[] = {decoder_common, qk_permuted, NULL};
+                                          "MistralForCausalLM", "MixtralForCausalLM", NULL};
+static const hf_tensor_map *const llama_maps[] = {decoder_common, qk_permuted, moe_router, NULL};
 
 static const char *const qwen2_names[] = {"Qwen2ForCausalLM", NULL};
 static const hf_tensor_map *const qwen2_maps[] = {decoder_common, qk_plain, NULL};
@@ -51,11 +75,25 @@ static const hf_tensor_map *const qwen2_maps[] = {decoder_common, qk_plain, NULL
 static const char *const qwen3_names[] = {"Qwen3ForCausalLM", NULL};
 static const hf_tensor_map *const qwen3_maps[] = {decoder_common, qk_plain, qk_norms, NULL};
 
+static const char *const gemma_names[] = {"GemmaForCausalLM", NULL};
+static const hf_tensor_map *const gemma_maps[] = {decoder_common, gemma_norms, NULL};
+
+static const char *const gemma2_names[] = {"Gemma2ForCausalLM", NULL};
+static const hf_tensor_map *const gemma2_maps[] = {decoder_common, gemma2_norms, NULL};
+
+static const char *const gemma3_names[] = {"Gemma3ForCausalLM", NULL};
+static const hf_tensor_map *const gemma3_maps[] = {decoder_common, gemma2_norms, qk_norms, NULL};
+
 static const hf_arch archs[] = {
-    {"llama", llama_names, llama_maps, HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE,
-     "llama"},
-    {"qwen2", qwen2_names, qwen2_maps, 0, "qwen2"},
-    {"qwen3", qwen3_names, qwen3_maps, 0, "qwen2"},
+    {"llama", llama_names, llama_maps,
+     HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE | HF_A_STACK_EXPERTS, "llama",
+     HF_P_TEXT},
+    {"qwen2", qwen2_names, qwen2_maps, 0, "qwen2", HF_P_TEXT},
+    {"qwen3", qwen3_names, qwen3_maps, 0, "qwen2", HF_P_TEXT},
+    {"gemma", gemma_names, gemma_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma", HF_P_GEMMA},
+    {"gemma2", gemma2_names, gemma2_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma2",
+     HF_P_GEMMA2},
+    {"gemma3", gemma3_names, gemma3_maps, HF_A_NORM_PLUS1 | HF_A_TRIM_VOCAB, "gemma3", HF_P_GEMMA3},
 };
 
 const hf_arch *hf_arch_find(const char *hf_name) {

@@ -31,6 +31,18 @@ typedef struct hf_tensor_map {
 #define HF_A_VOCAB_SIZE_KV (1u << 0) /* {arch}.vocab_size after the common keys (LlamaModel) */
 #define HF_A_ROPE_DIM_KV   (1u << 1) /* {arch}.rope.dimension_count (LlamaModel) */
 #define HF_A_LLAMA3_ROPE   (1u << 2) /* rope_freqs from llama3 rope scaling */
+#define HF_A_NORM_PLUS1    (1u << 3) /* every "*norm.weight" + 1 (Gemma's RMSNorm) */
+#define HF_A_SKIP_LM_HEAD  (1u << 4) /* lm_head.weight left out (Gemma, Gemma 2) */
+#define HF_A_TRIM_VOCAB    (1u << 5) /* token_embd cut to the tokenizer's size (Gemma 3) */
+#define HF_A_STACK_EXPERTS (1u << 6) /* Mixtral's experts stacked per layer (LlamaModel) */
+
+/* Which set_gguf_parameters the family runs (hf_params.c). */
+typedef enum hf_recipe {
+    HF_P_TEXT,   /* TextModel's, with the HF_A_* additions */
+    HF_P_GEMMA,  /* GemmaModel's own list */
+    HF_P_GEMMA2, /* Gemma2Model's */
+    HF_P_GEMMA3, /* TextModel's, then Gemma3Model's defaults over it */
+} hf_recipe;
 
 typedef struct hf_arch {
     const char *gguf_arch;            /* "llama" */
@@ -38,6 +50,7 @@ typedef struct hf_arch {
     const hf_tensor_map *const *maps; /* NULL-terminated list of NULL-terminated tables */
     uint32_t flags;                   /* HF_A_* */
     const char *vocab_family;         /* the converter's set_vocab variant (hf_vocab.h) */
+    hf_recipe recipe;
 } hf_arch;
 
 /* The family that takes this Hugging Face architecture name, or NULL. */

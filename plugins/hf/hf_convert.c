@@ -43,6 +43,9 @@ void hf_conv_free(hf_conv *c) {
     if (!c) return;
     amn_model_free(c->kv);
     free(c->outs);
+    free(c->slots);
+    free(c->stacks);
+    free(c->stack_src);
     free(c->rope);
     free(c->order);
     free(c);
@@ -242,9 +245,74 @@ static int check_permute(hf_out *o, const char *hf_name, const hf_params *p, amn
     return AMN_OK;
 }
 
+/* Tensors the converter never writes: its skip list (prepare_tensors) and
+ * the multimodal parts TextModel.filter_tensors drops, and the family's own. */
+static bool filtered(const hf_arch *a, const char *name) {
+    static const char *const prefixes[] = {
+        "mlp",     "vit.",       "vpm.",           "siglip2.",          "conformer.",
+        "merger.", "resampler.", "sound_encoder.", "sound_projection.", "speech_embeddings.",
+        NULL};
+    static const char *const parts[] = {"visual.",          "vision.",
+                                        "audio.",           "talker.",
+                                        "vision_",          "audio_",
+                                        "token2wav.",       "code2wav.",
+                                        "projector.",       "pre_mm_projector_norm",
+                                        "image_newline",    "view_seperator",
+                                        "patch_embed",      "patch_embedding",
+                                        "patch_merger.",    "patch_merge_mlp.",
+                                        "model.connector.", NULL};
+    if (ends_with(name, ".attention.masked_bias") || ends_with(name, ".attention.bias") ||
+        ends_with(name, ".rotary_emb.inv_freq"))
+        return true;
+    if ((a->flags & HF_A_SKIP_LM_HEAD) && strcmp(name, "lm_head.weight") == 0) return true;
+    for (const char *const *p = prefixes; *p; p++)
+        if (strncmp(name, *p, strlen(*p)) == 0) return true;
+    for (const char *const *p = parts; *p; p++)
+        if (strstr(name, *p)) return true;
+    return false;
+}
+
+/* The dtype the folder stores a tensor in (src[].dtype is what the core
+ * would write: a 1-D tensor there already reads F32). */
+static amn_dtype stored_dtype(const hf_conv *c, const amn_encode_source *s) {
+    const int64_t i = c->model ? amn_model_find(c->model, s->name) : -1;
+    return i >= 0 ? amn_model_tensor(c->model, (size_t)i)->dtype : s->dtype;
+}
+
+/* "model.layers.B.block_sparse_moe.experts.X.wK.weight": folded into the
+ * layer's stacked output (LlamaModel.modify_tensors). */
+static int expert_source(hf_conv *c, hf_out *o, const amn_encode_source *s, amn_error *err) {
+    int b, x, w, end = 0;
+    if (sscanf(s->name, "model.layers.%d.block_sparse_moe.experts.%d.w%d.weight%n", &b, &x, &w,
+               &end) != 3 ||
+        s->name[end] != '\0' || b < 0 || x < 0 || w < 1 || w > 3 || (uint32_t)b >= c->n_layers ||
+        (uint64_t)x >= c->n_experts)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "tensor %s: not an expert of a layer below %u and an expert below "
+                             "%llu (num_local_experts)",
+                             s->name, c->n_layers, (unsigned long long)c->n_experts);
+    if (s->ndim != 2 ||
+        (s->dtype != AMN_DTYPE_F32 && s->dtype != AMN_DTYPE_F16 && s->dtype != AMN_DTYPE_BF16))
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: expert tensor %s (%s, %u-D)",
+                             s->name, amn_dtype_name(s->dtype), s->ndim);
+    o->drop = true;
+    o->bid = b, o->xid = x, o->wid = w;
+    o->src = stored_dtype(c, s);
+    o->ndim = 2;
+    o->shape[0] = s->shape[0];
+    o->shape[1] = s->shape[1];
+    return AMN_OK;
+}
+
 static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf_params *p,
                       amn_error *err) {
     hf_out *o = &c->outs[i];
+    if (filtered(c->arch, s->name)) {
+        o->drop = true;
+        return AMN_OK;
+    }
+    if (strstr(s->name, "block_sparse_moe.experts") && c->n_experts)
+        return expert_source(c, o, s, err);
     if (!hf_arch_map(c->arch, s->name, o->name, sizeof o->name, &o->xform))
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: tensor %s has no GGUF name in llama.cpp's %s mapping",
@@ -256,7 +324,7 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
     if (s->ndim == 0 || s->ndim > 4)
         return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: tensor %s has %u dimensions",
                              s->name, s->ndim);
-    o->src = s->dtype;
+    o->src = stored_dtype(c, s);
     o->ndim = s->ndim;
     uint64_t numel = 1;
     for (uint32_t d = 0; d < s->ndim; d++) {
@@ -265,8 +333,23 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
             return amn_error_set(err, AMN_E_PARSE, "tensor %s: shape overflows", s->name);
     }
     if (numel == 0) return amn_error_set(err, AMN_E_PARSE, "tensor %s: no elements", s->name);
-    o->rows = s->shape[0];
-    o->cols = numel / o->rows;
+    if ((c->arch->flags & HF_A_NORM_PLUS1) && ends_with(s->name, "norm.weight"))
+        o->xform = HF_X_PLUS1;
+    if ((c->arch->flags & HF_A_TRIM_VOCAB) && strstr(s->name, "embed_tokens.weight")) {
+        if (c->vocab_rows == 0 || s->ndim < 1)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: %s needs the tokenizer's size (amn-hf built "
+                                 "without the vocabulary)",
+                                 s->name);
+        if (c->vocab_rows < o->shape[0]) {
+            numel = numel / o->shape[0] * c->vocab_rows;
+            o->shape[0] = c->vocab_rows;
+        }
+    }
+    /* rows of the last dimension (1-D: single values, so a permutation
+     * works on a bias as on a weight's rows) */
+    o->cols = o->ndim == 1 ? 1 : o->shape[o->ndim - 1];
+    o->rows = numel / o->cols;
     choose_type(o, c->outtype);
     int rc = check_permute(o, s->name, p, err);
     if (!rc && strcmp(o->name, "token_embd.weight") == 0 && p->has_embd &&
@@ -277,10 +360,58 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
     return rc;
 }
 
-/* The converter's order (shards sorted, names sorted within each) as the
- * writer's tensor_order option; every source tensor is in it exactly once. */
-static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src, size_t n,
-                      const hf_params *p, amn_error *err) {
+/* Layer b's stacked output for w (1..3), from its experts' sources. */
+static int stack_layer(hf_conv *c, uint32_t b, int w, const size_t *srcs, hf_out *t,
+                       amn_error *err) {
+    static const char *const names[4] = {"", "ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"};
+    const hf_out *e0 = &c->outs[srcs[0]];
+    for (uint64_t x = 1; x < c->n_experts; x++) {
+        const hf_out *e = &c->outs[srcs[x]];
+        if (e->shape[0] != e0->shape[0] || e->shape[1] != e0->shape[1] || e->src != e0->src)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "layer %u: experts 0 and %llu of w%d differ in shape or dtype", b,
+                                 (unsigned long long)x, w);
+    }
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "blk.%u.%s.weight", b, names[w]);
+    t->src = e0->src;
+    t->ndim = 3;
+    t->shape[0] = c->n_experts;
+    t->shape[1] = e0->shape[0];
+    t->shape[2] = e0->shape[1];
+    t->cols = t->shape[2];
+    t->rows = t->shape[0] * t->shape[1];
+    t->n_stack = (uint32_t)c->n_experts;
+    t->stack_src = srcs;
+    choose_type(t, c->outtype);
+    c->expert_params += t->shape[1] * t->shape[2];
+    return AMN_OK;
+}
+
+/* An expert source seen in order: when it completes its layer (all 3 x
+ * n_experts seen), the layer's three stacked outputs go to its slot. */
+static int place_expert(hf_conv *c, size_t i, uint32_t *seen_in_layer, amn_error *err) {
+    const hf_out *o = &c->outs[i];
+    const uint32_t b = (uint32_t)o->bid;
+    size_t *srcs = c->stack_src + (size_t)b * 3 * c->n_experts;
+    size_t *at = &srcs[(size_t)(o->wid - 1) * c->n_experts + (size_t)o->xid];
+    if (*at != SIZE_MAX)
+        return amn_error_set(err, AMN_E_PARSE, "layer %u: expert %d w%d twice", b, o->xid, o->wid);
+    *at = i;
+    if (++seen_in_layer[b] < 3 * c->n_experts) return AMN_OK;
+    for (int w = 1; w <= 3; w++) {
+        hf_out *t = &c->stacks[(size_t)b * 3 + (size_t)(w - 1)];
+        int rc = stack_layer(c, b, w, srcs + (size_t)(w - 1) * c->n_experts, t, err);
+        if (rc) return rc;
+        c->slots[i].o[c->slots[i].n++] = t;
+    }
+    return AMN_OK;
+}
+
+/* The source indices in the converter's order (shards sorted, names sorted
+ * within each); every source tensor exactly once. */
+static int converter_order(const char *dir, const amn_encode_source *src, size_t n, size_t *seq,
+                           amn_error *err) {
     names parts = {0}, order = {0};
     by_name *idx = malloc((n ? n : 1) * sizeof *idx);
     bool *seen = calloc(n ? n : 1, 1);
@@ -289,7 +420,10 @@ static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src,
     for (size_t k = 0; !rc && k < parts.n; k++) rc = part_tensors(dir, parts.v[k], &order, err);
     for (size_t i = 0; !rc && i < n; i++) idx[i] = (by_name){src[i].name, i};
     if (!rc) qsort(idx, n, sizeof *idx, cmp_by_name);
-    size_t len = 0;
+    if (!rc && order.n != n)
+        rc = amn_error_set(err, AMN_E_PARSE,
+                           "the folder's shards list %zu tensors, the model opened has %zu",
+                           order.n, n);
     for (size_t k = 0; !rc && k < order.n; k++) {
         const by_name key = {order.v[k], 0};
         const by_name *hit = bsearch(&key, idx, n, sizeof *idx, cmp_by_name);
@@ -299,39 +433,80 @@ static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src,
             break;
         }
         seen[hit->i] = true;
-        rc = map_source(c, hit->i, &src[hit->i], p, err);
-        len += strlen(c->outs[hit->i].name) + 1;
+        seq[k] = hit->i;
     }
-    for (size_t i = 0; !rc && i < n; i++)
-        if (!seen[i])
-            rc = amn_error_set(err, AMN_E_PARSE, "tensor %s is in no shard the folder lists",
-                               src[i].name);
-    if (!rc && c->has_extra) len += strlen(c->extra.name) + 1;
-    if (!rc && !(c->order = malloc(len + 32)))
-        rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    if (!rc) {
-        char *w = c->order;
-        w += sprintf(w, "tensor_order=");
-        if (c->has_extra) w += sprintf(w, "%s,", c->extra.name);
-        for (size_t k = 0; k < order.n; k++) {
-            const by_name key = {order.v[k], 0};
-            const by_name *hit = bsearch(&key, idx, n, sizeof *idx, cmp_by_name);
-            w += sprintf(w, "%s,", c->outs[hit->i].name);
-            if (k == 0 && c->has_extra) {
-                c->extra_host = hit->i;
-                c->outs[hit->i].extra = &c->extra;
-            }
-        }
-        if (w > c->order && w[-1] == ',') w[-1] = '\0';
-        c->writer_opts[0] = c->order;
-    }
-    /* a duplicate output name (two sources mapped to one) is the writer's
-     * duplicate check; say it here with both names */
     free(idx);
     free(seen);
     names_free(&parts);
     names_free(&order);
     return rc;
+}
+
+/* Every source's outputs, and the writer's tensor_order option listing
+ * them as the converter writes them (the generated tensor first). */
+static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src, size_t n,
+                      const hf_params *p, amn_error *err) {
+    size_t *seq = malloc((n ? n : 1) * sizeof *seq);
+    uint32_t *in_layer = calloc(c->n_layers ? c->n_layers : 1, sizeof *in_layer);
+    int rc = seq && in_layer ? converter_order(dir, src, n, seq, err)
+                             : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    size_t len = 32 + (c->has_extra ? strlen(c->extra.name) + 1 : 0);
+    bool host = false;
+    for (size_t k = 0; !rc && k < n; k++) {
+        const size_t i = seq[k];
+        hf_slot *sl = &c->slots[i];
+        if ((rc = map_source(c, i, &src[i], p, err))) break;
+        if (c->outs[i].wid)
+            rc = place_expert(c, i, in_layer, err);
+        else if (!c->outs[i].drop)
+            sl->o[sl->n++] = &c->outs[i];
+        if (!rc && sl->n && !host && c->has_extra) { /* the first output carries it */
+            host = true;
+            memmove(&sl->o[1], &sl->o[0], sl->n * sizeof sl->o[0]);
+            sl->o[0] = &c->extra;
+            sl->n++;
+        }
+        for (size_t j = 0; j < sl->n; j++) len += strlen(sl->o[j]->name) + 1;
+    }
+    for (uint32_t b = 0; !rc && c->n_experts && b < c->n_layers; b++)
+        if (in_layer[b] && in_layer[b] != 3 * c->n_experts)
+            rc = amn_error_set(err, AMN_E_PARSE, "layer %u has %u of its %llu expert tensors", b,
+                               in_layer[b], (unsigned long long)(3 * c->n_experts));
+    if (!rc && !(c->order = malloc(len))) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!rc) {
+        char *w = c->order;
+        w += sprintf(w, "tensor_order=");
+        for (size_t k = 0; k < n; k++)
+            for (size_t j = 0; j < c->slots[seq[k]].n; j++)
+                w += sprintf(w, "%s,", c->slots[seq[k]].o[j]->name);
+        if (w[-1] == ',') w[-1] = '\0';
+        c->writer_opts[0] = c->order;
+    }
+    free(seq);
+    free(in_layer);
+    return rc;
+}
+
+/* Per-source slots, and room for Mixtral's stacked experts. */
+static int plan_experts(hf_conv *c, const hf_params *p, size_t n, amn_error *err) {
+    c->n_layers = p->block_count;
+    if (!(c->slots = calloc(n ? n : 1, sizeof *c->slots)))
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    uint32_t ne = 0;
+    const int r = hf_get_u32(p->cfg, (const char *const[]){"num_local_experts", NULL}, &ne, err);
+    if (r < 0) return r;
+    if (!(c->arch->flags & HF_A_STACK_EXPERTS) || ne == 0) return AMN_OK;
+    if (ne > 4096 || p->block_count > 65536)
+        return amn_error_set(err, AMN_E_LIMIT, "config.json: %u experts x %u layers", ne,
+                             p->block_count);
+    c->n_experts = ne;
+    const size_t n_stack = (size_t)p->block_count * 3, n_src = n_stack * ne;
+    c->stacks = calloc(n_stack ? n_stack : 1, sizeof *c->stacks);
+    c->stack_src = malloc((n_src ? n_src : 1) * sizeof *c->stack_src);
+    if (!c->stacks || !c->stack_src) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < n_src; k++) c->stack_src[k] = SIZE_MAX;
+    c->expert_count = ne;
+    return AMN_OK;
 }
 
 static int parse_outtype(const char *target, hf_outtype *t, amn_error *err) {
@@ -368,13 +543,24 @@ static int find_arch(hf_conv *c, json_object *cfg, amn_error *err) {
 /* The key/values in the order ModelBase.write() sets them. */
 static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_params *p,
                    amn_error *err) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < c->n_src; i++) {
-        uint64_t numel = 1;
-        for (uint32_t d = 0; d < c->outs[i].ndim; d++) numel *= c->outs[i].shape[d];
-        total += numel;
+    /* gguf-py's get_total_parameter_count over what is written */
+    uint64_t total = 0, shared = 0;
+    for (size_t i = 0; i < c->n_src; i++)
+        for (size_t j = 0; j < c->slots[i].n; j++) {
+            const hf_out *t = c->slots[i].o[j];
+            uint64_t numel = 1;
+            for (uint32_t d = 0; d < t->ndim; d++) numel *= t->shape[d];
+            total += numel;
+            if (!t->n_stack) shared += numel;
+        }
+    char label[64];
+    if (c->expert_count) {
+        char one[48];
+        hf_meta_size_label(shared + c->expert_params, one, sizeof one);
+        snprintf(label, sizeof label, "%llux%s", (unsigned long long)c->expert_count, one);
+    } else {
+        hf_meta_size_label(total, label, sizeof label);
     }
-    if (c->has_extra) total += c->extra.shape[0];
     json_object *gen = NULL;
     int rc = read_json(dir, "generation_config.json", false, &gen, err);
     if (rc) { /* the converter ignores an unreadable generation_config.json */
@@ -391,8 +577,8 @@ static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_param
     l.arch = c->arch->gguf_arch;
     rc = hf_kv_str(&l, "general.architecture", c->arch->gguf_arch, err);
     if (!rc) rc = hf_kv_str(&l, "general.type", "model", err);
-    if (!rc) rc = hf_meta_general(&l, dir, cfg, gen, total, err);
-    if (!rc) rc = hf_params_kv(&l, c->arch, cfg, p, ftype_of(c->outtype), err);
+    if (!rc) rc = hf_meta_general(&l, dir, cfg, gen, total, label, err);
+    if (!rc) rc = hf_params_kv(&l, c->arch, p, ftype_of(c->outtype), err);
     if (!rc) rc = hf_kv_u32(&l, "general.quantization_version", 2, err);
     if (!rc) rc = hf_kvs_flush(&l, c->kv, err);
 #ifdef HF_HAVE_VOCAB
@@ -415,6 +601,7 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
     hf_conv *c = calloc(1, sizeof *c);
     if (!c) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     c->n_src = n;
+    c->model = o->model;
     json_object *cfg = NULL;
     hf_params p = {0};
     int rc = parse_outtype(o->target, &c->outtype, err);
@@ -425,6 +612,11 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
     if (!rc) rc = hf_params_read(cfg, c->arch, &p, err);
     if (!rc) rc = hf_params_extra(c->arch, &p, &c->extra, &c->rope, err);
     if (!rc) c->has_extra = c->rope != NULL;
+#ifdef HF_HAVE_VOCAB
+    if (!rc && (c->arch->flags & HF_A_TRIM_VOCAB))
+        rc = hf_vocab_real_count(dir, p.vocab_size, NULL, &c->vocab_rows, err);
+#endif
+    if (!rc) rc = plan_experts(c, &p, n, err);
     if (!rc) rc = plan_order(c, dir, src, n, &p, err);
     if (!rc) rc = plan_kv(c, dir, p.cfg, &p, err);
     json_object_put(cfg);

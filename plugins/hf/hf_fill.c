@@ -3,6 +3,7 @@
  * output type: F32, F16 or BF16 rounded to nearest even, or Q8_0 as
  * gguf-py's quants.py (and ggml's reference quantize_row_q8_0) makes it. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,15 +19,13 @@ static uint64_t source_row(const hf_out *t, uint64_t r) {
     return h * 2 * half + (rem % 2) * half + rem / 2;
 }
 
-/* x + 1 computed in the source dtype, as torch adds to a bf16 / f16 tensor. */
+/* x + 1 as the converter computes it: in the dtype the tensor has when
+ * modify_tensors runs, i.e. F16 stays F16 (the sum rounded to F16) while
+ * BF16 was already widened to F32 (prepare_tensors), so its sum is F32. */
 static void plus_one(float *x, uint64_t n, amn_dtype src) {
     for (uint64_t i = 0; i < n; i++) {
         const float y = x[i] + 1.0f;
-        if (src == AMN_DTYPE_BF16) {
-            uint16_t b;
-            amn_store_f32(&y, AMN_DTYPE_BF16, &b, 1);
-            amn_convert_elems(AMN_DTYPE_BF16, &b, AMN_DTYPE_F32, &x[i], 1);
-        } else if (src == AMN_DTYPE_F16) {
+        if (src == AMN_DTYPE_F16) {
             x[i] = amn_f16_to_f32(amn_f32_to_f16(y));
         } else {
             x[i] = y;
@@ -64,6 +63,17 @@ int hf_fill(const hf_out *t, uint64_t unit0, uint64_t n, const amn_values *v, vo
     int rc = AMN_OK;
     if (t->values) {
         memcpy(tmp, t->values + unit0 * cols, (size_t)(n * cols) * sizeof *tmp);
+    } else if (t->n_stack) { /* row r of expert e: source stack_src[e] */
+        const uint64_t per = t->rows / t->n_stack;
+        if (v->struct_size < offsetof(amn_values, read_source) + sizeof v->read_source ||
+            !v->read_source)
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED, "%s: the core cannot read other sources",
+                               t->name);
+        for (uint64_t r = 0; !rc && r < n; r++) {
+            const uint64_t g = unit0 + r;
+            rc = v->read_source(v->all, t->stack_src[g / per], (g % per) * cols, cols,
+                                tmp + r * cols, err);
+        }
     } else if (t->xform == HF_X_PERMUTE_Q || t->xform == HF_X_PERMUTE_K) {
         for (uint64_t r = 0; !rc && r < n; r++)
             rc = v->read(v->ctx, source_row(t, unit0 + r) * cols, cols, tmp + r * cols, err);

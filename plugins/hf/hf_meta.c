@@ -297,7 +297,7 @@ static int sampling(hf_kvs *l, json_object *gen, amn_error *err) {
 }
 
 int hf_meta_general(hf_kvs *l, const char *dir, json_object *cfg, json_object *gen,
-                    uint64_t total_params, amn_error *err) {
+                    uint64_t total_params, const char *size_label, amn_error *err) {
     ident m;
     memset(&m, 0, sizeof m);
     json_object *np;
@@ -318,7 +318,7 @@ int hf_meta_general(hf_kvs *l, const char *dir, json_object *cfg, json_object *g
     apply(&m, base, total_params);
     if (!m.name[0]) snprintf(m.name, sizeof m.name, "%s", base);
     if (!m.size_label[0] && total_params > 0)
-        hf_meta_size_label(total_params, m.size_label, sizeof m.size_label);
+        snprintf(m.size_label, sizeof m.size_label, "%s", size_label);
     int rc = sampling(l, gen, err);
     if (!rc) rc = hf_kv_str(l, "general.name", m.name, err);
     if (!rc) rc = hf_kv_str(l, "general.version", m.version, err);

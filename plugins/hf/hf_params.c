@@ -164,9 +164,9 @@ static int rope_scaling(hf_kvs *l, json_object *rp, amn_error *err) {
     return rc; /* dynamic, llama3 and unknown types write nothing here */
 }
 
-int hf_params_kv(hf_kvs *l, const hf_arch *a, json_object *cfg0, const hf_params *p, uint32_t ftype,
-                 amn_error *err) {
-    (void)cfg0;
+/* TextModel.set_gguf_parameters, then LlamaModel's additions (flags). */
+static int text_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype,
+                       amn_error *err) {
     json_object *cfg = p->cfg;
     int rc = hf_kv_arch_u32(l, "block_count", p->block_count, err);
     if (!rc)
@@ -310,4 +310,108 @@ int hf_params_extra(const hf_arch *a, const hf_params *p, hf_out *t, float **val
     t->values = v;
     *values = v;
     return AMN_OK;
+}
+
+/* A required integer / number hparam (hparams["key"] in the converter). */
+static int need_u32(hf_kvs *l, json_object *cfg, const char *key, const char *suffix,
+                    amn_error *err) {
+    uint32_t v;
+    const int r = hf_get_u32(cfg, (const char *const[]){key, NULL}, &v, err);
+    if (r < 0) return r;
+    if (r == 0) return amn_error_set(err, AMN_E_PARSE, "config.json: no %s", key);
+    return hf_kv_arch_u32(l, suffix, v, err);
+}
+
+static int need_f32(hf_kvs *l, json_object *cfg, const char *key, const char *suffix,
+                    amn_error *err) {
+    float v;
+    const int r = hf_get_f32(cfg, (const char *const[]){key, NULL}, &v, err);
+    if (r < 0) return r;
+    if (r == 0) return amn_error_set(err, AMN_E_PARSE, "config.json: no %s", key);
+    return hf_kv_arch_f32(l, suffix, v, err);
+}
+
+/* hparams.get(key, default) */
+static int get_u32(json_object *cfg, const char *key, uint32_t def, uint32_t *v, amn_error *err) {
+    const int r = hf_get_u32(cfg, (const char *const[]){key, NULL}, v, err);
+    if (r == 0) *v = def;
+    return r < 0 ? r : AMN_OK;
+}
+
+static int get_f32(json_object *cfg, const char *key, float def, float *v, amn_error *err) {
+    const int r = hf_get_f32(cfg, (const char *const[]){key, NULL}, v, err);
+    if (r == 0) *v = def;
+    return r < 0 ? r : AMN_OK;
+}
+
+/* GemmaModel / Gemma2Model.set_gguf_parameters: their own list. */
+static int gemma_params(hf_kvs *l, const hf_params *p, uint32_t ftype, bool v2, amn_error *err) {
+    json_object *cfg = p->cfg;
+    int rc = need_u32(l, cfg, "max_position_embeddings", "context_length", err);
+    if (!rc) rc = need_u32(l, cfg, "hidden_size", "embedding_length", err);
+    if (!rc) rc = hf_kv_arch_u32(l, "block_count", p->block_count, err);
+    if (!rc) rc = need_u32(l, cfg, "intermediate_size", "feed_forward_length", err);
+    if (!rc) rc = need_u32(l, cfg, "num_attention_heads", "attention.head_count", err);
+    if (!rc)
+        rc = need_u32(l, cfg,
+                      json_object_object_get_ex(cfg, "num_key_value_heads", NULL)
+                          ? "num_key_value_heads"
+                          : "num_attention_heads",
+                      "attention.head_count_kv", err);
+    if (!rc) rc = need_f32(l, cfg, "rms_norm_eps", "attention.layer_norm_rms_epsilon", err);
+    if (!rc) rc = need_u32(l, cfg, "head_dim", "attention.key_length", err);
+    if (!rc) rc = need_u32(l, cfg, "head_dim", "attention.value_length", err);
+    if (!rc) rc = hf_kv_u32(l, "general.file_type", ftype, err);
+    if (!rc && v2) rc = need_f32(l, cfg, "attn_logit_softcapping", "attn_logit_softcapping", err);
+    if (!rc && v2) rc = need_f32(l, cfg, "final_logit_softcapping", "final_logit_softcapping", err);
+    if (!rc && v2) rc = need_u32(l, cfg, "sliding_window", "attention.sliding_window", err);
+    return rc;
+}
+
+/* Gemma3Model.set_gguf_parameters: TextModel's keys, then its defaults
+ * (a key set again keeps its first place). */
+static int gemma3_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype,
+                         amn_error *err) {
+    json_object *cfg = p->cfg, *rp = p->rope, *full;
+    if (json_object_object_get_ex(p->rope, "full_attention", &full) && full) rp = full;
+    int rc = text_params(l, a, p, ftype, err);
+    uint32_t u;
+    float f;
+    if (!rc && !(rc = get_u32(cfg, "max_position_embeddings", 131072, &u, err)))
+        rc = hf_kv_arch_u32(l, "context_length", u, err);
+    if (!rc && !(rc = get_u32(cfg, "num_attention_heads", 8, &u, err)))
+        rc = hf_kv_arch_u32(l, "attention.head_count", u, err);
+    if (!rc && !(rc = get_f32(cfg, "rms_norm_eps", 1e-6f, &f, err)))
+        rc = hf_kv_arch_f32(l, "attention.layer_norm_rms_epsilon", f, err);
+    if (!rc && !(rc = get_u32(cfg, "head_dim", 256, &u, err))) {
+        rc = hf_kv_arch_u32(l, "attention.key_length", u, err);
+        if (!rc) rc = hf_kv_arch_u32(l, "attention.value_length", u, err);
+    }
+    if (!rc && !(rc = get_f32(rp, "rope_theta", 1000000.0f, &f, err)))
+        rc = hf_kv_arch_f32(l, "rope.freq_base", f, err);
+    if (!rc && hf_find(cfg, (const char *const[]){"attn_logit_softcapping", NULL}))
+        return amn_error_set(err, AMN_E_PARSE,
+                             "config.json: Gemma 3 has no attn_logit_softcapping");
+    if (!rc && !(rc = get_f32(cfg, "final_logit_softcapping", 0.0f, &f, err)) && f != 0.0f)
+        rc = hf_kv_arch_f32(l, "final_logit_softcapping", f, err);
+    json_object *pat = NULL;
+    const bool one = json_object_object_get_ex(cfg, "sliding_window_pattern", &pat) && pat &&
+                     json_object_is_type(pat, json_type_int) && json_object_get_int64(pat) == 1;
+    if (!rc && !one) rc = need_u32(l, cfg, "sliding_window", "attention.sliding_window", err);
+    if (!rc && !(rc = get_u32(cfg, "num_key_value_heads", 4, &u, err)))
+        rc = hf_kv_arch_u32(l, "attention.head_count_kv", u, err);
+    return rc;
+}
+
+int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype, amn_error *err) {
+    switch (a->recipe) {
+    case HF_P_GEMMA:
+        return gemma_params(l, p, ftype, false, err);
+    case HF_P_GEMMA2:
+        return gemma_params(l, p, ftype, true, err);
+    case HF_P_GEMMA3:
+        return gemma3_params(l, a, p, ftype, err);
+    default:
+        return text_params(l, a, p, ftype, err);
+    }
 }

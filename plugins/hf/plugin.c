@@ -46,28 +46,28 @@ static void set_out(amn_encode_out *e, const hf_out *t) {
     e->encoding_name = t->dtype == AMN_DTYPE_BLOCK ? "Q8_0" : NULL;
 }
 
-/* The tensor state is the source's index; outputs of the source that hosts
- * the generated tensor: that tensor first, then its own. */
+/* The tensor state is the source's slot: its outputs, in order. */
 static int tensor(void *ms, size_t i, amn_encode_out *outs, size_t *n_outs, void **ts,
                   amn_error *err) {
     hf_conv *c = ms;
     if (i >= c->n_src) return amn_error_set(err, AMN_E_INVALID, "hf: bad tensor index");
-    size_t k = 0;
-    if (c->has_extra && i == c->extra_host) set_out(&outs[k++], &c->extra);
-    set_out(&outs[k++], &c->outs[i]);
-    *n_outs = k;
-    *ts = &c->outs[i];
+    const hf_slot *sl = &c->slots[i];
+    *ts = (void *)sl;
+    if (!sl->n) {
+        *n_outs = AMN_ENCODE_DROP;
+        return AMN_OK;
+    }
+    for (size_t k = 0; k < sl->n; k++) set_out(&outs[k], sl->o[k]);
+    *n_outs = sl->n;
     return AMN_OK;
 }
 
-/* The tensor state is the source's hf_out; a host's output 0 is the
- * generated tensor it carries. */
 static int fill(const void *ts, size_t out, uint64_t unit0, uint64_t n, const amn_values *v,
                 void *dst, double *abs_err, amn_error *err) {
-    const hf_out *t = ts;
+    const hf_slot *sl = ts;
     if (abs_err) *abs_err = 0;
-    if (out == 0 && t->extra) t = t->extra;
-    return hf_fill(t, unit0, n, v, dst, err);
+    if (out >= sl->n) return amn_error_set(err, AMN_E_INVALID, "hf: bad output index");
+    return hf_fill(sl->o[out], unit0, n, v, dst, err);
 }
 
 static void tensor_free(void *ts) {
