@@ -65,6 +65,20 @@ static const hf_tensor_map moe_router[] = {
     {NULL, NULL, 0},
 };
 
+/* Phi-3: fused q/k/v and gate/up projections. */
+static const hf_tensor_map phi3_tensors[] = {
+    {"model.embed_tokens", "token_embd", HF_X_NONE},
+    {"model.norm", "output_norm", HF_X_NONE},
+    {"lm_head", "output", HF_X_NONE},
+    {"model.layers.{bid}.input_layernorm", "blk.{bid}.attn_norm", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.qkv_proj", "blk.{bid}.attn_qkv", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.o_proj", "blk.{bid}.attn_output", HF_X_NONE},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
+    {"model.layers.{bid}.mlp.gate_up_proj", "blk.{bid}.ffn_up", HF_X_NONE},
+    {"model.layers.{bid}.mlp.down_proj", "blk.{bid}.ffn_down", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
 static const char *const llama_names[] = {"LlamaForCausalLM", "LLaMAForCausalLM",
                                           "MistralForCausalLM", "MixtralForCausalLM", NULL};
 static const hf_tensor_map *const llama_maps[] = {decoder_common, qk_permuted, moe_router, NULL};
@@ -84,6 +98,9 @@ static const hf_tensor_map *const gemma2_maps[] = {decoder_common, gemma2_norms,
 static const char *const gemma3_names[] = {"Gemma3ForCausalLM", NULL};
 static const hf_tensor_map *const gemma3_maps[] = {decoder_common, gemma2_norms, qk_norms, NULL};
 
+static const char *const phi3_names[] = {"Phi3ForCausalLM", NULL};
+static const hf_tensor_map *const phi3_maps[] = {phi3_tensors, NULL};
+
 static const hf_arch archs[] = {
     {"llama", llama_names, llama_maps,
      HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE | HF_A_STACK_EXPERTS, "llama",
@@ -94,6 +111,7 @@ static const hf_arch archs[] = {
     {"gemma2", gemma2_names, gemma2_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma2",
      HF_P_GEMMA2},
     {"gemma3", gemma3_names, gemma3_maps, HF_A_NORM_PLUS1 | HF_A_TRIM_VOCAB, "gemma3", HF_P_GEMMA3},
+    {"phi3", phi3_names, phi3_maps, 0, "phi3", HF_P_PHI3},
 };
 
 const hf_arch *hf_arch_find(const char *hf_name) {

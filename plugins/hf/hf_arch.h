@@ -42,6 +42,7 @@ typedef enum hf_recipe {
     HF_P_GEMMA,  /* GemmaModel's own list */
     HF_P_GEMMA2, /* Gemma2Model's */
     HF_P_GEMMA3, /* TextModel's, then Gemma3Model's defaults over it */
+    HF_P_PHI3,   /* Phi3MiniModel's own list */
 } hf_recipe;
 
 typedef struct hf_arch {

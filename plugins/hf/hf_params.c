@@ -403,6 +403,49 @@ static int gemma3_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32
     return rc;
 }
 
+/* Phi3MiniModel.set_gguf_parameters. Long-context checkpoints (rope
+ * long_factor / short_factor tensors) are not handled. */
+static int phi3_params(hf_kvs *l, const hf_params *p, uint32_t ftype, amn_error *err) {
+    json_object *cfg = p->cfg, *rp = p->rope, *full;
+    if (json_object_object_get_ex(p->rope, "full_attention", &full) && full) rp = full;
+    if (hf_find(p->rope, KEYS("long_factor")))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: Phi-3 long-context rope factors (long_factor)");
+    uint32_t n_embd, n_head, v;
+    int r = hf_get_u32(cfg, KEYS("hidden_size", "n_embd"), &n_embd, err);
+    if (r <= 0) return r < 0 ? r : amn_error_set(err, AMN_E_PARSE, "config.json: no hidden_size");
+    r = hf_get_u32(cfg, KEYS("num_attention_heads", "n_head"), &n_head, err);
+    if (r <= 0 || !n_head)
+        return r < 0 ? r : amn_error_set(err, AMN_E_PARSE, "config.json: no num_attention_heads");
+    double pct = 1.0;
+    json_object *pj = hf_find(p->rope, KEYS("partial_rotary_factor"));
+    if (pj) pct = json_object_get_double(pj);
+    r = hf_get_u32(p->rope, KEYS("original_max_position_embeddings"), &v, err);
+    if (r <= 0)
+        return r < 0 ? r
+                     : amn_error_set(err, AMN_E_PARSE,
+                                     "config.json: no original_max_position_embeddings");
+    int rc = u32_kv(l, cfg, KEYS("n_positions", "max_position_embeddings"), "context_length", err);
+    if (!rc) rc = hf_kv_arch_u32(l, "rope.scaling.original_context_length", v, err);
+    if (!rc) rc = hf_kv_arch_u32(l, "embedding_length", n_embd, err);
+    if (!rc) rc = need_u32(l, cfg, "intermediate_size", "feed_forward_length", err);
+    if (!rc) rc = hf_kv_arch_u32(l, "block_count", p->block_count, err);
+    if (!rc) rc = hf_kv_arch_u32(l, "attention.head_count", n_head, err);
+    if (!rc)
+        rc = u32_kv(l, cfg, KEYS("num_key_value_heads", "n_head_kv"), "attention.head_count_kv",
+                    err);
+    if (!rc) rc = need_f32(l, cfg, "rms_norm_eps", "attention.layer_norm_rms_epsilon", err);
+    /* int(rot_pct * n_embd) // n_head, the product in double as Python's */
+    if (!rc)
+        rc = hf_kv_arch_u32(l, "rope.dimension_count",
+                            (uint32_t)((uint64_t)(pct * (double)n_embd) / n_head), err);
+    if (!rc) rc = need_f32(l, rp, "rope_theta", "rope.freq_base", err);
+    if (!rc) rc = hf_kv_u32(l, "general.file_type", ftype, err);
+    if (!rc && !(rc = get_u32(cfg, "sliding_window", 0, &v, err)))
+        rc = hf_kv_arch_u32(l, "attention.sliding_window", v, err);
+    return rc;
+}
+
 int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype, amn_error *err) {
     switch (a->recipe) {
     case HF_P_GEMMA:
@@ -411,6 +454,8 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype
         return gemma_params(l, p, ftype, true, err);
     case HF_P_GEMMA3:
         return gemma3_params(l, a, p, ftype, err);
+    case HF_P_PHI3:
+        return phi3_params(l, p, ftype, err);
     default:
         return text_params(l, a, p, ftype, err);
     }
