@@ -108,7 +108,7 @@ int hf_spm_parse(const uint8_t *buf, size_t n, const amn_limits *lim, hf_arena *
     b.p = buf;
     uint64_t i = 0, n_unk = 0;
     while (b.p < b.end) {
-        uint64_t tag, len;
+        uint64_t tag = 0, len = 0;
         const uint8_t *v = NULL;
         varint(&b, &tag);
         skip(&b, tag & 7, &v, &len); /* validated by the first pass */

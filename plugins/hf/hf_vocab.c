@@ -49,7 +49,7 @@ static int family_llama(hf_vctx *c, amn_error *err) {
     json_object *asp = hf_json_get(tc, "add_prefix_space"),
                 *cls = hf_json_get(tc, "tokenizer_class");
     if (!rc && asp && !json_object_is_type(asp, json_type_null))
-        rc = hf_kvs_bool(c->kvs, "tokenizer.ggml.add_space_prefix", hf_json_truthy(asp), err);
+        rc = hf_vkv_bool(c->kvs, "tokenizer.ggml.add_space_prefix", hf_json_truthy(asp), err);
     if (!rc && cls && json_object_is_type(cls, json_type_string) &&
         strcmp(json_object_get_string(cls), "HybridDNATokenizer") == 0)
         rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tokenizer_config.json: HybridDNATokenizer");
@@ -63,7 +63,7 @@ static int family_llama(hf_vctx *c, amn_error *err) {
         rc = hf_special_vocab(c, &so, err);
     }
     if (!rc && c->vocab_size == 49152) /* granite small models */
-        rc = hf_kvs_bool(c->kvs, "tokenizer.ggml.add_bos_token", false, err);
+        rc = hf_vkv_bool(c->kvs, "tokenizer.ggml.add_bos_token", false, err);
     return rc;
 }
 
@@ -77,7 +77,7 @@ static int family_gemma(hf_vctx *c, bool codegemma, amn_error *err) {
             .types = types, .fixed_types = types, .fixed_ids = ids, .chat_template_none = true};
         rc = hf_special_vocab(c, &so, err);
     }
-    if (!rc) rc = hf_kvs_bool(c->kvs, "tokenizer.ggml.add_space_prefix", false, err);
+    if (!rc) rc = hf_vkv_bool(c->kvs, "tokenizer.ggml.add_space_prefix", false, err);
     return rc;
 }
 
@@ -112,18 +112,27 @@ static int dispatch(hf_vctx *c, const char *family, amn_error *err) {
 
 int hf_vocab_add(amn_model *kv, const char *dir, const char *family, uint64_t vocab_size,
                  const amn_limits *lim, amn_error *err) {
+    amn_limits defaults;
+    if (!lim) amn_limits_default(&defaults), lim = &defaults;
+    /* a folder without any tokenizer file gets no vocabulary (the model
+     * side can still be converted and compared) */
+    if (!hf_file_exists(dir, "tokenizer.model") && !hf_file_exists(dir, "tokenizer.json") &&
+        !hf_file_exists(dir, "tekken.json"))
+        return AMN_OK;
     hf_arena arena = {.lim = lim};
-    hf_kvs kvs = {.arena = &arena};
+    hf_vkvs kvs = {.arena = &arena};
     hf_vctx c = {dir, lim, vocab_size, &arena, &kvs};
     int rc = dispatch(&c, family, err);
     for (size_t i = 0; i < kvs.n && !rc; i++) rc = amn_model_add_kv(kv, &kvs.v[i], err);
-    hf_kvs_free(&kvs);
+    hf_vkv_free(&kvs);
     hf_arena_free(&arena);
     return rc;
 }
 
 int hf_vocab_real_count(const char *dir, uint64_t vocab_size, const amn_limits *lim, uint64_t *out,
                         amn_error *err) {
+    amn_limits defaults;
+    if (!lim) amn_limits_default(&defaults), lim = &defaults;
     hf_arena arena = {.lim = lim};
     int rc;
     if (hf_file_exists(dir, "tokenizer.model")) {

@@ -33,7 +33,9 @@
  *            tokenizer_class GPT2Tokenizer)
  * vocab_size is the hparams' vocab_size (0: absent). Keys already in kv are
  * replaced in place, as GGUFWriter.add_key_value does. On error kv keeps
- * whatever it had before the call (nothing of the vocabulary is added). */
+ * whatever it had before the call (nothing of the vocabulary is added).
+ * lim NULL: amn_limits_default(). A folder with neither tokenizer.model nor
+ * tokenizer.json gets no key at all (AMN_OK). */
 int hf_vocab_add(amn_model *kv, const char *dir, const char *family, uint64_t vocab_size,
                  const amn_limits *lim, amn_error *err);
 

@@ -154,12 +154,12 @@ static int build(hf_vctx *c, json_object *root, amn_error *err) {
     }
     json_object_put(empty);
     if (rc) return rc;
-    hf_kvs *k = c->kvs;
+    hf_vkvs *k = c->kvs;
     static const char model[] = "gpt2";
-    if ((rc = hf_kvs_str(k, "tokenizer.ggml.model", model, sizeof model - 1, err)) ||
-        (rc = hf_kvs_str(k, "tokenizer.ggml.pre", pre, strlen(pre), err)) ||
-        (rc = hf_kvs_array(k, "tokenizer.ggml.tokens", AMN_KV_STRING, size, tokens, err)) ||
-        (rc = hf_kvs_array(k, "tokenizer.ggml.token_type", AMN_KV_I32, size, types, err)))
+    if ((rc = hf_vkv_str(k, "tokenizer.ggml.model", model, sizeof model - 1, err)) ||
+        (rc = hf_vkv_str(k, "tokenizer.ggml.pre", pre, strlen(pre), err)) ||
+        (rc = hf_vkv_array(k, "tokenizer.ggml.tokens", AMN_KV_STRING, size, tokens, err)) ||
+        (rc = hf_vkv_array(k, "tokenizer.ggml.token_type", AMN_KV_I32, size, types, err)))
         return rc;
     return AMN_OK;
 }

@@ -38,21 +38,21 @@ char *hf_strdup(hf_arena *a, const char *s, size_t n, amn_error *err);
 void hf_arena_free(hf_arena *a);
 
 /* Keys are string literals; values live in the arena. */
-typedef struct hf_kvs {
+typedef struct hf_vkvs {
     amn_kv *v;
     size_t n, cap;
     hf_arena *arena;
-} hf_kvs;
+} hf_vkvs;
 
-int hf_kvs_set(hf_kvs *k, const amn_kv *kv, amn_error *err); /* replaces in place */
-void hf_kvs_remove(hf_kvs *k, const char *key);
-int hf_kvs_str(hf_kvs *k, const char *key, const char *s, size_t n, amn_error *err);
-int hf_kvs_u32(hf_kvs *k, const char *key, uint32_t v, amn_error *err);
-int hf_kvs_bool(hf_kvs *k, const char *key, bool v, amn_error *err);
+int hf_vkv_set(hf_vkvs *k, const amn_kv *kv, amn_error *err); /* replaces in place */
+void hf_vkv_remove(hf_vkvs *k, const char *key);
+int hf_vkv_str(hf_vkvs *k, const char *key, const char *s, size_t n, amn_error *err);
+int hf_vkv_u32(hf_vkvs *k, const char *key, uint32_t v, amn_error *err);
+int hf_vkv_bool(hf_vkvs *k, const char *key, bool v, amn_error *err);
 /* data already in the arena; count 0 adds nothing (GGUFWriter.add_array). */
-int hf_kvs_array(hf_kvs *k, const char *key, amn_kv_type elem, uint64_t count, const void *data,
+int hf_vkv_array(hf_vkvs *k, const char *key, amn_kv_type elem, uint64_t count, const void *data,
                  amn_error *err);
-void hf_kvs_free(hf_kvs *k);
+void hf_vkv_free(hf_vkvs *k);
 
 /* dir/name exists as a regular file. */
 bool hf_file_exists(const char *dir, const char *name);
@@ -89,7 +89,7 @@ typedef struct hf_vctx {
     const amn_limits *lim;
     uint64_t vocab_size; /* hparams vocab_size, 0 absent */
     hf_arena *arena;
-    hf_kvs *kvs;
+    hf_vkvs *kvs;
 } hf_vctx;
 
 /* _set_vocab_sentencepiece (phi3: Phi3MiniModel's variant). AMN_E_IO with

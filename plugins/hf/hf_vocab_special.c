@@ -453,26 +453,26 @@ static const char *add_key(const char *typ) {
 }
 
 static int add_to_gguf(sv *s, hf_vctx *c, amn_error *err) {
-    hf_kvs *k = c->kvs;
-    int rc = hf_kvs_array(k, "tokenizer.ggml.merges", AMN_KV_STRING, s->n_merges, s->merges, err);
+    hf_vkvs *k = c->kvs;
+    int rc = hf_vkv_array(k, "tokenizer.ggml.merges", AMN_KV_STRING, s->n_merges, s->merges, err);
     for (size_t i = 0; i < s->n_ids && !rc; i++) {
         const char *key = id_key(s->ids[i].typ);
         if (s->ids[i].v > UINT32_MAX)
             return amn_error_set(err, AMN_E_PARSE, "special token %s id %lld does not fit uint32",
                                  s->ids[i].typ, (long long)s->ids[i].v);
-        if (key) rc = hf_kvs_u32(k, key, (uint32_t)s->ids[i].v, err);
+        if (key) rc = hf_vkv_u32(k, key, (uint32_t)s->ids[i].v, err);
     }
     for (size_t i = 0; i < s->n_adds && !rc; i++) {
         const char *key = add_key(s->adds[i].typ);
-        if (key) rc = hf_kvs_bool(k, key, s->adds[i].v != 0, err);
+        if (key) rc = hf_vkv_bool(k, key, s->adds[i].v != 0, err);
     }
     if (!rc && s->chat_template)
-        rc = hf_kvs_str(k, "tokenizer.chat_template", json_object_get_string(s->chat_template),
+        rc = hf_vkv_str(k, "tokenizer.chat_template", json_object_get_string(s->chat_template),
                         (size_t)json_object_get_string_len(s->chat_template), err);
     if (!rc && s->lowercase >= 0)
-        rc = hf_kvs_bool(k, "tokenizer.ggml.normalizer.lowercase", s->lowercase, err);
+        rc = hf_vkv_bool(k, "tokenizer.ggml.normalizer.lowercase", s->lowercase, err);
     if (!rc && s->strip_accents >= 0)
-        rc = hf_kvs_bool(k, "tokenizer.ggml.normalizer.strip_accents", s->strip_accents, err);
+        rc = hf_vkv_bool(k, "tokenizer.ggml.normalizer.strip_accents", s->strip_accents, err);
     return rc;
 }
 

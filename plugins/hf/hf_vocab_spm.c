@@ -82,16 +82,15 @@ static int added_tokens_json(hf_vctx *c, spm_vocab *v, amn_error *err) {
     if (rc || !root) return rc;
     json_object_object_foreach(root, key, val) {
         if (!json_object_is_type(val, json_type_int)) {
-            json_object_put(root);
-            return amn_error_set(err, AMN_E_PARSE, "added_tokens.json: %s is not an integer id",
-                                 key);
+            rc = amn_error_set(err, AMN_E_PARSE, "added_tokens.json: %.40s is not an integer id",
+                               key);
+            break;
         }
         int64_t id = json_object_get_int64(val);
-        if (id < 0) {
-            /* Python would index from the end of the list */
-            json_object_put(root);
-            return amn_error_set(err, AMN_E_UNSUPPORTED, "added_tokens.json: negative id %lld",
-                                 (long long)id);
+        if (id < 0) { /* Python would index from the end of the list */
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED, "added_tokens.json: negative id %lld",
+                               (long long)id);
+            break;
         }
         if ((uint64_t)id >= v->n) continue;
         rc = set_token(c, v, (uint64_t)id, key, strlen(key), err);
@@ -223,13 +222,13 @@ int hf_vocab_spm(hf_vctx *c, bool phi3, bool *missing, amn_error *err) {
     if (!rc) rc = added_tokens_decoder(c, &v, phi3, err);
     if (!rc && phi3) rc = phi3_tokenizer_json(c, &v, err);
     if (rc) return rc;
-    hf_kvs *k = c->kvs;
+    hf_vkvs *k = c->kvs;
     static const char model[] = "llama", pre[] = "default";
-    if ((rc = hf_kvs_str(k, "tokenizer.ggml.model", model, sizeof model - 1, err)) ||
-        (rc = hf_kvs_str(k, "tokenizer.ggml.pre", pre, sizeof pre - 1, err)) ||
-        (rc = hf_kvs_array(k, "tokenizer.ggml.tokens", AMN_KV_STRING, v.n, v.tokens, err)) ||
-        (rc = hf_kvs_array(k, "tokenizer.ggml.scores", AMN_KV_F32, v.n, v.scores, err)) ||
-        (rc = hf_kvs_array(k, "tokenizer.ggml.token_type", AMN_KV_I32, v.n, v.types, err)))
+    if ((rc = hf_vkv_str(k, "tokenizer.ggml.model", model, sizeof model - 1, err)) ||
+        (rc = hf_vkv_str(k, "tokenizer.ggml.pre", pre, sizeof pre - 1, err)) ||
+        (rc = hf_vkv_array(k, "tokenizer.ggml.tokens", AMN_KV_STRING, v.n, v.tokens, err)) ||
+        (rc = hf_vkv_array(k, "tokenizer.ggml.scores", AMN_KV_F32, v.n, v.scores, err)) ||
+        (rc = hf_vkv_array(k, "tokenizer.ggml.token_type", AMN_KV_I32, v.n, v.types, err)))
         return rc;
     hf_special_opts so = {.n_vocab = v.n};
     return hf_special_vocab(c, &so, err);

@@ -47,7 +47,7 @@ void hf_arena_free(hf_arena *a) {
     a->bytes = 0;
 }
 
-int hf_kvs_set(hf_kvs *k, const amn_kv *kv, amn_error *err) {
+int hf_vkv_set(hf_vkvs *k, const amn_kv *kv, amn_error *err) {
     for (size_t i = 0; i < k->n; i++)
         if (strcmp(k->v[i].key, kv->key) == 0) {
             k->v[i] = *kv; /* GGUFWriter: a dict update keeps the key's place */
@@ -64,7 +64,7 @@ int hf_kvs_set(hf_kvs *k, const amn_kv *kv, amn_error *err) {
     return AMN_OK;
 }
 
-void hf_kvs_remove(hf_kvs *k, const char *key) {
+void hf_vkv_remove(hf_vkvs *k, const char *key) {
     for (size_t i = 0; i < k->n; i++)
         if (strcmp(k->v[i].key, key) == 0) {
             memmove(&k->v[i], &k->v[i + 1], (k->n - i - 1) * sizeof *k->v);
@@ -73,39 +73,39 @@ void hf_kvs_remove(hf_kvs *k, const char *key) {
         }
 }
 
-static int set_scalar(hf_kvs *k, const char *key, amn_kv_type t, const void *v, size_t size,
+static int set_scalar(hf_vkvs *k, const char *key, amn_kv_type t, const void *v, size_t size,
                       amn_error *err) {
     void *p = hf_alloc(k->arena, 1, size, err);
     if (!p) return err ? err->code : AMN_E_NOMEM;
     memcpy(p, v, size);
     amn_kv kv = {.key = key, .type = t, .data = p};
-    return hf_kvs_set(k, &kv, err);
+    return hf_vkv_set(k, &kv, err);
 }
 
-int hf_kvs_str(hf_kvs *k, const char *key, const char *s, size_t n, amn_error *err) {
+int hf_vkv_str(hf_vkvs *k, const char *key, const char *s, size_t n, amn_error *err) {
     char *copy = hf_strdup(k->arena, s, n, err);
     if (!copy) return err ? err->code : AMN_E_NOMEM;
     amn_str str = {copy, n};
     return set_scalar(k, key, AMN_KV_STRING, &str, sizeof str, err);
 }
 
-int hf_kvs_u32(hf_kvs *k, const char *key, uint32_t v, amn_error *err) {
+int hf_vkv_u32(hf_vkvs *k, const char *key, uint32_t v, amn_error *err) {
     return set_scalar(k, key, AMN_KV_U32, &v, sizeof v, err);
 }
 
-int hf_kvs_bool(hf_kvs *k, const char *key, bool v, amn_error *err) {
+int hf_vkv_bool(hf_vkvs *k, const char *key, bool v, amn_error *err) {
     uint8_t b = v ? 1 : 0;
     return set_scalar(k, key, AMN_KV_BOOL, &b, 1, err);
 }
 
-int hf_kvs_array(hf_kvs *k, const char *key, amn_kv_type elem, uint64_t count, const void *data,
+int hf_vkv_array(hf_vkvs *k, const char *key, amn_kv_type elem, uint64_t count, const void *data,
                  amn_error *err) {
     if (count == 0) return AMN_OK;
     amn_kv kv = {.key = key, .type = AMN_KV_ARRAY, .elem_type = elem, .count = count, .data = data};
-    return hf_kvs_set(k, &kv, err);
+    return hf_vkv_set(k, &kv, err);
 }
 
-void hf_kvs_free(hf_kvs *k) {
+void hf_vkv_free(hf_vkvs *k) {
     free(k->v);
     k->v = NULL;
     k->n = k->cap = 0;

@@ -88,7 +88,8 @@ static void check_case(const char *dir, const char *name) {
     json_object *exp = json_object_from_file(path);
     assert_non_null(exp);
     const char *family = json_object_get_string(json_object_object_get(exp, "family"));
-    uint64_t vocab_size = (uint64_t)json_object_get_int64(json_object_object_get(exp, "vocab_size"));
+    uint64_t vocab_size =
+        (uint64_t)json_object_get_int64(json_object_object_get(exp, "vocab_size"));
     json_object *kvs = json_object_object_get(exp, "kvs");
     assert_non_null(kvs);
     amn_model *m = amn_model_new("hf");
@@ -105,7 +106,8 @@ static void check_case(const char *dir, const char *name) {
         json_object *e = json_object_array_get_idx(kvs, i);
         const amn_kv *kv = amn_model_kv(m, i);
         const char *key = json_object_get_string(json_object_object_get(e, "key"));
-        if (strcmp(kv->key, key) != 0) fail_msg("%s: key %zu is %s, expected %s", name, i, kv->key, key);
+        if (strcmp(kv->key, key) != 0)
+            fail_msg("%s: key %zu is %s, expected %s", name, i, kv->key, key);
         assert_int_equal(kv->type, json_object_get_int(json_object_object_get(e, "type")));
         json_object *et = json_object_object_get(e, "elem_type");
         if (et) {
@@ -172,8 +174,9 @@ static void write_text(const char *name, const char *text) {
 }
 
 static void clear_dir(void) {
-    static const char *const names[] = {"tokenizer.model", "tokenizer.json", "tokenizer_config.json",
-                                        "added_tokens.json", "config.json", "chat_template.jinja"};
+    static const char *const names[] = {"tokenizer.model",       "tokenizer.json",
+                                        "tokenizer_config.json", "added_tokens.json",
+                                        "config.json",           "chat_template.jinja"};
     char path[512];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(path, sizeof path, "%s/%s", tmpdir, names[i]);
@@ -197,8 +200,10 @@ static int teardown(void **s) {
 static int run(const char *family, uint64_t vocab_size, const amn_limits *lim, amn_error *err) {
     amn_model *m = amn_model_new("hf");
     int rc = hf_vocab_add(m, tmpdir, family, vocab_size, lim, err);
-    if (rc) assert_int_equal(amn_model_kv_count(m), 0);
-    else assert_true(amn_model_kv_count(m) > 0);
+    if (rc)
+        assert_int_equal(amn_model_kv_count(m), 0);
+    else
+        assert_true(amn_model_kv_count(m) > 0);
     amn_model_free(m);
     return rc;
 }
@@ -348,9 +353,9 @@ static void test_json_side_files(void **s) {
     assert_int_equal(spm_with("added_tokens.json", "{\"<x>\": \"1\"}", "llama"), AMN_E_PARSE);
     assert_int_equal(spm_with("added_tokens.json", "{\"<x>\": 1", "llama"), AMN_E_PARSE);
     assert_int_equal(spm_with("config.json", "{\"bos_token_id\": -1}", "llama"), AMN_E_PARSE);
-    assert_int_equal(spm_with("tokenizer_config.json", "{\"chat_template\": [{\"name\": \"a\"}]}",
-                              "llama"),
-                     AMN_E_UNSUPPORTED);
+    assert_int_equal(
+        spm_with("tokenizer_config.json", "{\"chat_template\": [{\"name\": \"a\"}]}", "llama"),
+        AMN_E_UNSUPPORTED);
     /* nesting deeper than the cap */
     char deep[400];
     size_t k = 0;
