@@ -267,6 +267,11 @@ static void print_report(const cli_args *a, const char *output, const amn_conver
         return;
     }
     char b1[32];
+    if (strncmp(a->to, "hf-", 3) == 0) { /* a model folder made a GGUF: nothing forgotten */
+        printf("  Wrote %zu tensors, %s in %.2f s\n", st->tensors_written,
+               cli_size(st->bytes_written, b1, sizeof b1), dt);
+        return;
+    }
     printf("  %zu quantized to %s, %zu passed through\n", st->encoded, a->to, st->encode_passed);
     if (st->dequantized) printf("  %zu quantized inputs dequantized first\n", st->dequantized);
     printf("  Lethe took: mean |error| %.4g over %llu values\n", mae,
@@ -310,7 +315,11 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     }
     if (!output) output = outbuf;
     if (!a->json && !a->quiet) {
-        printf("Forgetting %s -> %s (%s", a->input, output, a->to);
+        if (strncmp(a->to, "hf-", 3) == 0)
+            printf("Converting %s -> %s (GGUF as convert_hf_to_gguf.py --outtype %s", a->input,
+                   output, a->to + 3);
+        else
+            printf("Forgetting %s -> %s (%s", a->input, output, a->to);
         if (block) printf(", block %llu", (unsigned long long)block);
         printf(")\n");
         fflush(stdout);
