@@ -35,9 +35,9 @@ static char *dup_arena(hf_kvs *l, const char *s) {
 /* Set key to a scalar of type t (size bytes at v) or a string. */
 static int set(hf_kvs *l, const char *key, amn_kv_type t, const void *v, size_t size,
                amn_error *err) {
-    void *data = amn_model_alloc(l->arena, size);
+    void *data = amn_model_alloc(l->arena, size ? size : 1);
     if (!data) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    memcpy(data, v, size);
+    if (size) memcpy(data, v, size);
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->items[i].key, key) == 0) {
             l->items[i].type = t;
@@ -80,6 +80,26 @@ int hf_kv_str(hf_kvs *l, const char *key, const char *s, amn_error *err) {
     if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     const amn_str str = {.ptr = p, .len = strlen(p)};
     return set(l, key, AMN_KV_STRING, &str, sizeof str, err);
+}
+
+int hf_kv_strs(hf_kvs *l, const char *key, char *const *items, size_t n, amn_error *err) {
+    if (!n) return AMN_OK;
+    amn_str *v = amn_model_alloc(l->arena, n * sizeof *v);
+    if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *p = dup_arena(l, items[i]);
+        if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        v[i] = (amn_str){.ptr = p, .len = strlen(p)};
+    }
+    int rc = set(l, key, AMN_KV_ARRAY, NULL, 0, err);
+    if (rc) return rc;
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i].key, key) == 0) {
+            l->items[i].elem_type = AMN_KV_STRING;
+            l->items[i].count = n;
+            l->items[i].data = v;
+        }
+    return AMN_OK;
 }
 
 #define ARCH_KEY(fn, type)                                                                         \

@@ -31,6 +31,8 @@ int hf_kv_f32(hf_kvs *l, const char *key, float v, amn_error *err);
 int hf_kv_bool(hf_kvs *l, const char *key, bool v, amn_error *err);
 /* Skipped when s is empty, as add_string does. */
 int hf_kv_str(hf_kvs *l, const char *key, const char *s, amn_error *err);
+/* An array of strings; skipped when n is 0, as add_array does. */
+int hf_kv_strs(hf_kvs *l, const char *key, char *const *items, size_t n, amn_error *err);
 /* "{arch}.<suffix>" keys. */
 int hf_kv_arch_u32(hf_kvs *l, const char *suffix, uint32_t v, amn_error *err);
 int hf_kv_arch_f32(hf_kvs *l, const char *suffix, float v, amn_error *err);

@@ -2,6 +2,10 @@
  * id_to_title and model_weight_count_rounded_notation of gguf-py, in C. */
 #include "hf_meta.h"
 
+#include <stddef.h>
+
+#include "hf_card.h"
+
 #include <ctype.h>
 #include <math.h>
 #include <regex.h>
@@ -235,7 +239,9 @@ void hf_meta_size_label(uint64_t params, char *buf, size_t size) {
 }
 
 typedef struct ident {
-    char name[512], org[512], basename[512], finetune[512], version[256], size_label[256];
+    char name[512], author[512], org[512], basename[512], finetune[512], version[256],
+        size_label[256], description[1024], source_url[1024], source_doi[256], source_uuid[256],
+        source_repo_url[1024];
 } ident;
 
 /* Fill the fields still empty from one model id. */
@@ -248,6 +254,121 @@ static void apply(ident *m, const char *id, uint64_t total) {
     if (!m->finetune[0]) snprintf(m->finetune, sizeof m->finetune, "%s", c.finetune);
     if (!m->version[0]) snprintf(m->version, sizeof m->version, "%s", c.version);
     if (!m->size_label[0]) snprintf(m->size_label, sizeof m->size_label, "%s", c.size_label);
+}
+
+/* use_model_card_metadata: a string scalar of the card, when the field is
+ * still unset. */
+static void from_card(const hf_card *card, const char *key, char *field, size_t size) {
+    const hf_card_val *v = hf_card_get(card, key);
+    if (!field[0] && v && !v->is_list && v->n == 1) snprintf(field, size, "%s", v->items[0]);
+}
+
+static void card_fields(ident *m, const hf_card *card) {
+    static const struct {
+        const char *key;
+        size_t off, size;
+    } map[] = {
+#define F(k, f) {k, offsetof(ident, f), sizeof(((ident *)0)->f)}
+        F("name", name),
+        F("author", author),
+        F("version", version),
+        F("organization", org),
+        F("description", description),
+        F("finetune", finetune),
+        F("basename", basename),
+        F("size_label", size_label),
+        F("url", source_url),
+        F("doi", source_doi),
+        F("uuid", source_uuid),
+        F("repo_url", source_repo_url),
+        F("model_name", name),
+        F("model_author", author),
+        F("model_version", version),
+        F("model_organization", org),
+        F("model_description", description),
+        F("model_finetune", finetune),
+        F("model_basename", basename),
+        F("model_size_label", size_label),
+        F("model_url", source_url),
+        F("model_doi", source_doi),
+        F("model_uuid", source_uuid),
+        F("model_repo_url", source_repo_url),
+        F("model_creator", author),
+        F("model_type", basename),
+#undef F
+    };
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+        from_card(card, map[i].key, (char *)m + map[i].off, map[i].size);
+}
+
+/* base_model / datasets entries given as ids or URLs: general.<what>.count
+ * and each entry's name, version, organization, repo_url. */
+static int card_sources(hf_kvs *l, const hf_card *card, const char *const *keys, const char *what,
+                        uint64_t total, amn_error *err) {
+    const hf_card_val *v = NULL;
+    for (size_t k = 0; keys[k] && !v; k++) {
+        v = hf_card_get(card, keys[k]);
+        if (!v) {
+            bool present = false;
+            for (size_t i = 0; i < card->n; i++) present |= strcmp(card->v[i].key, keys[k]) == 0;
+            if (present) return AMN_OK; /* not strings: left out (see hf_card.h) */
+        }
+    }
+    if (!v) return AMN_OK;
+    char key[128], buf[1024];
+    snprintf(key, sizeof key, "general.%s.count", what);
+    int rc = hf_kv_u32(l, key, (uint32_t)v->n, err);
+    for (size_t i = 0; !rc && i < v->n; i++) {
+        const char *id = v->items[i];
+        char name[512] = "", org[512] = "", version[256] = "", repo[1024] = "";
+        const bool url = strncmp(id, "http://", 7) == 0 || strncmp(id, "https://", 8) == 0 ||
+                         strncmp(id, "ssh://", 6) == 0;
+        components c;
+        if (url) {
+            snprintf(repo, sizeof repo, "%s", id);
+            const char *p = strstr(id, "huggingface.co") ? strstr(id, "://") + 3 : NULL;
+            if (p && strncmp(p, "huggingface.co/", 15) == 0) {
+                p += 15;
+                const char *slash = strchr(p, '/');
+                if (slash && slash > p && slash[1] && !strchr(slash + 1, '/')) {
+                    id_components(p, total, &c);
+                    if (c.has_full) id_to_title(c.full, name, sizeof name);
+                    if (c.has_org) id_to_title(c.org, org, sizeof org);
+                    snprintf(version, sizeof version, "%s", c.version);
+                }
+            }
+        } else {
+            id_components(id, total, &c);
+            if (c.has_full) id_to_title(c.full, name, sizeof name);
+            if (c.has_org) id_to_title(c.org, org, sizeof org);
+            snprintf(version, sizeof version, "%s", c.version);
+            if (c.has_org && c.has_full)
+                snprintf(repo, sizeof repo, "https://huggingface.co/%s/%s", c.org, c.full);
+        }
+        static const char *const fields[] = {"name", "version", "organization", "repo_url"};
+        const char *vals[] = {name, version, org, repo};
+        for (int f = 0; !rc && f < 4; f++) {
+            if (!vals[f][0]) continue;
+            snprintf(buf, sizeof buf, "general.%s.%zu.%s", what, i, fields[f]);
+            rc = hf_kv_str(l, buf, vals[f], err);
+        }
+    }
+    return rc;
+}
+
+/* use_array_model_card_metadata over several keys, appended in order. */
+static int card_array(hf_kvs *l, const hf_card *card, const char *const *keys, const char *gkey,
+                      amn_error *err) {
+    char *items[4096];
+    size_t n = 0;
+    bool any = false;
+    for (size_t k = 0; keys[k]; k++) {
+        const hf_card_val *v = hf_card_get(card, keys[k]);
+        if (!v) continue;
+        any = true;
+        for (size_t i = 0; i < v->n && n < 4096; i++) items[n++] = v->items[i];
+    }
+    return any ? hf_kv_strs(l, gkey, items, n, err) : AMN_OK;
 }
 
 /* generation_config.json's sampling keys, in set_gguf_meta_model's order. */
@@ -300,6 +421,10 @@ int hf_meta_general(hf_kvs *l, const char *dir, json_object *cfg, json_object *g
                     uint64_t total_params, const char *size_label, amn_error *err) {
     ident m;
     memset(&m, 0, sizeof m);
+    hf_card card;
+    int rc = hf_card_read(dir, &card, err);
+    if (rc) return rc;
+    card_fields(&m, &card);
     json_object *np;
     if (json_object_object_get_ex(cfg, "_name_or_path", &np) &&
         json_object_is_type(np, json_type_string)) {
@@ -319,12 +444,49 @@ int hf_meta_general(hf_kvs *l, const char *dir, json_object *cfg, json_object *g
     if (!m.name[0]) snprintf(m.name, sizeof m.name, "%s", base);
     if (!m.size_label[0] && total_params > 0)
         snprintf(m.size_label, sizeof m.size_label, "%s", size_label);
-    int rc = sampling(l, gen, err);
+    rc = sampling(l, gen, err);
     if (!rc) rc = hf_kv_str(l, "general.name", m.name, err);
+    if (!rc) rc = hf_kv_str(l, "general.author", m.author, err);
     if (!rc) rc = hf_kv_str(l, "general.version", m.version, err);
     if (!rc) rc = hf_kv_str(l, "general.organization", m.org, err);
     if (!rc) rc = hf_kv_str(l, "general.finetune", m.finetune, err);
     if (!rc) rc = hf_kv_str(l, "general.basename", m.basename, err);
+    if (!rc) rc = hf_kv_str(l, "general.description", m.description, err);
     if (!rc) rc = hf_kv_str(l, "general.size_label", m.size_label, err);
+    const hf_card_val *lic = hf_card_get(&card, "license");
+    if (!rc && lic) { /* a list is joined with commas */
+        char buf[2048];
+        size_t at = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < lic->n && at < sizeof buf; i++)
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s", i ? "," : "", lic->items[i]);
+        rc = hf_kv_str(l, "general.license", buf, err);
+    }
+    char field[1024] = "";
+    if (!rc) from_card(&card, "license_name", field, sizeof field);
+    if (!rc) rc = hf_kv_str(l, "general.license.name", field, err);
+    field[0] = '\0';
+    if (!rc) from_card(&card, "license_link", field, sizeof field);
+    if (!rc) rc = hf_kv_str(l, "general.license.link", field, err);
+    if (!rc) rc = hf_kv_str(l, "general.source.url", m.source_url, err);
+    if (!rc) rc = hf_kv_str(l, "general.source.doi", m.source_doi, err);
+    if (!rc) rc = hf_kv_str(l, "general.source.uuid", m.source_uuid, err);
+    if (!rc) rc = hf_kv_str(l, "general.source.repo_url", m.source_repo_url, err);
+    if (!rc)
+        rc = card_sources(
+            l, &card,
+            (const char *const[]){"base_model", "base_models", "base_model_sources", NULL},
+            "base_model", total_params, err);
+    if (!rc)
+        rc = card_sources(l, &card,
+                          (const char *const[]){"datasets", "dataset", "dataset_sources", NULL},
+                          "dataset", total_params, err);
+    if (!rc)
+        rc = card_array(l, &card, (const char *const[]){"tags", "pipeline_tag", NULL},
+                        "general.tags", err);
+    if (!rc)
+        rc = card_array(l, &card, (const char *const[]){"languages", "language", NULL},
+                        "general.languages", err);
+    hf_card_free(&card);
     return rc;
 }
