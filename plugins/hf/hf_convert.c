@@ -46,7 +46,8 @@ void hf_conv_free(hf_conv *c) {
     free(c->slots);
     free(c->stacks);
     free(c->stack_src);
-    free(c->rope);
+    free(c->extra_val[0]);
+    free(c->extra_val[1]);
     free(c->order);
     free(c);
 }
@@ -450,7 +451,8 @@ static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src,
     uint32_t *in_layer = calloc(c->n_layers ? c->n_layers : 1, sizeof *in_layer);
     int rc = seq && in_layer ? converter_order(dir, src, n, seq, err)
                              : amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    size_t len = 32 + (c->has_extra ? strlen(c->extra.name) + 1 : 0);
+    size_t len = 32;
+    for (size_t e = 0; e < c->n_extra; e++) len += strlen(c->extra[e].name) + 1;
     bool host = false;
     for (size_t k = 0; !rc && k < n; k++) {
         const size_t i = seq[k];
@@ -460,11 +462,11 @@ static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src,
             rc = place_expert(c, i, in_layer, err);
         else if (!c->outs[i].drop)
             sl->o[sl->n++] = &c->outs[i];
-        if (!rc && sl->n && !host && c->has_extra) { /* the first output carries it */
+        if (!rc && sl->n && !host && c->n_extra) { /* the first output carries them */
             host = true;
-            memmove(&sl->o[1], &sl->o[0], sl->n * sizeof sl->o[0]);
-            sl->o[0] = &c->extra;
-            sl->n++;
+            memmove(&sl->o[c->n_extra], &sl->o[0], sl->n * sizeof sl->o[0]);
+            for (size_t e = 0; e < c->n_extra; e++) sl->o[e] = &c->extra[e];
+            sl->n += c->n_extra;
         }
         for (size_t j = 0; j < sl->n; j++) len += strlen(sl->o[j]->name) + 1;
     }
@@ -576,6 +578,9 @@ static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_param
     }
     l.arch = c->arch->gguf_arch;
     rc = hf_kv_str(&l, "general.architecture", c->arch->gguf_arch, err);
+    /* set while the converter prepares its tensors, before the rest */
+    if (!rc && c->has_attn_factor)
+        rc = hf_kv_arch_f32(&l, "rope.scaling.attn_factor", c->attn_factor, err);
     if (!rc) rc = hf_kv_str(&l, "general.type", "model", err);
     if (!rc) rc = hf_meta_general(&l, dir, cfg, gen, total, label, err);
     if (!rc) rc = hf_params_kv(&l, c->arch, p, ftype_of(c->outtype), err);
@@ -610,8 +615,7 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
     if (!rc) rc = read_json(dir, "config.json", true, &cfg, err);
     if (!rc) rc = find_arch(c, cfg, err);
     if (!rc) rc = hf_params_read(cfg, c->arch, &p, err);
-    if (!rc) rc = hf_params_extra(c->arch, &p, &c->extra, &c->rope, err);
-    if (!rc) c->has_extra = c->rope != NULL;
+    if (!rc) rc = hf_params_extra(c->arch, &p, c, err);
 #ifdef HF_HAVE_VOCAB
     if (!rc && (c->arch->flags & HF_A_TRIM_VOCAB))
         rc = hf_vocab_real_count(dir, p.vocab_size, NULL, &c->vocab_rows, err);

@@ -40,9 +40,9 @@ typedef struct hf_out {
     const size_t *stack_src;
 } hf_out;
 
-/* What one source tensor becomes: up to 4 outputs (none when dropped). */
+/* What one source tensor becomes: up to 6 outputs (none when dropped). */
 typedef struct hf_slot {
-    const hf_out *o[4];
+    const hf_out *o[6];
     size_t n;
 } hf_slot;
 
@@ -53,9 +53,11 @@ typedef struct hf_conv {
     hf_out *outs;   /* per source tensor, in the model's order */
     hf_slot *slots; /* per source tensor: its outputs */
     size_t n_src;
-    hf_out extra; /* rope_freqs, when has_extra */
-    bool has_extra;
-    float *rope;                          /* its values */
+    hf_out extra[2];     /* generated tensors (rope_freqs; Phi-3's rope factors) */
+    float *extra_val[2]; /* their values */
+    size_t n_extra;
+    bool has_attn_factor; /* Phi-3 long context: rope.scaling.attn_factor */
+    float attn_factor;
     uint64_t vocab_rows;                  /* HF_A_TRIM_VOCAB: the tokenizer's size, else 0 */
     uint32_t n_layers;                    /* block count */
     uint64_t n_experts;                   /* experts stacked per layer, else 0 */

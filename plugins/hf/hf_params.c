@@ -1,6 +1,7 @@
 /* Hyperparameters (hf_params.h), after conversion/base.py's TextModel. */
 #include "hf_params.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <strings.h>
@@ -250,8 +251,8 @@ static int text_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t
 /* LlamaModel.generate_extra_tensors: llama3's rope_freqs, in float32 as
  * torch computes it (a Python scalar over a tensor is the tensor's
  * reciprocal times the scalar). */
-int hf_params_extra(const hf_arch *a, const hf_params *p, hf_out *t, float **values,
-                    amn_error *err) {
+static int llama3_rope(const hf_arch *a, const hf_params *p, hf_out *t, float **values,
+                       amn_error *err) {
     *values = NULL;
     json_object *rp = p->rope, *full, *type;
     if (json_object_object_get_ex(p->rope, "full_attention", &full) && full) rp = full;
@@ -403,14 +404,10 @@ static int gemma3_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32
     return rc;
 }
 
-/* Phi3MiniModel.set_gguf_parameters. Long-context checkpoints (rope
- * long_factor / short_factor tensors) are not handled. */
+/* Phi3MiniModel.set_gguf_parameters. */
 static int phi3_params(hf_kvs *l, const hf_params *p, uint32_t ftype, amn_error *err) {
     json_object *cfg = p->cfg, *rp = p->rope, *full;
     if (json_object_object_get_ex(p->rope, "full_attention", &full) && full) rp = full;
-    if (hf_find(p->rope, KEYS("long_factor")))
-        return amn_error_set(err, AMN_E_UNSUPPORTED,
-                             "unsupported: Phi-3 long-context rope factors (long_factor)");
     uint32_t n_embd, n_head, v;
     int r = hf_get_u32(cfg, KEYS("hidden_size", "n_embd"), &n_embd, err);
     if (r <= 0) return r < 0 ? r : amn_error_set(err, AMN_E_PARSE, "config.json: no hidden_size");
@@ -459,4 +456,97 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype
     default:
         return text_params(l, a, p, ftype, err);
     }
+}
+
+/* A list of numbers as F32 values (torch.tensor(list, dtype=float32)). */
+static int factors(json_object *list, const char *what, uint32_t want, hf_out *t, float **vals,
+                   amn_error *err) {
+    const size_t n = json_object_array_length(list);
+    if (n != want)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "config.json: %zu rope %s factors, the head dimension wants %u", n,
+                             what, want);
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_object *x = json_object_array_get_idx(list, i);
+        if (!json_object_is_type(x, json_type_int) && !json_object_is_type(x, json_type_double)) {
+            free(v);
+            return amn_error_set(err, AMN_E_PARSE, "config.json: a rope %s factor is not a number",
+                                 what);
+        }
+        v[i] = (float)json_object_get_double(x);
+    }
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "rope_factors_%s.weight", what);
+    t->dtype = t->src = AMN_DTYPE_F32;
+    t->ndim = 1;
+    t->shape[0] = t->rows = n;
+    t->cols = 1;
+    t->nbytes = (uint64_t)n * 4;
+    t->values = v;
+    *vals = v;
+    return AMN_OK;
+}
+
+/* Phi3MiniModel.generate_extra_tensors: long-context rope factors. */
+static int phi3_rope(const hf_params *p, hf_conv *c, amn_error *err) {
+    json_object *lf = hf_find(p->rope, KEYS("long_factor"));
+    json_object *sf = hf_find(p->rope, KEYS("short_factor"));
+    if (!lf || !json_object_is_type(lf, json_type_array) || !json_object_array_length(lf))
+        return AMN_OK; /* `if not long_factors` */
+    uint32_t max_pos, orig, n_embd, n_head;
+    int r = hf_get_u32(p->cfg, KEYS("n_positions", "max_position_embeddings"), &max_pos, err);
+    if (r <= 0)
+        return r < 0 ? r
+                     : amn_error_set(err, AMN_E_PARSE, "config.json: no max_position_embeddings");
+    r = hf_get_u32(p->rope, KEYS("original_max_position_embeddings"), &orig, err);
+    if (r <= 0 || !orig)
+        return r < 0 ? r
+                     : amn_error_set(err, AMN_E_PARSE,
+                                     "config.json: no original_max_position_embeddings");
+    r = hf_get_u32(p->cfg, KEYS("hidden_size", "n_embd"), &n_embd, err);
+    if (r <= 0) return r < 0 ? r : amn_error_set(err, AMN_E_PARSE, "config.json: no hidden_size");
+    r = hf_get_u32(p->cfg, KEYS("num_attention_heads", "n_head"), &n_head, err);
+    if (r <= 0 || !n_head)
+        return r < 0 ? r : amn_error_set(err, AMN_E_PARSE, "config.json: no num_attention_heads");
+    double pct = 1.0;
+    json_object *pj = hf_find(p->rope, KEYS("partial_rotary_factor"));
+    if (pj) pct = json_object_get_double(pj);
+    const uint64_t rope_dims = (uint64_t)(pct * (double)n_embd) / n_head;
+    const double scale = (double)max_pos / (double)orig;
+    json_object *tj = hf_find(p->rope, KEYS("rope_type"));
+    char type[32] = "";
+    if (tj && json_object_is_type(tj, json_type_string))
+        for (size_t i = 0; i < sizeof type - 1 && json_object_get_string(tj)[i]; i++)
+            type[i] = (char)tolower((unsigned char)json_object_get_string(tj)[i]);
+    double attn;
+    if (!type[0]) return amn_error_set(err, AMN_E_PARSE, "config.json: rope_scaling has no type");
+    if (strcmp(type, "su") == 0 || strcmp(type, "longrope") == 0)
+        attn = scale > 1.0 ? sqrt(1 + log(scale) / log((double)orig)) : 1.0;
+    else if (strcmp(type, "yarn") == 0)
+        attn = scale > 1.0 ? 0.1 * log(scale) + 1.0 : 1.0;
+    else
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: rope scaling type %s", type);
+    c->has_attn_factor = true;
+    c->attn_factor = (float)attn;
+    if (!sf || !json_object_is_type(sf, json_type_array) ||
+        !json_object_is_type(lf, json_type_array))
+        return amn_error_set(err, AMN_E_PARSE, "config.json: rope_scaling without short_factor");
+    if (rope_dims % 2 || rope_dims / 2 > UINT32_MAX)
+        return amn_error_set(err, AMN_E_PARSE, "config.json: rope dimension %llu",
+                             (unsigned long long)rope_dims);
+    r = factors(lf, "long", (uint32_t)(rope_dims / 2), &c->extra[0], &c->extra_val[0], err);
+    if (!r) c->n_extra = 1;
+    if (!r)
+        r = factors(sf, "short", (uint32_t)(rope_dims / 2), &c->extra[1], &c->extra_val[1], err);
+    if (!r) c->n_extra = 2;
+    return r;
+}
+
+int hf_params_extra(const hf_arch *a, const hf_params *p, hf_conv *c, amn_error *err) {
+    if (a->recipe == HF_P_PHI3) return phi3_rope(p, c, err);
+    int rc = llama3_rope(a, p, &c->extra[0], &c->extra_val[0], err);
+    if (!rc && c->extra_val[0]) c->n_extra = 1;
+    return rc;
 }

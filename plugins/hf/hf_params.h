@@ -25,9 +25,9 @@ void hf_params_free(hf_params *p);
 /* TextModel.set_gguf_parameters and the family's own keys, general.file_type
  * = ftype among them. */
 int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype, amn_error *err);
-/* A generated tensor (llama3's rope_freqs) into *t with its values in
- * *values (malloc'd), or *values = NULL when the family has none. */
-int hf_params_extra(const hf_arch *a, const hf_params *p, struct hf_out *t, float **values,
-                    amn_error *err);
+struct hf_conv;
+/* The generated tensors (llama3's rope_freqs; Phi-3's long-context rope
+ * factors and their attn_factor key) into c->extra / extra_val / n_extra. */
+int hf_params_extra(const hf_arch *a, const hf_params *p, struct hf_conv *c, amn_error *err);
 
 #endif
