@@ -119,8 +119,12 @@ static char *front_matter(const char *dir, amn_error *err, int *rc) {
         free(buf);
         return NULL;
     }
-    char *body = strchr(buf, '\n') + 1, *end = strstr(body, "\n---");
-    if (strncmp(body, "---", 3) == 0) end = body - 1;
+    /* the first line that is exactly "---" ends it */
+    char *body = strchr(buf, '\n') + 1, *end = NULL;
+    for (char *l = body - 1; l && !end; l = strchr(l + 1, '\n'))
+        if (strncmp(l + 1, "---", 3) == 0 &&
+            (l[4] == '\n' || l[4] == '\0' || (l[4] == '\r' && (l[5] == '\n' || !l[5]))))
+            end = l;
     if (!end) { /* no closing line within the cap */
         free(buf);
         return NULL;
