@@ -603,6 +603,12 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: %s converts a Hugging Face model folder, not %s",
                              o->target, dir ? dir : "a stream");
+    for (size_t i = 0; i < n; i++)
+        if (src[i].dequantized)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: %s is quantized; amn-hf converts F32 / F16 / BF16 "
+                                 "folders (dequantize it first: amn remember DIR -o NEW_DIR/)",
+                                 src[i].name);
     hf_conv *c = calloc(1, sizeof *c);
     if (!c) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     c->n_src = n;

@@ -88,6 +88,20 @@ rc=$?
 
 expect outtype "$base" 2 "f32, f16, bf16 or q8_0" --out-dtype q4_0
 
+# A quantized folder (compressed-tensors FP8) is refused, naming a tensor.
+if "$amn" plugins 2>/dev/null | grep -q "scheme fp8 "; then
+  d=$work/fp8
+  mkdir -p "$d"
+  cp "$src/fixtures/fp8/ct_tensor_f16/model.safetensors" "$d/"
+  $py - "$src/fixtures/fp8/ct_tensor_f16/config.json" "$d/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(architectures=["LlamaForCausalLM"], num_hidden_layers=1, num_attention_heads=1)
+json.dump(c, open(sys.argv[2], "w"))
+PY
+  expect fp8 "$d" 3 "is quantized"
+fi
+
 # Model cards amn does not read in full convert all the same: a front
 # matter with no end within the cap, nested maps, anchors, binary junk.
 for card in big nested junk; do
