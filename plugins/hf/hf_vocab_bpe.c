@@ -51,27 +51,25 @@ static int scan(json_object *vocab, json_object *added, int64_t *max_id, uint64_
     return AMN_OK;
 }
 
-static int fill(hf_vctx *c, json_object *vocab, json_object *added, entry *rev, uint64_t size,
-                amn_error *err) {
+static int fill(json_object *vocab, json_object *added, entry *rev, uint64_t size, amn_error *err) {
     json_object_object_foreach(vocab, key, val) {
-        /* get_vocab: an added token with the same text replaces the model's id */
-        bool shadowed = false;
-        for (size_t i = 0; i < json_object_array_length(added) && !shadowed; i++) {
-            json_object *ct = hf_json_get(json_object_array_get_idx(added, i), "content");
-            shadowed = strcmp(json_object_get_string(ct), key) == 0;
-        }
-        if (shadowed) continue;
         int rc = put(rev, size, json_object_get_int64(val), key, strlen(key), NULL, err);
         if (rc) return rc;
     }
-    for (size_t i = 0; i < json_object_array_length(added); i++) {
+    size_t na = json_object_array_length(added);
+    /* get_vocab: an added token with the text of a model token replaces its id */
+    for (size_t i = 0; i < na; i++) {
+        json_object *ct = hf_json_get(json_object_array_get_idx(added, i), "content"), *id;
+        if (json_object_object_get_ex(vocab, json_object_get_string(ct), &id))
+            rev[json_object_get_int64(id)].set = false;
+    }
+    for (size_t i = 0; i < na; i++) {
         json_object *t = json_object_array_get_idx(added, i);
         json_object *ct = hf_json_get(t, "content");
         int rc = put(rev, size, json_object_get_int64(hf_json_get(t, "id")),
                      json_object_get_string(ct), (size_t)json_object_get_string_len(ct), t, err);
         if (rc) return rc;
     }
-    (void)c;
     return AMN_OK;
 }
 
@@ -139,7 +137,7 @@ static int build(hf_vctx *c, json_object *root, amn_error *err) {
     amn_str *tokens = rev ? hf_alloc(c->arena, size, sizeof *tokens, err) : NULL;
     int32_t *types = tokens ? hf_alloc(c->arena, size, sizeof *types, err) : NULL;
     if (!rc && !types) rc = err ? err->code : AMN_E_NOMEM;
-    if (!rc) rc = fill(c, vocab, added, rev, size, err);
+    if (!rc) rc = fill(vocab, added, rev, size, err);
     for (uint64_t i = 0; i < size && !rc; i++) {
         if (rev[i].set) {
             rc = token_text(c, &rev[i], &tokens[i], &types[i], err);
