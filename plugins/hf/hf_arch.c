@@ -95,7 +95,8 @@ static const hf_tensor_map *const gemma_maps[] = {decoder_common, gemma_norms, N
 static const char *const gemma2_names[] = {"Gemma2ForCausalLM", NULL};
 static const hf_tensor_map *const gemma2_maps[] = {decoder_common, gemma2_norms, NULL};
 
-static const char *const gemma3_names[] = {"Gemma3ForCausalLM", NULL};
+static const char *const gemma3_names[] = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+                                           NULL};
 static const hf_tensor_map *const gemma3_maps[] = {decoder_common, gemma2_norms, qk_norms, NULL};
 
 static const char *const phi3_names[] = {"Phi3ForCausalLM", NULL};

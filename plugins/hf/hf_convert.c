@@ -305,6 +305,22 @@ static int expert_source(hf_conv *c, hf_out *o, const amn_encode_source *s, amn_
     return AMN_OK;
 }
 
+/* name with every "language_model." removed (str.replace) into out. */
+static bool strip_language_model(const char *name, char *out, size_t size) {
+    static const char cut[] = "language_model.";
+    size_t w = 0;
+    for (const char *r = name; *r;) {
+        if (strncmp(r, cut, sizeof cut - 1) == 0) {
+            r += sizeof cut - 1;
+            continue;
+        }
+        if (w + 1 >= size) return false;
+        out[w++] = *r++;
+    }
+    out[w] = '\0';
+    return true;
+}
+
 static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf_params *p,
                       amn_error *err) {
     hf_out *o = &c->outs[i];
@@ -314,7 +330,12 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
     }
     if (strstr(s->name, "block_sparse_moe.experts") && c->n_experts)
         return expert_source(c, o, s, err);
-    if (!hf_arch_map(c->arch, s->name, o->name, sizeof o->name, &o->xform))
+    /* ModelBase.filter_tensors: a multimodal wrapper's "language_model."
+     * parts dropped from the name */
+    char name[512];
+    if (!strip_language_model(s->name, name, sizeof name))
+        return amn_error_set(err, AMN_E_LIMIT, "tensor name %.100s... too long", s->name);
+    if (!hf_arch_map(c->arch, name, o->name, sizeof o->name, &o->xform))
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: tensor %s has no GGUF name in llama.cpp's %s mapping",
                              s->name, c->arch->gguf_arch);
@@ -334,9 +355,8 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
             return amn_error_set(err, AMN_E_PARSE, "tensor %s: shape overflows", s->name);
     }
     if (numel == 0) return amn_error_set(err, AMN_E_PARSE, "tensor %s: no elements", s->name);
-    if ((c->arch->flags & HF_A_NORM_PLUS1) && ends_with(s->name, "norm.weight"))
-        o->xform = HF_X_PLUS1;
-    if ((c->arch->flags & HF_A_TRIM_VOCAB) && strstr(s->name, "embed_tokens.weight")) {
+    if ((c->arch->flags & HF_A_NORM_PLUS1) && ends_with(name, "norm.weight")) o->xform = HF_X_PLUS1;
+    if ((c->arch->flags & HF_A_TRIM_VOCAB) && strstr(name, "embed_tokens.weight")) {
         if (c->vocab_rows == 0 || s->ndim < 1)
             return amn_error_set(err, AMN_E_UNSUPPORTED,
                                  "unsupported: %s needs the tokenizer's size (amn-hf built "
