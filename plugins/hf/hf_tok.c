@@ -30,6 +30,8 @@ static const char chktxt[] =
     "sure I'll make it, 'D you like some tea? We'Ve a'lL";
 
 #define MAX_CP 1024 /* the check text is 350 code points; byte-level 3x that at most */
+/* regex steps for one whole encoding; the known tokenizers need ~10^5 */
+#define REGEX_BUDGET 50000000u
 
 /* ---- hash tables ---- */
 typedef struct strmap {
@@ -108,6 +110,7 @@ typedef struct pieces {
     piece *v;
     size_t n, cap;
     bool byte_level;
+    uint64_t budget; /* regex steps left */
 } pieces;
 
 static int push_piece(pieces *ps, const uint32_t *cp, size_t n, amn_error *err) {
@@ -188,7 +191,7 @@ static int split_regex(pieces *ps, const char *pattern, amn_error *err) {
         const piece *p = &ps->v[i];
         size_t pos = 0, s, e;
         int hit;
-        while (!rc && (hit = hf_re_find(re, p->cp, p->n, pos, &s, &e, err)) == 1) {
+        while (!rc && (hit = hf_re_find(re, p->cp, p->n, pos, &s, &e, &ps->budget, err)) == 1) {
             if (e == s) { /* an empty match splits nothing; step over one char */
                 if (s >= p->n) break;
                 rc = push_piece(&out, p->cp + pos, s + 1 - pos, err);
@@ -207,6 +210,7 @@ static int split_regex(pieces *ps, const char *pattern, amn_error *err) {
         free_pieces(&out);
         return rc;
     }
+    out.budget = ps->budget;
     free_pieces(ps);
     *ps = out;
     return AMN_OK;
@@ -567,7 +571,7 @@ static int encode(json_object *root, const amn_limits *lim, tok *t, int64_t *ids
     t->ignore_merges = hf_json_truthy(hf_json_get(model, "ignore_merges"));
     uint32_t cps[MAX_CP];
     size_t ncp = utf8_decode(chktxt, sizeof chktxt - 1, cps);
-    pieces ps = {0};
+    pieces ps = {.budget = REGEX_BUDGET};
     rc = push_piece(&ps, cps, ncp, err);
     if (!rc) rc = pre_tokenize(&ps, hf_json_get(root, "pre_tokenizer"), 0, err);
     if (!rc && !ps.byte_level)

@@ -19,10 +19,11 @@ typedef struct hf_re hf_re;
 
 int hf_re_compile(const char *pattern, hf_re **out, amn_error *err);
 void hf_re_free(hf_re *re);
-/* Leftmost-first match in text[from, n): true with [*s, *e); -1 when the
- * step budget ran out (AMN_E_LIMIT in err). */
+/* Leftmost-first match in text[from, n): 1 with [*s, *e), 0 for none; -1
+ * (AMN_E_LIMIT in err) when *budget (steps left, decremented) ran out or the
+ * backtracking went too deep. */
 int hf_re_find(const hf_re *re, const uint32_t *text, size_t n, size_t from, size_t *s, size_t *e,
-               amn_error *err);
+               uint64_t *budget, amn_error *err);
 
 /* General category ("Lu", "Nd", ...) of a code point, NULL when unknown. */
 const char *hf_tok_ucat(uint32_t cp);

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "hf_vocab.h"
+#include "hf_tok_regex.h"
 #include "hf_vocab_int.h"
 
 static const char *src_dir(void) {
@@ -445,6 +446,48 @@ static void test_bpe_hostile(void **s) {
     amn_model_free(m);
 }
 
+/* Gemma3's token_embd rows: vocab_size with tokenizer.model, else the
+ * tokenizer.json vocabulary plus its added tokens */
+static void test_real_count(void **s) {
+    (void)s;
+    char dir[4096];
+    uint64_t n = 0;
+    amn_error err = {0};
+    snprintf(dir, sizeof dir, "%s/spm_llama", src_dir());
+    assert_int_equal(hf_vocab_real_count(dir, 410, NULL, &n, &err), AMN_OK);
+    assert_int_equal(n, 410);
+    assert_int_equal(hf_vocab_real_count(dir, 0, NULL, &n, &err), AMN_OK);
+    assert_int_equal(n, 400); /* the pieces of the trained model */
+    snprintf(dir, sizeof dir, "%s/llama3_1", bpe_dir());
+    assert_int_equal(hf_vocab_real_count(dir, 0, NULL, &n, &err), AMN_OK);
+    assert_int_equal(n, 128000 + 256);
+}
+
+/* A pattern whose backtracking goes as deep as the text is long, on a long
+ * run of one character: a typed limit, not a stack overflow. */
+static void test_regex_depth(void **s) {
+    (void)s;
+    hf_re *re;
+    amn_error err = {0};
+    assert_int_equal(hf_re_compile("(?:a|b)*(?:a|b)*c", &re, &err), AMN_OK);
+    size_t n = 200000;
+    uint32_t *t = malloc(n * sizeof *t);
+    assert_non_null(t);
+    for (size_t i = 0; i < n; i++) t[i] = 'a';
+    size_t b, e;
+    uint64_t budget = 50000000u;
+    assert_int_equal(hf_re_find(re, t, n, 0, &b, &e, &budget, &err), -1);
+    assert_int_equal(err.code, AMN_E_LIMIT);
+    /* and an ordinary search still works */
+    t[3] = 'c';
+    budget = 50000000u;
+    assert_int_equal(hf_re_find(re, t, 4, 0, &b, &e, &budget, &err), 1);
+    assert_int_equal(b, 0);
+    assert_int_equal(e, 4);
+    hf_re_free(re);
+    free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_llama),       cmocka_unit_test(test_spm_gemma),
@@ -453,6 +496,7 @@ int main(void) {
         cmocka_unit_test(test_bpe_qwen3),       cmocka_unit_test(test_spm_truncated),
         cmocka_unit_test(test_spm_mutated),     cmocka_unit_test(test_spm_handmade),
         cmocka_unit_test(test_json_side_files), cmocka_unit_test(test_bpe_hostile),
+        cmocka_unit_test(test_real_count),      cmocka_unit_test(test_regex_depth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
