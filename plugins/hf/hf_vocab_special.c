@@ -47,7 +47,10 @@ static void set_add(sv *s, const char *typ, bool v) {
 
 /* _set_special_token */
 static int set_special(sv *s, const char *typ, json_object *tid, amn_error *err) {
-    if (!tid || !json_object_is_type(tid, json_type_int)) return AMN_OK;
+    /* isinstance(tid, int): Python's bools are ints too */
+    if (!tid ||
+        !(json_object_is_type(tid, json_type_int) || json_object_is_type(tid, json_type_boolean)))
+        return AMN_OK;
     int64_t id = json_object_get_int64(tid);
     if (id < 0)
         return amn_error_set(err, AMN_E_PARSE, "invalid value for special token type %s: %lld", typ,

@@ -354,6 +354,18 @@ static void test_json_side_files(void **s) {
     assert_int_equal(spm_with("added_tokens.json", "{\"<x>\": \"1\"}", "llama"), AMN_E_PARSE);
     assert_int_equal(spm_with("added_tokens.json", "{\"<x>\": 1", "llama"), AMN_E_PARSE);
     assert_int_equal(spm_with("config.json", "{\"bos_token_id\": -1}", "llama"), AMN_E_PARSE);
+    /* a bool is an int to the converter (True: 1); a float is not */
+    assert_int_equal(
+        spm_with("config.json", "{\"bos_token_id\": true, \"eos_token_id\": 1.0}", "llama"),
+        AMN_OK);
+    amn_model *m = amn_model_new("hf");
+    amn_error err = {0};
+    assert_int_equal(hf_vocab_add(m, tmpdir, "llama", 0, NULL, &err), AMN_OK);
+    const amn_kv *bos = amn_model_find_kv(m, "tokenizer.ggml.bos_token_id");
+    assert_non_null(bos);
+    assert_int_equal(*(const uint32_t *)bos->data, 1);
+    assert_null(amn_model_find_kv(m, "tokenizer.ggml.eos_token_id"));
+    amn_model_free(m);
     assert_int_equal(
         spm_with("tokenizer_config.json", "{\"chat_template\": [{\"name\": \"a\"}]}", "llama"),
         AMN_E_UNSUPPORTED);
