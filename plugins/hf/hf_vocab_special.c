@@ -25,7 +25,7 @@ typedef struct sv {
     size_t n_adds;
     amn_str *merges;
     uint64_t n_merges;
-    json_object *chat_template;   /* a string, or NULL */
+    json_object *chat_template;   /* a string, a list of named ones, or NULL */
     int lowercase, strip_accents; /* -1 unset */
     uint64_t n_vocab;             /* 0: None */
 } sv;
@@ -350,30 +350,52 @@ static int read_text(hf_vctx *c, const char *name, json_object **out, amn_error 
     return *out ? AMN_OK : amn_error_set(err, AMN_E_NOMEM, "out of memory");
 }
 
-static bool has_additional_templates(const char *dir) {
+/* chat_template.jinja plus the .jinja files of additional_chat_templates: the list
+ * [{name: default, template}, {name: stem, template}...] vocab.py builds, in
+ * directory order as its glob returns them; *out stays the plain string when
+ * there is no additional template. */
+static int additional_templates(hf_vctx *c, json_object **out, amn_error *err) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/additional_chat_templates", dir);
+    snprintf(path, sizeof path, "%s/additional_chat_templates", c->dir);
     DIR *d = opendir(path);
-    if (!d) return false;
-    bool found = false;
+    if (!d) return AMN_OK;
+    json_object *list = NULL;
+    int rc = AMN_OK;
     struct dirent *e;
-    while (!found && (e = readdir(d))) {
+    while (!rc && (e = readdir(d))) {
         size_t n = strlen(e->d_name);
-        found = n >= 6 && strcmp(e->d_name + n - 6, ".jinja") == 0;
+        if (n < 6 || strcmp(e->d_name + n - 6, ".jinja") != 0 || e->d_name[0] == '.') continue;
+        char name[512];
+        if (snprintf(name, sizeof name, "additional_chat_templates/%s", e->d_name) >=
+            (int)sizeof name)
+            continue;
+        if (!hf_file_exists(c->dir, name)) continue;
+        if (!list) { /* the first one turns the default into a list entry */
+            list = json_object_new_array();
+            json_object *def = json_object_new_object();
+            json_object_object_add(def, "name", json_object_new_string("default"));
+            json_object_object_add(def, "template", *out);
+            *out = list;
+            json_object_array_add(list, def);
+        }
+        json_object *t;
+        rc = read_text(c, name, &t, err);
+        if (rc) break;
+        json_object *entry = json_object_new_object();
+        json_object_object_add(entry, "name", json_object_new_string_len(e->d_name, (int)n - 6));
+        json_object_object_add(entry, "template", t);
+        json_object_array_add(list, entry);
     }
     closedir(d);
-    return found;
+    return rc;
 }
 
 static int chat_template(sv *s, hf_vctx *c, json_object *tc, json_object **owned, amn_error *err) {
     json_object *alt = NULL;
     int rc = AMN_OK;
     if (hf_file_exists(c->dir, "chat_template.jinja")) {
-        if (has_additional_templates(c->dir))
-            return amn_error_set(err, AMN_E_UNSUPPORTED,
-                                 "additional_chat_templates: named chat templates are not "
-                                 "supported");
         rc = read_text(c, "chat_template.jinja", &alt, err);
+        if (!rc) rc = additional_templates(c, &alt, err);
     } else if (hf_file_exists(c->dir, "chat_template.json")) {
         json_object *root;
         rc = hf_json_load(c->dir, "chat_template.json", c->lim, &root, err);
@@ -386,11 +408,9 @@ static int chat_template(sv *s, hf_vctx *c, json_object *tc, json_object **owned
     *owned = alt;
     json_object *ct = alt, *v;
     if (json_object_object_get_ex(tc, "chat_template", &v)) ct = v;
-    if (ct && json_object_is_type(ct, json_type_array))
-        return amn_error_set(err, AMN_E_UNSUPPORTED,
-                             "tokenizer_config.json: a list of named chat templates is not "
-                             "supported");
-    if (!ct || json_object_is_type(ct, json_type_string)) s->chat_template = ct;
+    if (!ct || json_object_is_type(ct, json_type_string) ||
+        json_object_is_type(ct, json_type_array))
+        s->chat_template = ct;
     return AMN_OK;
 }
 
@@ -455,6 +475,64 @@ static const char *add_key(const char *typ) {
     return NULL;
 }
 
+/* GGUFWriter.add_chat_template: a string, or a list of {name, template} where
+ * "default" is the template and every other (valid) name its own key, listed
+ * in tokenizer.chat_templates. The converter keeps those names in a Python
+ * set, so with more than one its order is the interpreter's hash order; amn
+ * lists them in file order. */
+static int add_chat_template(hf_vctx *c, json_object *ct, amn_error *err) {
+    if (json_object_is_type(ct, json_type_string))
+        return hf_vkv_str(c->kvs, "tokenizer.chat_template", json_object_get_string(ct),
+                          (size_t)json_object_get_string_len(ct), err);
+    size_t n = json_object_array_length(ct), n_names = 0;
+    json_object *def = NULL;
+    amn_str *names = hf_alloc(c->arena, n ? n : 1, sizeof *names, err);
+    if (!names) return err ? err->code : AMN_E_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        json_object *choice = json_object_array_get_idx(ct, i);
+        if (!json_object_is_type(choice, json_type_object))
+            return amn_error_set(err, AMN_E_PARSE, "chat_template: entry %zu is not an object", i);
+        json_object *nm = hf_json_get(choice, "name"), *tp = NULL;
+        bool has_tp = json_object_object_get_ex(choice, "template", &tp) && tp;
+        const char *raw =
+            nm && json_object_is_type(nm, json_type_string) ? json_object_get_string(nm) : "";
+        if (nm && !json_object_is_type(nm, json_type_string))
+            return amn_error_set(err, AMN_E_PARSE, "chat_template: entry %zu has a bad name", i);
+        /* one '_' per code point outside [A-Za-z0-9] */
+        size_t rl = strlen(raw), o = 0;
+        char *name = hf_alloc(c->arena, rl + 1, 1, err);
+        if (!name) return err ? err->code : AMN_E_NOMEM;
+        for (size_t k = 0; k < rl; k++) {
+            unsigned char ch = (unsigned char)raw[k];
+            if ((ch & 0xC0) == 0x80) continue; /* UTF-8 continuation byte */
+            bool ok =
+                (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+            name[o++] = ok ? (char)ch : '_';
+        }
+        if (!o || !has_tp) continue;
+        if (!json_object_is_type(tp, json_type_string))
+            return amn_error_set(err, AMN_E_PARSE, "chat_template: template %s is not a string",
+                                 name);
+        if (strcmp(name, "default") == 0) {
+            def = tp;
+            continue;
+        }
+        char *key = hf_alloc(c->arena, o + 32, 1, err);
+        if (!key) return err ? err->code : AMN_E_NOMEM;
+        snprintf(key, o + 32, "tokenizer.chat_template.%s", name);
+        int rc = hf_vkv_str(c->kvs, key, json_object_get_string(tp),
+                            (size_t)json_object_get_string_len(tp), err);
+        if (rc) return rc;
+        bool seen = false;
+        for (size_t j = 0; j < n_names && !seen; j++) seen = strcmp(names[j].ptr, name) == 0;
+        if (!seen) names[n_names++] = (amn_str){name, o};
+    }
+    int rc = hf_vkv_array(c->kvs, "tokenizer.chat_templates", AMN_KV_STRING, n_names, names, err);
+    if (rc || !def) return rc;
+    return hf_vkv_str(c->kvs, "tokenizer.chat_template", json_object_get_string(def),
+                      (size_t)json_object_get_string_len(def), err);
+}
+
 static int add_to_gguf(sv *s, hf_vctx *c, amn_error *err) {
     hf_vkvs *k = c->kvs;
     int rc = hf_vkv_array(k, "tokenizer.ggml.merges", AMN_KV_STRING, s->n_merges, s->merges, err);
@@ -469,9 +547,7 @@ static int add_to_gguf(sv *s, hf_vctx *c, amn_error *err) {
         const char *key = add_key(s->adds[i].typ);
         if (key) rc = hf_vkv_bool(k, key, s->adds[i].v != 0, err);
     }
-    if (!rc && s->chat_template)
-        rc = hf_vkv_str(k, "tokenizer.chat_template", json_object_get_string(s->chat_template),
-                        (size_t)json_object_get_string_len(s->chat_template), err);
+    if (!rc && s->chat_template) rc = add_chat_template(c, s->chat_template, err);
     if (!rc && s->lowercase >= 0)
         rc = hf_vkv_bool(k, "tokenizer.ggml.normalizer.lowercase", s->lowercase, err);
     if (!rc && s->strip_accents >= 0)

@@ -141,6 +141,14 @@ static void test_spm_phi3(void **s) {
     (void)s;
     check_case(src_dir(), "spm_phi3");
 }
+static void test_spm_named(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_named");
+}
+static void test_spm_jinja_dir(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_jinja_dir");
+}
 static void test_spm_bare(void **s) {
     (void)s;
     check_case(src_dir(), "spm_bare");
@@ -366,9 +374,12 @@ static void test_json_side_files(void **s) {
     assert_int_equal(*(const uint32_t *)bos->data, 1);
     assert_null(amn_model_find_kv(m, "tokenizer.ggml.eos_token_id"));
     amn_model_free(m);
+    /* a named template without text is no template; a list of non-objects is bad */
     assert_int_equal(
         spm_with("tokenizer_config.json", "{\"chat_template\": [{\"name\": \"a\"}]}", "llama"),
-        AMN_E_UNSUPPORTED);
+        AMN_OK);
+    assert_int_equal(spm_with("tokenizer_config.json", "{\"chat_template\": [1]}", "llama"),
+                     AMN_E_PARSE);
     /* nesting deeper than the cap */
     char deep[400];
     size_t k = 0;
@@ -503,7 +514,8 @@ static void test_regex_depth(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_llama),       cmocka_unit_test(test_spm_gemma),
-        cmocka_unit_test(test_spm_phi3),        cmocka_unit_test(test_spm_bare),
+        cmocka_unit_test(test_spm_phi3),        cmocka_unit_test(test_spm_named),
+        cmocka_unit_test(test_spm_jinja_dir),   cmocka_unit_test(test_spm_bare),
         cmocka_unit_test(test_bpe_llama3),      cmocka_unit_test(test_bpe_llama3_1),
         cmocka_unit_test(test_bpe_qwen3),       cmocka_unit_test(test_spm_truncated),
         cmocka_unit_test(test_spm_mutated),     cmocka_unit_test(test_spm_handmade),
