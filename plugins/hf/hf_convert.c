@@ -328,8 +328,14 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
         o->drop = true;
         return AMN_OK;
     }
-    if (strstr(s->name, "block_sparse_moe.experts") && c->n_experts)
+    if (strstr(s->name, "block_sparse_moe.experts") && (c->arch->flags & HF_A_STACK_EXPERTS)) {
+        if (!c->n_experts)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "tensor %s is an expert but config.json's num_local_experts x "
+                                 "num_hidden_layers does not fit the folder's tensors",
+                                 s->name);
         return expert_source(c, o, s, err);
+    }
     /* ModelBase.filter_tensors: a multimodal wrapper's "language_model."
      * parts dropped from the name */
     char name[512];
@@ -521,8 +527,11 @@ static int plan_experts(hf_conv *c, const hf_params *p, size_t n, amn_error *err
     if (ne > 4096 || p->block_count > 65536)
         return amn_error_set(err, AMN_E_LIMIT, "config.json: %u experts x %u layers", ne,
                              p->block_count);
-    c->n_experts = ne;
     const size_t n_stack = (size_t)p->block_count * 3, n_src = n_stack * ne;
+    /* the stacks cannot hold more sources than the folder has: a config
+     * claiming more is only a key/value unless expert tensors come */
+    if (n_src > n) return AMN_OK;
+    c->n_experts = ne;
     c->stacks = calloc(n_stack ? n_stack : 1, sizeof *c->stacks);
     c->stack_src = malloc((n_src ? n_src : 1) * sizeof *c->stack_src);
     if (!c->stacks || !c->stack_src) return amn_error_set(err, AMN_E_NOMEM, "out of memory");

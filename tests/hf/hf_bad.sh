@@ -88,6 +88,19 @@ rc=$?
 
 expect outtype "$base" 2 "f32, f16, bf16 or q8_0" --out-dtype q4_0
 
+# Mixtral whose config claims more experts than its tensors hold, or fewer.
+mix=$src/fixtures/hf/Mixtral-Tiny-4x1K
+for n in 4096 3; do
+  d=$work/experts-$n
+  cp -r "$mix" "$d"
+  $py - "$d/config.json" "$n" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["num_local_experts"] = int(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"))
+PY
+  expect "experts-$n" "$d" 1 "num_local_experts"
+done
+
 # A quantized folder (compressed-tensors FP8) is refused, naming a tensor.
 if "$amn" plugins 2>/dev/null | grep -q "scheme fp8 "; then
   d=$work/fp8
