@@ -8,8 +8,8 @@
 #include "hf_vocab_int.h"
 
 /* The fallback chain of LlamaModel.set_vocab once tokenizer.model is
- * missing: LlamaHfVocab refuses Llama-3-style files (TypeError) and anything
- * but a byte-fallback BPE with a Sequence decoder (FileNotFoundError); both
+ * missing: LlamaHfVocab takes a byte-fallback BPE with a Sequence decoder and refuses
+ * Llama-3-style files (TypeError) and anything else (FileNotFoundError), which
  * fall back to gpt2. */
 static int llama_no_spm(hf_vctx *c, amn_error *err) {
     json_object *root;
@@ -26,12 +26,9 @@ static int llama_no_spm(hf_vctx *c, amn_error *err) {
     bool llama_hf = !llama3 && bpe && hf_json_truthy(bf) && dtype &&
                     json_object_is_type(dtype, json_type_string) &&
                     strcmp(json_object_get_string(dtype), "Sequence") == 0;
+    if (llama_hf) rc = hf_vocab_llama_hf(c, root, err);
     json_object_put(root);
-    if (llama_hf)
-        return amn_error_set(err, AMN_E_UNSUPPORTED,
-                             "tokenizer.json: a byte-fallback BPE vocabulary without "
-                             "tokenizer.model (the converter's LlamaHfVocab path)");
-    return hf_vocab_gpt2(c, err);
+    return llama_hf ? rc : hf_vocab_gpt2(c, err);
 }
 
 static int spm_or(hf_vctx *c, int (*fallback)(hf_vctx *, amn_error *), amn_error *err) {

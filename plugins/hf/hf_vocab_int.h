@@ -95,6 +95,8 @@ typedef struct hf_vctx {
 /* _set_vocab_sentencepiece (phi3: Phi3MiniModel's variant). AMN_E_IO with
  * errno ENOENT-like message when tokenizer.model is absent: *missing set. */
 int hf_vocab_spm(hf_vctx *c, bool phi3, bool *missing, amn_error *err);
+/* _set_vocab_llama_hf over tokenizer.json (root, already parsed) */
+int hf_vocab_llama_hf(hf_vctx *c, json_object *root, amn_error *err);
 /* _set_vocab_gpt2 */
 int hf_vocab_gpt2(hf_vctx *c, amn_error *err);
 /* gguf.SpecialVocab(dir, load_merges, types, n_vocab).add_to_gguf; types NULL:

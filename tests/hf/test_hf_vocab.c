@@ -161,6 +161,10 @@ static void test_bpe_llama3_1(void **s) {
     (void)s;
     check_case(bpe_dir(), "llama3_1");
 }
+static void test_bpe_llama2(void **s) {
+    (void)s;
+    check_case(bpe_dir(), "llama2");
+}
 static void test_bpe_qwen3(void **s) {
     (void)s;
     check_case(bpe_dir(), "qwen3");
@@ -513,14 +517,15 @@ static void test_regex_depth(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spm_llama),       cmocka_unit_test(test_spm_gemma),
-        cmocka_unit_test(test_spm_phi3),        cmocka_unit_test(test_spm_named),
-        cmocka_unit_test(test_spm_jinja_dir),   cmocka_unit_test(test_spm_bare),
-        cmocka_unit_test(test_bpe_llama3),      cmocka_unit_test(test_bpe_llama3_1),
-        cmocka_unit_test(test_bpe_qwen3),       cmocka_unit_test(test_spm_truncated),
-        cmocka_unit_test(test_spm_mutated),     cmocka_unit_test(test_spm_handmade),
-        cmocka_unit_test(test_json_side_files), cmocka_unit_test(test_bpe_hostile),
-        cmocka_unit_test(test_real_count),      cmocka_unit_test(test_regex_depth),
+        cmocka_unit_test(test_spm_llama),     cmocka_unit_test(test_spm_gemma),
+        cmocka_unit_test(test_spm_phi3),      cmocka_unit_test(test_spm_named),
+        cmocka_unit_test(test_spm_jinja_dir), cmocka_unit_test(test_spm_bare),
+        cmocka_unit_test(test_bpe_llama3),    cmocka_unit_test(test_bpe_llama3_1),
+        cmocka_unit_test(test_bpe_qwen3),     cmocka_unit_test(test_bpe_llama2),
+        cmocka_unit_test(test_spm_truncated), cmocka_unit_test(test_spm_mutated),
+        cmocka_unit_test(test_spm_handmade),  cmocka_unit_test(test_json_side_files),
+        cmocka_unit_test(test_bpe_hostile),   cmocka_unit_test(test_real_count),
+        cmocka_unit_test(test_regex_depth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
