@@ -5,6 +5,7 @@
  * then the added tokens past the base vocabulary, USER_DEFINED unless
  * special. No padding to vocab_size. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hf_vocab_int.h"
@@ -42,19 +43,24 @@ static void collect(specials *sp, json_object *tc, json_object *map) {
             add_special(sp, json_object_array_get_idx(extra, i));
 }
 
-/* get_vocab(): model vocabulary with the added tokens' ids over it */
-static int64_t vocab_id(json_object *vocab, json_object *added, const char *t) {
-    int64_t id = -1;
-    for (size_t i = 0; i < json_object_array_length(added); i++) {
-        json_object *a = json_object_array_get_idx(added, i);
-        json_object *ct = hf_json_get(a, "content");
-        if (ct && json_object_is_type(ct, json_type_string) &&
-            strcmp(json_object_get_string(ct), t) == 0)
-            id = json_object_get_int64(hf_json_get(a, "id"));
-    }
+/* get_vocab(): model vocabulary with the added tokens' ids over it; `byname`
+ * maps an added token's text to its id (the last one wins, as in a dict) */
+static int64_t vocab_id(json_object *vocab, json_object *byname, const char *t) {
     json_object *v;
-    if (id < 0 && json_object_object_get_ex(vocab, t, &v)) id = json_object_get_int64(v);
-    return id;
+    if (json_object_object_get_ex(byname, t, &v)) return json_object_get_int64(v);
+    if (json_object_object_get_ex(vocab, t, &v)) return json_object_get_int64(v);
+    return -1;
+}
+
+typedef struct extra {
+    int64_t id;
+    size_t at;
+} extra;
+
+static int by_id(const void *a, const void *b) {
+    const extra *x = a, *y = b;
+    if (x->id != y->id) return x->id < y->id ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
 }
 
 static bool is_byte_token(const char *s, size_t n) {
@@ -80,24 +86,31 @@ static int build(hf_vctx *c, json_object *root, json_object *tc, json_object *ma
     static specials sp_zero;
     specials sp = sp_zero;
     collect(&sp, tc, map);
+    json_object *byname = json_object_new_object();
+    if (!byname) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < na; i++) {
+        json_object *a = json_object_array_get_idx(added, i), *ct = hf_json_get(a, "content");
+        if (ct && json_object_is_type(ct, json_type_string))
+            json_object_object_add(
+                byname, json_object_get_string(ct),
+                json_object_new_int64(json_object_get_int64(hf_json_get(a, "id"))));
+    }
     int64_t special_ids[MAX_SPECIALS];
-    for (size_t i = 0; i < sp.n; i++) {
-        special_ids[i] = added ? vocab_id(vocab, added, sp.text[i]) : -1;
-        if (!added) {
-            json_object *v;
-            if (json_object_object_get_ex(vocab, sp.text[i], &v))
-                special_ids[i] = json_object_get_int64(v);
-        }
+    for (size_t i = 0; i < sp.n; i++) special_ids[i] = vocab_id(vocab, byname, sp.text[i]);
+    json_object_put(byname);
+    for (size_t i = 0; i < sp.n; i++)
         if (special_ids[i] < 0)
             return amn_error_set(err, AMN_E_PARSE, "special token '%.40s' is not in the vocabulary",
                                  sp.text[i]);
-    }
     /* added tokens past the base vocabulary, by id (get_added_vocab sorted) */
+    extra *ex = hf_alloc(c->arena, na ? na : 1, sizeof *ex, err);
+    if (!ex) return err ? err->code : AMN_E_NOMEM;
     uint64_t n_extra = 0;
-    for (size_t i = 0; i < na; i++)
-        if ((uint64_t)json_object_get_int64(
-                hf_json_get(json_object_array_get_idx(added, i), "id")) >= base)
-            n_extra++;
+    for (size_t i = 0; i < na; i++) {
+        int64_t id = json_object_get_int64(hf_json_get(json_object_array_get_idx(added, i), "id"));
+        if (id >= 0 && (uint64_t)id >= base) ex[n_extra++] = (extra){id, i};
+    }
+    qsort(ex, (size_t)n_extra, sizeof *ex, by_id);
     uint64_t total = base + n_extra;
     if (total > c->lim->max_array)
         return amn_error_set(err, AMN_E_LIMIT, "vocabulary: %llu tokens exceed the cap",
@@ -141,17 +154,9 @@ static int build(hf_vctx *c, json_object *root, json_object *tc, json_object *ma
                                                              : HF_TT_NORMAL;
     }
     uint64_t k = base;
-    for (int64_t want = (int64_t)base; k < total; want++) { /* ascending ids */
-        int64_t next = -1;
-        size_t at = 0;
-        for (size_t i = 0; i < na; i++) {
-            int64_t id =
-                json_object_get_int64(hf_json_get(json_object_array_get_idx(added, i), "id"));
-            if (id >= want && (next < 0 || id < next)) next = id, at = i;
-        }
-        if (next < 0) break;
-        want = next;
-        json_object *ct = hf_json_get(json_object_array_get_idx(added, at), "content");
+    for (uint64_t e = 0; e < n_extra; e++) {
+        if (e && ex[e].id == ex[e - 1].id) continue; /* one entry per id */
+        json_object *ct = hf_json_get(json_object_array_get_idx(added, ex[e].at), "content");
         const char *t = json_object_get_string(ct);
         bool special = false;
         for (size_t i = 0; i < sp.n && !special; i++) special = strcmp(sp.text[i], t) == 0;

@@ -193,8 +193,6 @@ static void template_proc(sv *s, json_object *proc, json_object *tc, specials *s
 }
 
 static int post_processor(sv *s, json_object *pp, json_object *tc, amn_error *err) {
-    if (!json_object_is_type(pp, json_type_object))
-        return amn_error_set(err, AMN_E_PARSE, "tokenizer.json: post_processor is not an object");
     specials sp = {hf_json_get(tc, "bos_token"), hf_json_get(tc, "cls_token"),
                    hf_json_get(tc, "eos_token"), hf_json_get(tc, "sep_token")};
     bool have_tc = hf_json_truthy(tc);
@@ -206,7 +204,9 @@ static int post_processor(sv *s, json_object *pp, json_object *tc, amn_error *er
         tc_set(tc, "eos_token", sp.sep);
         sp.eos = sp.sep;
     }
-    if (!hf_json_truthy(pp)) return AMN_OK;
+    if (!hf_json_truthy(pp)) return AMN_OK; /* absent, null or empty */
+    if (!json_object_is_type(pp, json_type_object))
+        return amn_error_set(err, AMN_E_PARSE, "tokenizer.json: post_processor is not an object");
     json_object *procs = hf_json_get(pp, "processors");
     size_t n = procs ? arr_len(procs) : 1;
     if (procs && !json_object_is_type(procs, json_type_array))

@@ -437,6 +437,7 @@ static int bpe_rc(amn_error *err) {
 static void test_bpe_hostile(void **s) {
     (void)s;
     amn_error err = {0};
+    amn_model *m;
     /* valid, but no tokenizer the converter knows: unsupported, naming the hash */
     write_bpe("{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}", NULL);
     assert_int_equal(bpe_rc(&err), AMN_E_UNSUPPORTED);
@@ -465,9 +466,37 @@ static void test_bpe_hostile(void **s) {
     clear_dir();
     write_text("tokenizer.json", "[]");
     assert_int_equal(bpe_rc(&err), AMN_E_PARSE);
+    /* the LlamaHfVocab path: an id missing from the vocabulary, a special
+     * token that is not in it, then a good one with an added token past it */
+    static const char llama_hf[] =
+        "{\"added_tokens\": [{\"id\": 5, \"content\": \"<x>\", \"special\": true}],"
+        " \"decoder\": {\"type\": \"Sequence\"}, \"model\": {\"type\": \"BPE\", "
+        "\"byte_fallback\": true, \"vocab\": {\"<unk>\": 0, \"<0x0A>\": 1, \"a\": %d}}}";
+    char text[512];
+    clear_dir();
+    snprintf(text, sizeof text, llama_hf, 3);
+    write_text("tokenizer.json", text);
+    assert_int_equal(run("llama", 0, NULL, &err), AMN_E_PARSE);
+    snprintf(text, sizeof text, llama_hf, 2);
+    write_text("tokenizer.json", text);
+    write_text("tokenizer_config.json", "{\"bos_token\": \"<s>\"}");
+    assert_int_equal(run("llama", 0, NULL, &err), AMN_E_PARSE);
+    write_text("tokenizer_config.json", "{\"unk_token\": \"<unk>\", \"eos_token\": \"<x>\"}");
+    m = amn_model_new("hf");
+    assert_int_equal(hf_vocab_add(m, tmpdir, "llama", 0, NULL, &err), AMN_OK);
+    const amn_kv *types = amn_model_find_kv(m, "tokenizer.ggml.token_type");
+    assert_non_null(types);
+    assert_int_equal(types->count, 4);
+    const int32_t *t = types->data;
+    assert_int_equal(t[0], HF_TT_CONTROL);
+    assert_int_equal(t[1], HF_TT_BYTE);
+    assert_int_equal(t[2], HF_TT_NORMAL);
+    assert_int_equal(t[3], HF_TT_CONTROL);
+    amn_model_free(m);
+
     /* no tokenizer file at all: no vocabulary, no error */
     clear_dir();
-    amn_model *m = amn_model_new("hf");
+    m = amn_model_new("hf");
     assert_int_equal(hf_vocab_add(m, tmpdir, "llama", 0, NULL, &err), AMN_OK);
     assert_int_equal(amn_model_kv_count(m), 0);
     amn_model_free(m);
