@@ -149,6 +149,14 @@ static void test_spm_jinja_dir(void **s) {
     (void)s;
     check_case(src_dir(), "spm_jinja_dir");
 }
+static void test_spm_roberta(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_roberta");
+}
+static void test_spm_template(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_template");
+}
 static void test_spm_bare(void **s) {
     (void)s;
     check_case(src_dir(), "spm_bare");
@@ -548,7 +556,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_llama),     cmocka_unit_test(test_spm_gemma),
         cmocka_unit_test(test_spm_phi3),      cmocka_unit_test(test_spm_named),
-        cmocka_unit_test(test_spm_jinja_dir), cmocka_unit_test(test_spm_bare),
+        cmocka_unit_test(test_spm_jinja_dir), cmocka_unit_test(test_spm_roberta),
+        cmocka_unit_test(test_spm_template),  cmocka_unit_test(test_spm_bare),
         cmocka_unit_test(test_bpe_llama3),    cmocka_unit_test(test_bpe_llama3_1),
         cmocka_unit_test(test_bpe_qwen3),     cmocka_unit_test(test_bpe_llama2),
         cmocka_unit_test(test_spm_truncated), cmocka_unit_test(test_spm_mutated),
