@@ -23,13 +23,43 @@ bool cli_is_encode_target(const amn_ctx *ctx, const char *to) {
  * that encodes it when that format has a writer (the "gguf" scheme's file
  * types make GGUF files), else safetensors (bnb). */
 const char *cli_encode_container(const amn_ctx *ctx, const char *to) {
+    if (strncmp(to, "hf-", 3) == 0) return "gguf"; /* amn-hf: a model folder made a GGUF */
     const amn_scheme *sc = amn_ctx_find_encoder(ctx, to);
     const amn_format *f = sc ? amn_ctx_find_format(ctx, sc->name) : NULL;
     return f && f->writer ? f->name : "safetensors";
 }
 
+static bool names_folder(const char *path);
+
+/* A model folder to GGUF: the hf plugin's encoder writes what llama.cpp's
+ * convert_hf_to_gguf.py --outtype T writes (T = --out-dtype, f16 by default
+ * as there). An exit code, or -1 when the request is not that. */
+static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
+    if (strcasecmp(a->to, "gguf") != 0 || !a->input || !names_folder(a->input) || a->from)
+        return -1;
+    const char *dt = a->out_dtype ? a->out_dtype : "f16";
+    char target[32];
+    if (strlen(dt) > 16) return -1;
+    snprintf(target, sizeof target, "hf-%s", dt);
+    for (char *c = target; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+    if (!cli_is_encode_target(ctx, target)) {
+        if (!cli_is_encode_target(ctx, "hf-f16")) return -1; /* no amn-hf: as before */
+        fprintf(stderr,
+                "amn %s: --out-dtype %s: a model folder converts to GGUF as f32, f16, "
+                "bf16 or q8_0\n",
+                a->command, dt);
+        return EXIT_USAGE;
+    }
+    cli_args b = *a;
+    b.to = target;
+    b.out_dtype = NULL;
+    return cmd_forget(ctx, &b);
+}
+
 int cli_convert_encode(const amn_ctx *ctx, const cli_args *a) {
     if (!a->to) return -1;
+    const int hf = folder_to_gguf(ctx, a);
+    if (hf >= 0) return hf;
     /* gguf-Q4_K_M: the GGUF file type Q4_K_M. A bare file type is not taken
      * here: bf16 / f16 / f32 name convert's safetensors output. */
     if (strncasecmp(a->to, "gguf-", 5) == 0 && cli_is_encode_target(ctx, a->to + 5) &&
@@ -240,6 +270,11 @@ static void print_report(const cli_args *a, const char *output, const amn_conver
         return;
     }
     char b1[32];
+    if (strncmp(a->to, "hf-", 3) == 0) { /* a model folder made a GGUF: nothing forgotten */
+        printf("  Wrote %zu tensors, %s in %.2f s\n", st->tensors_written,
+               cli_size(st->bytes_written, b1, sizeof b1), dt);
+        return;
+    }
     printf("  %zu quantized to %s, %zu passed through\n", st->encoded, a->to, st->encode_passed);
     if (st->dequantized) printf("  %zu quantized inputs dequantized first\n", st->dequantized);
     printf("  Lethe took: mean |error| %.4g over %llu values\n", mae,
@@ -283,7 +318,11 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     }
     if (!output) output = outbuf;
     if (!a->json && !a->quiet) {
-        printf("Forgetting %s -> %s (%s", a->input, output, a->to);
+        if (strncmp(a->to, "hf-", 3) == 0)
+            printf("Converting %s -> %s (GGUF as convert_hf_to_gguf.py --outtype %s", a->input,
+                   output, a->to + 3);
+        else
+            printf("Forgetting %s -> %s (%s", a->input, output, a->to);
         if (block) printf(", block %llu", (unsigned long long)block);
         printf(")\n");
         fflush(stdout);

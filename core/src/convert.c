@@ -582,7 +582,18 @@ static int check_unique(const out_entry *e, size_t n, amn_error *err) {
     return rc;
 }
 
-/* Replace each entry the encoder encodes by its outputs. */
+/* amn_values.read_source: another source's values, by index. */
+static int read_source_values(const void *all, size_t source, uint64_t e0, uint64_t n, float *dst,
+                              amn_error *err) {
+    const enc_run *run = all;
+    if (source >= run->n_src || e0 > run->src[source].values.numel ||
+        n > run->src[source].values.numel - e0)
+        return amn_error_set(err, AMN_E_INVALID, "encoder: values out of range");
+    return read_values(&run->src[source].vc, e0, n, dst, err);
+}
+
+/* Replace each entry the encoder encodes by its outputs (none for a
+ * source it drops). */
 static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model *m,
                           const amn_convert_options *o, out_entry **entries, size_t *n_out,
                           enc_run *run, amn_error *err) {
@@ -614,8 +625,12 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
                               .t = amn_model_tensor(m, in[k].tensor)};
         uint64_t numel = 1;
         for (uint32_t d = 0; d < srcs[k].ndim; d++) numel *= srcs[k].shape[d];
-        es->values = (amn_values){
-            .struct_size = sizeof(amn_values), .numel = numel, .ctx = &es->vc, .read = read_values};
+        es->values = (amn_values){.struct_size = sizeof(amn_values),
+                                  .numel = numel,
+                                  .ctx = &es->vc,
+                                  .read = read_values,
+                                  .all = run,
+                                  .read_source = read_source_values};
     }
     amn_encode_options eo = {0};
     memcpy(&eo, o->encode, o->encode->struct_size < sizeof eo ? o->encode->struct_size : sizeof eo);
@@ -636,6 +651,7 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
         size_t no = 0;
         rc = run->e->tensor(run->ms, k, eouts, &no, &run->src[k].state, err);
         if (rc) break;
+        if (no == AMN_ENCODE_DROP) continue;
         if (no > AMN_ENCODE_MAX_OUTS) {
             rc = amn_error_set(err, AMN_E_INVALID, "encoder: too many outputs for %s",
                                in[k].out.name);
@@ -880,6 +896,15 @@ static int writer_options(const amn_format *f, const amn_convert_options *o, con
     return rc;
 }
 
+/* The encoder's own metadata for the writer (amn_encoder.metadata), if any. */
+static int encoder_metadata(const enc_run *run, const amn_model **meta, amn_error *err) {
+    const amn_encoder *e = run->e;
+    *meta = NULL;
+    if (!e || e->struct_size < offsetof(amn_encoder, metadata) + sizeof e->metadata || !e->metadata)
+        return AMN_OK;
+    return e->metadata(run->ms, meta, err);
+}
+
 /* One conversion's state. Everything it allocates is released by
  * conv_free() alone, whatever step failed; the writer's state is owned by the
  * writer from begin() until finish() (which frees it on failure too) or
@@ -904,8 +929,9 @@ typedef struct conv {
     pool pl;
     bool pool_started;
     amn_sink *sink;
-    void *state; /* the writer's */
-    bool begun;  /* begin() succeeded and neither finish() nor abort() ran */
+    const amn_model *meta; /* the encoder's metadata for the writer, or NULL */
+    void *state;           /* the writer's */
+    bool begun;            /* begin() succeeded and neither finish() nor abort() ran */
     progress pr;
     amn_convert_stats st;
 } conv;
@@ -959,6 +985,7 @@ static int plan_outputs(const amn_ctx *ctx, conv *c, amn_error *err) {
         rc = encode_outputs(ctx, c->p, c->m, c->o, &c->entries, &c->n_out, &c->run, err);
     if (!rc)
         rc = writer_options(c->f, c->o, &c->run, &c->opt_keys, &c->opt_values, &c->n_options, err);
+    if (!rc) rc = encoder_metadata(&c->run, &c->meta, err);
     if (!rc) rc = check_storable(c, err);
     if (!rc && c->o->select) select_outputs(c);
     return rc;
@@ -1026,7 +1053,7 @@ static int open_output(conv *c, amn_error *err) {
                          .sink = c->sink,
                          .tensors = c->outs,
                          .n_tensors = c->n_out,
-                         .source = c->m,
+                         .source = c->meta ? c->meta : c->m,
                          .option_keys = c->opt_keys,
                          .option_values = c->opt_values,
                          .n_options = c->n_options};

@@ -233,7 +233,10 @@ static int set_llama_ftype(gguf_kvlist *l, const char *value, amn_error *err) {
 static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *err) {
     const amn_model *src = a->source;
     int rc = AMN_OK;
-    if (src && strcmp(amn_model_format(src), "gguf") == 0) {
+    /* "hf": the key/values the hf plugin derives from a model folder, in
+     * llama.cpp's converter's order, general.file_type included. */
+    const bool from_gguf = src && strcmp(amn_model_format(src), "gguf") == 0;
+    if (from_gguf || (src && strcmp(amn_model_format(src), "hf") == 0)) {
         for (size_t i = 0; !rc && i < amn_model_kv_count(src); i++) {
             const amn_kv *kv = amn_model_kv(src, i);
             if (!is_split_key(kv->key)) rc = gguf_kvlist_set(l, kv, err);
@@ -241,7 +244,7 @@ static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *e
         ptrdiff_t ft = gguf_kvlist_find(l, "general.file_type");
         bool known;
         uint32_t v = file_type_of(a, &known);
-        if (!rc && ft >= 0 && l->items[ft].type == AMN_KV_U32 && known) {
+        if (!rc && from_gguf && ft >= 0 && l->items[ft].type == AMN_KV_U32 && known) {
             uint32_t *p = amn_model_alloc(l->arena, sizeof *p);
             if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
             *p = v;
@@ -340,13 +343,62 @@ static int build(const amn_write_args *a, const gguf_kvlist *l, const size_t *pe
     return AMN_OK;
 }
 
+static int cmp_index_name(const void *x, const void *y, void *ctx) {
+    const amn_out_tensor *const *t = ctx;
+    return strcmp(t[*(const size_t *)x]->name, t[*(const size_t *)y]->name);
+}
+
+/* tensor_order=NAME,NAME,...: those tensors first, in that order, then the
+ * others in the input's order. Every name must be an output, listed once. */
+static int listed_order(const amn_write_args *a, const char *list, size_t *order, amn_error *err) {
+    const size_t n = a->n_tensors;
+    size_t *by = malloc((n ? n : 1) * sizeof *by);
+    bool *used = calloc(n ? n : 1, sizeof *used);
+    char *text = strdup(list);
+    int rc = by && used && text ? AMN_OK : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    size_t k = 0;
+    if (!rc) {
+        for (size_t i = 0; i < n; i++) by[i] = i;
+        qsort_r(by, n, sizeof *by, cmp_index_name, (void *)a->tensors);
+    }
+    for (char *p = text; !rc && p && *p;) {
+        char *end = strchr(p, ',');
+        if (end) *end = '\0';
+        size_t lo = 0, hi = n; /* the first name >= p */
+        while (lo < hi) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (strcmp(a->tensors[by[mid]]->name, p) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == n || strcmp(a->tensors[by[lo]]->name, p) != 0)
+            rc = amn_error_set(err, AMN_E_INVALID, "option tensor_order: no tensor %.200s", p);
+        else if (used[by[lo]])
+            rc = amn_error_set(err, AMN_E_INVALID, "option tensor_order: %.200s listed twice", p);
+        else
+            used[by[lo]] = true, order[k++] = by[lo];
+        p = end ? end + 1 : NULL;
+    }
+    for (size_t i = 0; !rc && i < n; i++)
+        if (!used[i]) order[k++] = i;
+    free(by);
+    free(used);
+    free(text);
+    return rc;
+}
+
 /* The input's order, or with llama_ftype llama-quantize's (its loader's
- * weights map, sorted by layer then name). */
+ * weights map, sorted by layer then name), or the list tensor_order gives. */
 static int tensor_order(const amn_write_args *a, size_t *order, amn_error *err) {
     bool llama = false;
-    for (size_t i = 0; i < a->n_options; i++)
+    const char *list = NULL;
+    for (size_t i = 0; i < a->n_options; i++) {
         llama |= strcmp(a->option_keys[i], "llama_ftype") == 0;
+        if (strcmp(a->option_keys[i], "tensor_order") == 0) list = a->option_values[i];
+    }
     for (size_t i = 0; i < a->n_tensors; i++) order[i] = i;
+    if (list) return listed_order(a, list, order, err);
     if (!llama || !a->n_tensors) return AMN_OK;
     const char **names = malloc(a->n_tensors * sizeof *names);
     if (!names) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
@@ -485,8 +537,11 @@ static int write_data(void *state, size_t index, const void *data, size_t n, amn
  * a JSON object of keys (--gguf-metadata), llama_ftype=N writes the file as
  * llama-quantize writes one of file type N (what the gguf encoder asks for):
  * general.quantization_version and general.file_type set, tensors in its
- * order; endian=big|little the byte order of the file (default little). */
-static const char *const gguf_writer_options[] = {"kv", "metadata", "llama_ftype", "endian", NULL};
+ * order; endian=big|little the byte order of the file (default little);
+ * tensor_order=NAME,NAME,... writes those tensors first, in that order (the
+ * hf encoder gives llama.cpp's converter's order). */
+static const char *const gguf_writer_options[] = {"kv",     "metadata",     "llama_ftype",
+                                                  "endian", "tensor_order", NULL};
 
 /* What can be checked before the metadata exists: the shape of a kv value
  * (its type follows from the key already set), and that a metadata file is

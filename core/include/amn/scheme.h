@@ -101,6 +101,12 @@ typedef struct amn_values {
     const void *ctx;
     /* Elements [e0, e0 + n) of the row-major tensor into dst. Reentrant. */
     int (*read)(const void *ctx, uint64_t e0, uint64_t n, float *dst, amn_error *err);
+    /* ABI 2.5 (check struct_size): elements of any logical tensor of the
+     * model, by its index in begin()'s src, for an output assembled from
+     * several sources (a converter stacking experts). Reentrant. */
+    const void *all;
+    int (*read_source)(const void *all, size_t source, uint64_t e0, uint64_t n, float *dst,
+                       amn_error *err);
 } amn_values;
 
 /* A logical tensor of the model, as begin() sees it. */
@@ -146,6 +152,7 @@ typedef struct amn_encode_out {
 } amn_encode_out;
 
 #define AMN_ENCODE_MAX_OUTS 8
+#define AMN_ENCODE_DROP     ((size_t)-1)
 
 typedef struct amn_encoder {
     uint32_t struct_size;
@@ -154,7 +161,9 @@ typedef struct amn_encoder {
     int (*begin)(const amn_encode_options *o, const amn_encode_source *src, size_t n,
                  void **model_state, amn_error *err);
     /* Up to AMN_ENCODE_MAX_OUTS outputs of source i (their struct_size set
-     * by the core); *n_outs = 0 passes it through. */
+     * by the core); *n_outs = 0 passes it through; AMN_ENCODE_DROP (ABI
+     * 2.5) writes nothing for it (a source another output is assembled
+     * from, or one a converter leaves out). */
     int (*tensor)(void *model_state, size_t i, amn_encode_out *outs, size_t *n_outs,
                   void **tensor_state, amn_error *err);
     int (*stats)(void *tensor_state, const amn_values *v, amn_error *err); /* optional */
@@ -173,6 +182,12 @@ typedef struct amn_encoder {
      * user's own. The strings stay valid until end(). */
     int (*writer_options)(void *model_state, const char *const **options, size_t *n,
                           amn_error *err);
+    /* Optional, called after writer_options(): a model whose key/values the
+     * output's writer takes as the source's metadata in place of the input
+     * model's (a converter that derives a GGUF's keys from a model folder's
+     * config.json). *kvs stays owned by the model state, valid until end();
+     * NULL keeps the input model. */
+    int (*metadata)(void *model_state, const amn_model **kvs, amn_error *err);
 } amn_encoder;
 
 /* A necessary condition of a scheme's detect(), as data, so that the core can

@@ -1,0 +1,175 @@
+/* The family tables (see hf_arch.h). Tensor maps follow gguf-py's
+ * tensor_mapping.py, restricted to what each family's checkpoints hold. */
+#include "hf_arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Every llama-like decoder. */
+static const hf_tensor_map decoder_common[] = {
+    {"model.embed_tokens", "token_embd", HF_X_NONE},
+    {"model.norm", "output_norm", HF_X_NONE},
+    {"lm_head", "output", HF_X_NONE},
+    {"model.layers.{bid}.input_layernorm", "blk.{bid}.attn_norm", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.v_proj", "blk.{bid}.attn_v", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.o_proj", "blk.{bid}.attn_output", HF_X_NONE},
+    {"model.layers.{bid}.mlp.gate_proj", "blk.{bid}.ffn_gate", HF_X_NONE},
+    {"model.layers.{bid}.mlp.up_proj", "blk.{bid}.ffn_up", HF_X_NONE},
+    {"model.layers.{bid}.mlp.down_proj", "blk.{bid}.ffn_down", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* q and k as they are, and post_attention_layernorm as the FFN norm. */
+static const hf_tensor_map qk_plain[] = {
+    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* LlamaModel.undo_permute: q and k rows reordered for ggml's RoPE. */
+static const hf_tensor_map qk_permuted[] = {
+    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_PERMUTE_Q},
+    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_PERMUTE_K},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+static const hf_tensor_map qk_norms[] = {
+    {"model.layers.{bid}.self_attn.q_norm", "blk.{bid}.attn_q_norm", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.k_norm", "blk.{bid}.attn_k_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* Gemma: q / k as they are; the FFN norm named as in Gemma 1. */
+static const hf_tensor_map gemma_norms[] = {
+    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* Gemma 2 / 3: a norm after attention, and one before and after the FFN. */
+static const hf_tensor_map gemma2_norms[] = {
+    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm", HF_X_NONE},
+    {"model.layers.{bid}.pre_feedforward_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
+    {"model.layers.{bid}.post_feedforward_layernorm", "blk.{bid}.post_ffw_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* Mixtral's router (its experts are stacked, HF_A_STACK_EXPERTS). */
+static const hf_tensor_map moe_router[] = {
+    {"model.layers.{bid}.block_sparse_moe.gate", "blk.{bid}.ffn_gate_inp", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* Phi-3: fused q/k/v and gate/up projections. */
+static const hf_tensor_map phi3_tensors[] = {
+    {"model.embed_tokens", "token_embd", HF_X_NONE},
+    {"model.norm", "output_norm", HF_X_NONE},
+    {"lm_head", "output", HF_X_NONE},
+    {"model.layers.{bid}.input_layernorm", "blk.{bid}.attn_norm", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.qkv_proj", "blk.{bid}.attn_qkv", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.o_proj", "blk.{bid}.attn_output", HF_X_NONE},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
+    {"model.layers.{bid}.mlp.gate_up_proj", "blk.{bid}.ffn_up", HF_X_NONE},
+    {"model.layers.{bid}.mlp.down_proj", "blk.{bid}.ffn_down", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+static const char *const llama_names[] = {"LlamaForCausalLM", "LLaMAForCausalLM",
+                                          "MistralForCausalLM", "MixtralForCausalLM", NULL};
+static const hf_tensor_map *const llama_maps[] = {decoder_common, qk_permuted, moe_router, NULL};
+
+static const char *const qwen2_names[] = {"Qwen2ForCausalLM", NULL};
+static const hf_tensor_map *const qwen2_maps[] = {decoder_common, qk_plain, NULL};
+
+static const char *const qwen3_names[] = {"Qwen3ForCausalLM", NULL};
+static const hf_tensor_map *const qwen3_maps[] = {decoder_common, qk_plain, qk_norms, NULL};
+
+static const char *const gemma_names[] = {"GemmaForCausalLM", NULL};
+static const hf_tensor_map *const gemma_maps[] = {decoder_common, gemma_norms, NULL};
+
+static const char *const gemma2_names[] = {"Gemma2ForCausalLM", NULL};
+static const hf_tensor_map *const gemma2_maps[] = {decoder_common, gemma2_norms, NULL};
+
+static const char *const gemma3_names[] = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+                                           NULL};
+static const hf_tensor_map *const gemma3_maps[] = {decoder_common, gemma2_norms, qk_norms, NULL};
+
+static const char *const phi3_names[] = {"Phi3ForCausalLM", NULL};
+static const hf_tensor_map *const phi3_maps[] = {phi3_tensors, NULL};
+
+static const hf_arch archs[] = {
+    {"llama", llama_names, llama_maps,
+     HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE | HF_A_STACK_EXPERTS, "llama",
+     HF_P_TEXT},
+    {"qwen2", qwen2_names, qwen2_maps, 0, "qwen2", HF_P_TEXT},
+    {"qwen3", qwen3_names, qwen3_maps, 0, "qwen2", HF_P_TEXT},
+    {"gemma", gemma_names, gemma_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma", HF_P_GEMMA},
+    {"gemma2", gemma2_names, gemma2_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma2",
+     HF_P_GEMMA2},
+    {"gemma3", gemma3_names, gemma3_maps, HF_A_NORM_PLUS1 | HF_A_TRIM_VOCAB, "gemma3", HF_P_GEMMA3},
+    {"phi3", phi3_names, phi3_maps, 0, "phi3", HF_P_PHI3},
+};
+
+const hf_arch *hf_arch_find(const char *hf_name) {
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+        for (const char *const *n = archs[i].hf_names; *n; n++)
+            if (strcmp(*n, hf_name) == 0) return &archs[i];
+    return NULL;
+}
+
+void hf_arch_list(char *buf, size_t size) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+        for (const char *const *n = archs[i].hf_names; *n; n++) {
+            int w = snprintf(buf + at, size - at, "%s%s", at ? ", " : "", *n);
+            if (w < 0 || (size_t)w >= size - at) return;
+            at += (size_t)w;
+        }
+}
+
+/* name (without suffix) against a pattern with at most one "{bid}"; *bid
+ * gets the digits it stood for. */
+static bool match(const char *pat, const char *name, size_t len, const char **bid,
+                  size_t *bid_len) {
+    const char *b = strstr(pat, "{bid}");
+    if (!b) return strlen(pat) == len && memcmp(pat, name, len) == 0;
+    const size_t pre = (size_t)(b - pat), post = strlen(b + 5);
+    if (len < pre + post + 1 || memcmp(name, pat, pre) != 0 ||
+        memcmp(name + len - post, b + 5, post) != 0)
+        return false;
+    const size_t n = len - pre - post;
+    for (size_t i = 0; i < n; i++)
+        if (name[pre + i] < '0' || name[pre + i] > '9') return false;
+    *bid = name + pre;
+    *bid_len = n;
+    return true;
+}
+
+bool hf_arch_map(const hf_arch *a, const char *hf_name, char *out, size_t size, uint8_t *xform) {
+    static const char *const suffixes[] = {".weight", ".bias"};
+    const size_t n = strlen(hf_name);
+    for (size_t s = 0; s < 2; s++) {
+        const size_t sl = strlen(suffixes[s]);
+        if (n <= sl || strcmp(hf_name + n - sl, suffixes[s]) != 0) continue;
+        for (const hf_tensor_map *const *t = a->maps; *t; t++)
+            for (const hf_tensor_map *m = *t; m->hf; m++) {
+                const char *bid = NULL;
+                size_t bl = 0;
+                if (!match(m->hf, hf_name, n - sl, &bid, &bl)) continue;
+                const char *g = strstr(m->gguf, "{bid}");
+                int w = g ? snprintf(out, size, "%.*s%.*s%s%s", (int)(g - m->gguf), m->gguf,
+                                     (int)bl, bid, g + 5, suffixes[s])
+                          : snprintf(out, size, "%s%s", m->gguf, suffixes[s]);
+                if (w < 0 || (size_t)w >= size) return false;
+                *xform = m->xform;
+                return true;
+            }
+    }
+    return false;
+}

@@ -1,0 +1,65 @@
+/* hf_arch.h — what the hf plugin knows of each model family, as tables.
+ *
+ * One hf_arch per family, as llama.cpp's converter (convert_hf_to_gguf.py
+ * with gguf-py's constants.py and tensor_mapping.py) knows it: the Hugging
+ * Face architecture names it takes, the GGUF architecture it writes, how
+ * each tensor is renamed and transformed, and the family's quirks. */
+#ifndef HF_ARCH_H
+#define HF_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How a tensor's values change on the way (one per tensor). */
+enum {
+    HF_X_NONE = 0,
+    HF_X_PERMUTE_Q, /* llama's q_proj row permutation (n_head) */
+    HF_X_PERMUTE_K, /* k_proj's (n_head_kv) */
+    HF_X_PLUS1,     /* Gemma's norm weights + 1, in the source dtype */
+};
+
+/* "model.layers.{bid}.self_attn.q_proj" -> "blk.{bid}.attn_q": names without
+ * their ".weight" / ".bias" suffix, which carries over. */
+typedef struct hf_tensor_map {
+    const char *hf;
+    const char *gguf;
+    uint8_t xform;
+} hf_tensor_map;
+
+/* Family quirks. */
+#define HF_A_VOCAB_SIZE_KV (1u << 0) /* {arch}.vocab_size after the common keys (LlamaModel) */
+#define HF_A_ROPE_DIM_KV   (1u << 1) /* {arch}.rope.dimension_count (LlamaModel) */
+#define HF_A_LLAMA3_ROPE   (1u << 2) /* rope_freqs from llama3 rope scaling */
+#define HF_A_NORM_PLUS1    (1u << 3) /* every "*norm.weight" + 1 (Gemma's RMSNorm) */
+#define HF_A_SKIP_LM_HEAD  (1u << 4) /* lm_head.weight left out (Gemma, Gemma 2) */
+#define HF_A_TRIM_VOCAB    (1u << 5) /* token_embd cut to the tokenizer's size (Gemma 3) */
+#define HF_A_STACK_EXPERTS (1u << 6) /* Mixtral's experts stacked per layer (LlamaModel) */
+
+/* Which set_gguf_parameters the family runs (hf_params.c). */
+typedef enum hf_recipe {
+    HF_P_TEXT,   /* TextModel's, with the HF_A_* additions */
+    HF_P_GEMMA,  /* GemmaModel's own list */
+    HF_P_GEMMA2, /* Gemma2Model's */
+    HF_P_GEMMA3, /* TextModel's, then Gemma3Model's defaults over it */
+    HF_P_PHI3,   /* Phi3MiniModel's own list */
+} hf_recipe;
+
+typedef struct hf_arch {
+    const char *gguf_arch;            /* "llama" */
+    const char *const *hf_names;      /* NULL-terminated: "LlamaForCausalLM", ... */
+    const hf_tensor_map *const *maps; /* NULL-terminated list of NULL-terminated tables */
+    uint32_t flags;                   /* HF_A_* */
+    const char *vocab_family;         /* the converter's set_vocab variant (hf_vocab.h) */
+    hf_recipe recipe;
+} hf_arch;
+
+/* The family that takes this Hugging Face architecture name, or NULL. */
+const hf_arch *hf_arch_find(const char *hf_name);
+/* "LlamaForCausalLM, MistralForCausalLM, ..." into buf (for the unsupported message). */
+void hf_arch_list(char *buf, size_t size);
+/* The GGUF name of a Hugging Face tensor name into out (size bytes) and its
+ * transform; false when the family has no mapping for it. */
+bool hf_arch_map(const hf_arch *a, const char *hf_name, char *out, size_t size, uint8_t *xform);
+
+#endif

@@ -1,0 +1,669 @@
+/* Planning a model folder's conversion (hf_convert.h): the converter's
+ * tensor order, names, types and transforms, checked against config.json,
+ * and its key/values. */
+#include "hf_convert.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "amn/checked.h"
+#include "amn/kit/json_file.h"
+#include "hf_config.h"
+#include "hf_kv.h"
+#include "hf_meta.h"
+#include "hf_params.h"
+#if !defined(HF_NO_VOCAB) && __has_include("hf_vocab.h")
+#include "hf_vocab.h"
+#define HF_HAVE_VOCAB 1
+#endif
+
+#define CONFIG_MAX_BYTES (16u << 20)
+#define HEADER_MAX_BYTES (100u << 20)
+#define MAX_PARTS        4096
+
+/* llama_ftype of each --outtype (llama.h). */
+static uint32_t ftype_of(hf_outtype t) {
+    switch (t) {
+    case HF_OUT_F32:
+        return 0;
+    case HF_OUT_F16:
+        return 1;
+    case HF_OUT_Q8_0:
+        return 7;
+    default:
+        return 32;
+    }
+}
+
+void hf_conv_free(hf_conv *c) {
+    if (!c) return;
+    amn_model_free(c->kv);
+    free(c->outs);
+    free(c->slots);
+    free(c->stacks);
+    free(c->stack_src);
+    free(c->extra_val[0]);
+    free(c->extra_val[1]);
+    free(c->order);
+    free(c);
+}
+
+static int read_json(const char *dir, const char *file, bool required, json_object **out,
+                     amn_error *err) {
+    char path[4096];
+    *out = NULL;
+    if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
+        return amn_error_set(err, AMN_E_INVALID, "%s: path too long", dir);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (!required) return AMN_OK;
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: %s has no %s: not a Hugging Face model folder", dir,
+                             file);
+    }
+    const amn_kit_json_caps caps = {
+        .max_bytes = CONFIG_MAX_BYTES, .max_depth = 64, .bad_code = AMN_E_PARSE};
+    return amn_kit_json_read_object(path, NULL, &caps, out, err);
+}
+
+/* ---- the converter's tensor order ---- */
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+typedef struct names {
+    char **v;
+    size_t n, cap;
+} names;
+
+static void names_free(names *s) {
+    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
+    free(s->v);
+    *s = (names){0};
+}
+
+static int names_add(names *s, const char *x, amn_error *err) {
+    if (s->n == s->cap) {
+        const size_t cap = s->cap ? s->cap * 2 : 64;
+        char **p = realloc(s->v, cap * sizeof *p);
+        if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        s->v = p;
+        s->cap = cap;
+    }
+    if (!(s->v[s->n] = strdup(x))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    s->n++;
+    return AMN_OK;
+}
+
+/* The shard files, as index_tensors lists them: the index's files (sorted),
+ * else every model*.safetensors of the folder (sorted). */
+static int part_names(const char *dir, names *parts, amn_error *err) {
+    json_object *index = NULL;
+    int rc = read_json(dir, "model.safetensors.index.json", false, &index, err);
+    if (rc) return rc;
+    if (index) {
+        json_object *wm;
+        if (!json_object_object_get_ex(index, "weight_map", &wm) ||
+            !json_object_is_type(wm, json_type_object)) {
+            json_object_put(index);
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "model.safetensors.index.json: no weight_map object");
+        }
+        json_object_object_foreach(wm, key, val) {
+            (void)key;
+            if (!json_object_is_type(val, json_type_string)) {
+                rc = amn_error_set(err, AMN_E_PARSE,
+                                   "model.safetensors.index.json: %s: file is not a string", key);
+                break;
+            }
+            const char *f = json_object_get_string(val);
+            bool seen = false;
+            for (size_t i = 0; i < parts->n && !seen; i++) seen = strcmp(parts->v[i], f) == 0;
+            if (!seen && (rc = names_add(parts, f, err))) break;
+            if (parts->n > MAX_PARTS) {
+                rc = amn_error_set(err, AMN_E_LIMIT, "more than %d shard files", MAX_PARTS);
+                break;
+            }
+        }
+        json_object_put(index);
+    } else {
+        DIR *d = opendir(dir);
+        if (!d) return amn_error_set(err, AMN_E_IO, "%s: %s", dir, strerror(errno));
+        for (struct dirent *e; !rc && (e = readdir(d));) {
+            const size_t n = strlen(e->d_name);
+            if (strncmp(e->d_name, "model", 5) == 0 && n >= 12 &&
+                strcmp(e->d_name + n - 12, ".safetensors") == 0)
+                rc = names_add(parts, e->d_name, err);
+            if (!rc && parts->n > MAX_PARTS)
+                rc = amn_error_set(err, AMN_E_LIMIT, "more than %d shard files", MAX_PARTS);
+        }
+        closedir(d);
+    }
+    if (!rc && !parts->n)
+        rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                           "unsupported: %s holds no model*.safetensors to convert", dir);
+    if (!rc) qsort(parts->v, parts->n, sizeof *parts->v, cmp_str);
+    return rc;
+}
+
+/* One shard's tensor names, sorted (gguf-py's SafetensorsLocal). */
+static int part_tensors(const char *dir, const char *part, names *out, amn_error *err) {
+    char path[4096];
+    if (strchr(part, '/') || snprintf(path, sizeof path, "%s/%s", dir, part) >= (int)sizeof path)
+        return amn_error_set(err, AMN_E_PARSE, "shard name %s: not a file of the folder", part);
+    FILE *f = fopen(path, "rb");
+    if (!f) return amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
+    uint8_t len8[8];
+    uint64_t len = 0;
+    int rc = AMN_OK;
+    if (fread(len8, 1, 8, f) != 8)
+        rc = amn_error_set(err, AMN_E_PARSE, "%s: truncated safetensors header", path);
+    for (int i = 7; !rc && i >= 0; i--) len = len << 8 | len8[i];
+    if (!rc && len > HEADER_MAX_BYTES)
+        rc = amn_error_set(err, AMN_E_LIMIT, "%s: header of %llu bytes exceeds the cap", path,
+                           (unsigned long long)len);
+    char *text = rc ? NULL : malloc(len ? (size_t)len : 1);
+    if (!rc && !text) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!rc && fread(text, 1, (size_t)len, f) != len)
+        rc = amn_error_set(err, AMN_E_PARSE, "%s: truncated safetensors header", path);
+    fclose(f);
+    json_object *h = NULL;
+    const amn_kit_json_caps caps = {
+        .max_bytes = HEADER_MAX_BYTES, .max_depth = 64, .bad_code = AMN_E_PARSE};
+    if (!rc) rc = amn_kit_json_parse_object(path, text, (size_t)len, &caps, &h, err);
+    free(text);
+    const size_t first = out->n;
+    if (!rc) {
+        json_object_object_foreach(h, key, val) {
+            (void)val;
+            if (strcmp(key, "__metadata__") != 0 && (rc = names_add(out, key, err))) break;
+        }
+    }
+    json_object_put(h);
+    if (!rc) qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
+    return rc;
+}
+
+/* ---- outputs ---- */
+
+typedef struct by_name {
+    const char *name;
+    size_t i;
+} by_name;
+
+static int cmp_by_name(const void *a, const void *b) {
+    return strcmp(((const by_name *)a)->name, ((const by_name *)b)->name);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* prepare_tensors' choice of type: F32 for 1-D tensors, norms, routers
+ * and non-weights; else the outtype, Q8_0 falling back to F16 when rows do
+ * not split into blocks of 32. */
+static void choose_type(hf_out *o, hf_outtype t) {
+    const bool f32 = o->ndim <= 1 || ends_with(o->name, "_norm.weight") ||
+                     strstr(o->name, ".ffn_gate_inp.weight") || !ends_with(o->name, ".weight");
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < o->ndim; d++) numel *= o->shape[d];
+    if (f32 || t == HF_OUT_F32) {
+        o->dtype = AMN_DTYPE_F32;
+    } else if (t == HF_OUT_BF16) {
+        o->dtype = AMN_DTYPE_BF16;
+    } else if (t == HF_OUT_Q8_0 && o->shape[o->ndim - 1] % 32 == 0) {
+        o->dtype = AMN_DTYPE_BLOCK;
+        o->nbytes = numel / 32 * 34;
+        return;
+    } else {
+        o->dtype = AMN_DTYPE_F16;
+    }
+    o->nbytes = numel * amn_dtype_size(o->dtype);
+}
+
+uint64_t hf_unit_bytes(const hf_out *t) {
+    return t->nbytes / t->rows;
+}
+
+/* The permutation's head count, checked against the tensor's rows. */
+static int check_permute(hf_out *o, const char *hf_name, const hf_params *p, amn_error *err) {
+    if (o->xform != HF_X_PERMUTE_Q && o->xform != HF_X_PERMUTE_K) return AMN_OK;
+    const uint32_t nh =
+        o->xform == HF_X_PERMUTE_K && p->n_head_kv != p->n_head ? p->n_head_kv : p->n_head;
+    if (!nh || o->rows % (2ull * nh) != 0)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "config.json says %u %s heads but %s has %llu rows (not a multiple "
+                             "of 2 x heads)",
+                             nh, o->xform == HF_X_PERMUTE_K ? "key/value" : "attention", hf_name,
+                             (unsigned long long)o->rows);
+    o->n_head = nh;
+    return AMN_OK;
+}
+
+/* Tensors the converter never writes: its skip list (prepare_tensors) and
+ * the multimodal parts TextModel.filter_tensors drops, and the family's own. */
+static bool filtered(const hf_arch *a, const char *name) {
+    static const char *const prefixes[] = {
+        "mlp",     "vit.",       "vpm.",           "siglip2.",          "conformer.",
+        "merger.", "resampler.", "sound_encoder.", "sound_projection.", "speech_embeddings.",
+        NULL};
+    static const char *const parts[] = {"visual.",          "vision.",
+                                        "audio.",           "talker.",
+                                        "vision_",          "audio_",
+                                        "token2wav.",       "code2wav.",
+                                        "projector.",       "pre_mm_projector_norm",
+                                        "image_newline",    "view_seperator",
+                                        "patch_embed",      "patch_embedding",
+                                        "patch_merger.",    "patch_merge_mlp.",
+                                        "model.connector.", NULL};
+    if (ends_with(name, ".attention.masked_bias") || ends_with(name, ".attention.bias") ||
+        ends_with(name, ".rotary_emb.inv_freq"))
+        return true;
+    if ((a->flags & HF_A_SKIP_LM_HEAD) && strcmp(name, "lm_head.weight") == 0) return true;
+    for (const char *const *p = prefixes; *p; p++)
+        if (strncmp(name, *p, strlen(*p)) == 0) return true;
+    for (const char *const *p = parts; *p; p++)
+        if (strstr(name, *p)) return true;
+    return false;
+}
+
+/* The dtype the folder stores a tensor in (src[].dtype is what the core
+ * would write: a 1-D tensor there already reads F32). */
+static amn_dtype stored_dtype(const hf_conv *c, const amn_encode_source *s) {
+    const int64_t i = c->model ? amn_model_find(c->model, s->name) : -1;
+    return i >= 0 ? amn_model_tensor(c->model, (size_t)i)->dtype : s->dtype;
+}
+
+/* "model.layers.B.block_sparse_moe.experts.X.wK.weight": folded into the
+ * layer's stacked output (LlamaModel.modify_tensors). */
+static int expert_source(hf_conv *c, hf_out *o, const amn_encode_source *s, amn_error *err) {
+    int b, x, w, end = 0;
+    if (sscanf(s->name, "model.layers.%d.block_sparse_moe.experts.%d.w%d.weight%n", &b, &x, &w,
+               &end) != 3 ||
+        s->name[end] != '\0' || b < 0 || x < 0 || w < 1 || w > 3 || (uint32_t)b >= c->n_layers ||
+        (uint64_t)x >= c->n_experts)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "tensor %s: not an expert of a layer below %u and an expert below "
+                             "%llu (num_local_experts)",
+                             s->name, c->n_layers, (unsigned long long)c->n_experts);
+    if (s->ndim != 2 ||
+        (s->dtype != AMN_DTYPE_F32 && s->dtype != AMN_DTYPE_F16 && s->dtype != AMN_DTYPE_BF16))
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: expert tensor %s (%s, %u-D)",
+                             s->name, amn_dtype_name(s->dtype), s->ndim);
+    o->drop = true;
+    o->bid = b, o->xid = x, o->wid = w;
+    o->src = stored_dtype(c, s);
+    o->ndim = 2;
+    o->shape[0] = s->shape[0];
+    o->shape[1] = s->shape[1];
+    return AMN_OK;
+}
+
+/* name with every "language_model." removed (str.replace) into out. */
+static bool strip_language_model(const char *name, char *out, size_t size) {
+    static const char cut[] = "language_model.";
+    size_t w = 0;
+    for (const char *r = name; *r;) {
+        if (strncmp(r, cut, sizeof cut - 1) == 0) {
+            r += sizeof cut - 1;
+            continue;
+        }
+        if (w + 1 >= size) return false;
+        out[w++] = *r++;
+    }
+    out[w] = '\0';
+    return true;
+}
+
+static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf_params *p,
+                      amn_error *err) {
+    hf_out *o = &c->outs[i];
+    if (filtered(c->arch, s->name)) {
+        o->drop = true;
+        return AMN_OK;
+    }
+    if (strstr(s->name, "block_sparse_moe.experts") && (c->arch->flags & HF_A_STACK_EXPERTS)) {
+        if (!c->n_experts)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "tensor %s is an expert but config.json's num_local_experts x "
+                                 "num_hidden_layers does not fit the folder's tensors",
+                                 s->name);
+        return expert_source(c, o, s, err);
+    }
+    /* ModelBase.filter_tensors: a multimodal wrapper's "language_model."
+     * parts dropped from the name */
+    char name[512];
+    if (!strip_language_model(s->name, name, sizeof name))
+        return amn_error_set(err, AMN_E_LIMIT, "tensor name %.100s... too long", s->name);
+    if (!hf_arch_map(c->arch, name, o->name, sizeof o->name, &o->xform))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: tensor %s has no GGUF name in llama.cpp's %s mapping",
+                             s->name, c->arch->gguf_arch);
+    if (s->dtype != AMN_DTYPE_F32 && s->dtype != AMN_DTYPE_F16 && s->dtype != AMN_DTYPE_BF16)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: tensor %s is %s (the converter takes F32, F16, BF16)",
+                             s->name, amn_dtype_name(s->dtype));
+    if (s->ndim == 0 || s->ndim > 4)
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: tensor %s has %u dimensions",
+                             s->name, s->ndim);
+    o->src = stored_dtype(c, s);
+    o->ndim = s->ndim;
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < s->ndim; d++) {
+        o->shape[d] = s->shape[d];
+        if (!amn_mul_u64(numel, s->shape[d], &numel))
+            return amn_error_set(err, AMN_E_PARSE, "tensor %s: shape overflows", s->name);
+    }
+    if (numel == 0) return amn_error_set(err, AMN_E_PARSE, "tensor %s: no elements", s->name);
+    if ((c->arch->flags & HF_A_NORM_PLUS1) && ends_with(name, "norm.weight")) o->xform = HF_X_PLUS1;
+    if ((c->arch->flags & HF_A_TRIM_VOCAB) && strstr(name, "embed_tokens.weight")) {
+        if (c->vocab_rows == 0 || s->ndim < 1)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: %s needs the tokenizer's size (amn-hf built "
+                                 "without the vocabulary)",
+                                 s->name);
+        if (c->vocab_rows < o->shape[0]) {
+            numel = numel / o->shape[0] * c->vocab_rows;
+            o->shape[0] = c->vocab_rows;
+        }
+    }
+    /* rows of the last dimension (1-D: single values, so a permutation
+     * works on a bias as on a weight's rows) */
+    o->cols = o->ndim == 1 ? 1 : o->shape[o->ndim - 1];
+    o->rows = numel / o->cols;
+    choose_type(o, c->outtype);
+    int rc = check_permute(o, s->name, p, err);
+    if (!rc && strcmp(o->name, "token_embd.weight") == 0 && p->has_embd &&
+        (s->ndim != 2 || s->shape[1] != p->n_embd))
+        rc = amn_error_set(err, AMN_E_PARSE,
+                           "config.json says hidden_size %u but %s has %llu columns", p->n_embd,
+                           s->name, (unsigned long long)(s->ndim == 2 ? s->shape[1] : 0));
+    return rc;
+}
+
+/* Layer b's stacked output for w (1..3), from its experts' sources. */
+static int stack_layer(hf_conv *c, uint32_t b, int w, const size_t *srcs, hf_out *t,
+                       amn_error *err) {
+    static const char *const names[4] = {"", "ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"};
+    const hf_out *e0 = &c->outs[srcs[0]];
+    for (uint64_t x = 1; x < c->n_experts; x++) {
+        const hf_out *e = &c->outs[srcs[x]];
+        if (e->shape[0] != e0->shape[0] || e->shape[1] != e0->shape[1] || e->src != e0->src)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "layer %u: experts 0 and %llu of w%d differ in shape or dtype", b,
+                                 (unsigned long long)x, w);
+    }
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "blk.%u.%s.weight", b, names[w]);
+    t->src = e0->src;
+    t->ndim = 3;
+    t->shape[0] = c->n_experts;
+    t->shape[1] = e0->shape[0];
+    t->shape[2] = e0->shape[1];
+    t->cols = t->shape[2];
+    t->rows = t->shape[0] * t->shape[1];
+    t->n_stack = (uint32_t)c->n_experts;
+    t->stack_src = srcs;
+    choose_type(t, c->outtype);
+    c->expert_params += t->shape[1] * t->shape[2];
+    return AMN_OK;
+}
+
+/* An expert source seen in order: when it completes its layer (all 3 x
+ * n_experts seen), the layer's three stacked outputs go to its slot. */
+static int place_expert(hf_conv *c, size_t i, uint32_t *seen_in_layer, amn_error *err) {
+    const hf_out *o = &c->outs[i];
+    const uint32_t b = (uint32_t)o->bid;
+    size_t *srcs = c->stack_src + (size_t)b * 3 * c->n_experts;
+    size_t *at = &srcs[(size_t)(o->wid - 1) * c->n_experts + (size_t)o->xid];
+    if (*at != SIZE_MAX)
+        return amn_error_set(err, AMN_E_PARSE, "layer %u: expert %d w%d twice", b, o->xid, o->wid);
+    *at = i;
+    if (++seen_in_layer[b] < 3 * c->n_experts) return AMN_OK;
+    for (int w = 1; w <= 3; w++) {
+        hf_out *t = &c->stacks[(size_t)b * 3 + (size_t)(w - 1)];
+        int rc = stack_layer(c, b, w, srcs + (size_t)(w - 1) * c->n_experts, t, err);
+        if (rc) return rc;
+        c->slots[i].o[c->slots[i].n++] = t;
+    }
+    return AMN_OK;
+}
+
+/* The source indices in the converter's order (shards sorted, names sorted
+ * within each); every source tensor exactly once. */
+static int converter_order(const char *dir, const amn_encode_source *src, size_t n, size_t *seq,
+                           amn_error *err) {
+    names parts = {0}, order = {0};
+    by_name *idx = malloc((n ? n : 1) * sizeof *idx);
+    bool *seen = calloc(n ? n : 1, 1);
+    int rc = idx && seen ? part_names(dir, &parts, err)
+                         : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t k = 0; !rc && k < parts.n; k++) rc = part_tensors(dir, parts.v[k], &order, err);
+    for (size_t i = 0; !rc && i < n; i++) idx[i] = (by_name){src[i].name, i};
+    if (!rc) qsort(idx, n, sizeof *idx, cmp_by_name);
+    if (!rc && order.n != n)
+        rc = amn_error_set(err, AMN_E_PARSE,
+                           "the folder's shards list %zu tensors, the model opened has %zu",
+                           order.n, n);
+    for (size_t k = 0; !rc && k < order.n; k++) {
+        const by_name key = {order.v[k], 0};
+        const by_name *hit = bsearch(&key, idx, n, sizeof *idx, cmp_by_name);
+        if (!hit || seen[hit->i]) {
+            rc = amn_error_set(err, AMN_E_PARSE, "tensor %s of the folder's shards is %s",
+                               order.v[k], hit ? "listed twice" : "not in the model opened");
+            break;
+        }
+        seen[hit->i] = true;
+        seq[k] = hit->i;
+    }
+    free(idx);
+    free(seen);
+    names_free(&parts);
+    names_free(&order);
+    return rc;
+}
+
+/* Every source's outputs, and the writer's tensor_order option listing
+ * them as the converter writes them (the generated tensor first). */
+static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src, size_t n,
+                      const hf_params *p, amn_error *err) {
+    size_t *seq = malloc((n ? n : 1) * sizeof *seq);
+    uint32_t *in_layer = calloc(c->n_layers ? c->n_layers : 1, sizeof *in_layer);
+    int rc = seq && in_layer ? converter_order(dir, src, n, seq, err)
+                             : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    size_t len = 32;
+    for (size_t e = 0; e < c->n_extra; e++) len += strlen(c->extra[e].name) + 1;
+    bool host = false;
+    for (size_t k = 0; !rc && k < n; k++) {
+        const size_t i = seq[k];
+        hf_slot *sl = &c->slots[i];
+        if ((rc = map_source(c, i, &src[i], p, err))) break;
+        if (c->outs[i].wid)
+            rc = place_expert(c, i, in_layer, err);
+        else if (!c->outs[i].drop)
+            sl->o[sl->n++] = &c->outs[i];
+        if (!rc && sl->n && !host && c->n_extra) { /* the first output carries them */
+            host = true;
+            memmove(&sl->o[c->n_extra], &sl->o[0], sl->n * sizeof sl->o[0]);
+            for (size_t e = 0; e < c->n_extra; e++) sl->o[e] = &c->extra[e];
+            sl->n += c->n_extra;
+        }
+        for (size_t j = 0; j < sl->n; j++) len += strlen(sl->o[j]->name) + 1;
+    }
+    for (uint32_t b = 0; !rc && c->n_experts && b < c->n_layers; b++)
+        if (in_layer[b] && in_layer[b] != 3 * c->n_experts)
+            rc = amn_error_set(err, AMN_E_PARSE, "layer %u has %u of its %llu expert tensors", b,
+                               in_layer[b], (unsigned long long)(3 * c->n_experts));
+    if (!rc && !(c->order = malloc(len))) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!rc) {
+        char *w = c->order;
+        w += sprintf(w, "tensor_order=");
+        for (size_t k = 0; k < n; k++)
+            for (size_t j = 0; j < c->slots[seq[k]].n; j++)
+                w += sprintf(w, "%s,", c->slots[seq[k]].o[j]->name);
+        if (w[-1] == ',') w[-1] = '\0';
+        c->writer_opts[0] = c->order;
+    }
+    free(seq);
+    free(in_layer);
+    return rc;
+}
+
+/* Per-source slots, and room for Mixtral's stacked experts. */
+static int plan_experts(hf_conv *c, const hf_params *p, size_t n, amn_error *err) {
+    c->n_layers = p->block_count;
+    if (!(c->slots = calloc(n ? n : 1, sizeof *c->slots)))
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    uint32_t ne = 0;
+    const int r = hf_get_u32(p->cfg, (const char *const[]){"num_local_experts", NULL}, &ne, err);
+    if (r < 0) return r;
+    if (!(c->arch->flags & HF_A_STACK_EXPERTS) || ne == 0) return AMN_OK;
+    if (ne > 4096 || p->block_count > 65536)
+        return amn_error_set(err, AMN_E_LIMIT, "config.json: %u experts x %u layers", ne,
+                             p->block_count);
+    const size_t n_stack = (size_t)p->block_count * 3, n_src = n_stack * ne;
+    /* the stacks cannot hold more sources than the folder has: a config
+     * claiming more is only a key/value unless expert tensors come */
+    if (n_src > n) return AMN_OK;
+    c->n_experts = ne;
+    c->stacks = calloc(n_stack ? n_stack : 1, sizeof *c->stacks);
+    c->stack_src = malloc((n_src ? n_src : 1) * sizeof *c->stack_src);
+    if (!c->stacks || !c->stack_src) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < n_src; k++) c->stack_src[k] = SIZE_MAX;
+    c->expert_count = ne;
+    return AMN_OK;
+}
+
+static int parse_outtype(const char *target, hf_outtype *t, amn_error *err) {
+    static const struct {
+        const char *name;
+        hf_outtype t;
+    } types[] = {{"hf-f32", HF_OUT_F32},
+                 {"hf-f16", HF_OUT_F16},
+                 {"hf-bf16", HF_OUT_BF16},
+                 {"hf-q8_0", HF_OUT_Q8_0}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (strcmp(target, types[i].name) == 0) {
+            *t = types[i].t;
+            return AMN_OK;
+        }
+    return amn_error_set(err, AMN_E_INVALID, "hf: unknown target %s", target);
+}
+
+static int find_arch(hf_conv *c, json_object *cfg, amn_error *err) {
+    json_object *a, *first;
+    if (!json_object_object_get_ex(cfg, "architectures", &a) ||
+        !json_object_is_type(a, json_type_array) || json_object_array_length(a) < 1 ||
+        !(first = json_object_array_get_idx(a, 0)) || !json_object_is_type(first, json_type_string))
+        return amn_error_set(err, AMN_E_PARSE, "config.json: no \"architectures\" list of names");
+    const char *name = json_object_get_string(first);
+    if ((c->arch = hf_arch_find(name))) return AMN_OK;
+    char list[1024];
+    hf_arch_list(list, sizeof list);
+    return amn_error_set(err, AMN_E_UNSUPPORTED,
+                         "unsupported: architecture %.200s has no table in amn-hf (supported: %s)",
+                         name, list);
+}
+
+/* The key/values in the order ModelBase.write() sets them. */
+static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_params *p,
+                   amn_error *err) {
+    /* gguf-py's get_total_parameter_count over what is written */
+    uint64_t total = 0, shared = 0;
+    for (size_t i = 0; i < c->n_src; i++)
+        for (size_t j = 0; j < c->slots[i].n; j++) {
+            const hf_out *t = c->slots[i].o[j];
+            uint64_t numel = 1;
+            for (uint32_t d = 0; d < t->ndim; d++) numel *= t->shape[d];
+            total += numel;
+            if (!t->n_stack) shared += numel;
+        }
+    char label[64];
+    if (c->expert_count) {
+        char one[48];
+        hf_meta_size_label(shared + c->expert_params, one, sizeof one);
+        snprintf(label, sizeof label, "%llux%s", (unsigned long long)c->expert_count, one);
+    } else {
+        hf_meta_size_label(total, label, sizeof label);
+    }
+    json_object *gen = NULL;
+    int rc = read_json(dir, "generation_config.json", false, &gen, err);
+    if (rc) { /* the converter ignores an unreadable generation_config.json */
+        gen = NULL;
+        rc = AMN_OK;
+    }
+    if (!(c->kv = amn_model_new("hf"))) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    hf_kvs l;
+    if (!rc) rc = hf_kvs_init(&l, c->kv, err);
+    if (rc) {
+        json_object_put(gen);
+        return rc;
+    }
+    l.arch = c->arch->gguf_arch;
+    rc = hf_kv_str(&l, "general.architecture", c->arch->gguf_arch, err);
+    /* set while the converter prepares its tensors, before the rest */
+    if (!rc && c->has_attn_factor)
+        rc = hf_kv_arch_f32(&l, "rope.scaling.attn_factor", c->attn_factor, err);
+    if (!rc) rc = hf_kv_str(&l, "general.type", "model", err);
+    if (!rc) rc = hf_meta_general(&l, dir, cfg, gen, total, label, err);
+    if (!rc) rc = hf_params_kv(&l, c->arch, p, ftype_of(c->outtype), err);
+    if (!rc) rc = hf_kv_u32(&l, "general.quantization_version", 2, err);
+    if (!rc) rc = hf_kvs_flush(&l, c->kv, err);
+#ifdef HF_HAVE_VOCAB
+    if (!rc) rc = hf_vocab_add(c->kv, dir, c->arch->vocab_family, p->vocab_size, NULL, err);
+#endif
+    hf_kvs_free(&l);
+    json_object_put(gen);
+    return rc;
+}
+
+int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_t n, hf_conv **out,
+                amn_error *err) {
+    *out = NULL;
+    const char *dir = o->model ? amn_model_path(o->model) : NULL;
+    struct stat st;
+    if (!dir || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: %s converts a Hugging Face model folder, not %s",
+                             o->target, dir ? dir : "a stream");
+    for (size_t i = 0; i < n; i++)
+        if (src[i].dequantized)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: %s is quantized; amn-hf converts F32 / F16 / BF16 "
+                                 "folders (dequantize it first: amn remember DIR -o NEW_DIR/)",
+                                 src[i].name);
+    hf_conv *c = calloc(1, sizeof *c);
+    if (!c) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    c->n_src = n;
+    c->model = o->model;
+    json_object *cfg = NULL;
+    hf_params p = {0};
+    int rc = parse_outtype(o->target, &c->outtype, err);
+    if (!rc && !(c->outs = calloc(n ? n : 1, sizeof *c->outs)))
+        rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!rc) rc = read_json(dir, "config.json", true, &cfg, err);
+    if (!rc) rc = find_arch(c, cfg, err);
+    if (!rc) rc = hf_params_read(cfg, c->arch, &p, err);
+    if (!rc) rc = hf_params_extra(c->arch, &p, c, err);
+#ifdef HF_HAVE_VOCAB
+    if (!rc && (c->arch->flags & HF_A_TRIM_VOCAB))
+        rc = hf_vocab_real_count(dir, p.vocab_size, NULL, &c->vocab_rows, err);
+#endif
+    if (!rc) rc = plan_experts(c, &p, n, err);
+    if (!rc) rc = plan_order(c, dir, src, n, &p, err);
+    if (!rc) rc = plan_kv(c, dir, p.cfg, &p, err);
+    json_object_put(cfg);
+    hf_params_free(&p);
+    if (rc) {
+        hf_conv_free(c);
+        return rc;
+    }
+    *out = c;
+    return AMN_OK;
+}

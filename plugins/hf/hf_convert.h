@@ -1,0 +1,84 @@
+/* hf_convert.h — a Hugging Face model folder as llama.cpp's converter
+ * (convert_hf_to_gguf.py) would write it: the plan of every output tensor
+ * and the GGUF key/values, made before anything is written. */
+#ifndef HF_CONVERT_H
+#define HF_CONVERT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amn/dtype.h"
+#include "amn/error.h"
+#include "amn/model.h"
+#include "amn/scheme.h"
+#include "hf_arch.h"
+
+/* --outtype */
+typedef enum hf_outtype { HF_OUT_F32, HF_OUT_F16, HF_OUT_BF16, HF_OUT_Q8_0 } hf_outtype;
+
+#define HF_NAME_MAX 128
+#define HF_Q8_0     8u /* ggml's GGML_TYPE_Q8_0 */
+
+/* One output tensor. */
+typedef struct hf_out {
+    char name[HF_NAME_MAX];
+    amn_dtype dtype; /* F32, F16, BF16, or BLOCK (Q8_0) */
+    amn_dtype src;   /* the source's dtype (the +1 of Gemma's norms depends on it) */
+    uint8_t xform;   /* HF_X_* */
+    uint32_t n_head; /* rows are permuted in n_head groups (HF_X_PERMUTE_*) */
+    uint32_t ndim;
+    uint64_t shape[AMN_MAX_DIMS];
+    uint64_t rows, cols; /* rows of the last dimension (1-D: numel rows of 1) */
+    uint64_t nbytes;
+    const float *values; /* a generated tensor (rope_freqs): its values, else NULL */
+    bool drop;           /* no output of its own (filtered, or an expert stacked) */
+    /* Mixtral's experts: a source expert's place, or (n_stack > 0) a
+     * stacked output whose dim-0 slices are those sources' values */
+    int32_t bid, xid, wid; /* wid 1..3 for w1 / w2 / w3; 0: not an expert */
+    uint32_t n_stack;
+    const size_t *stack_src;
+} hf_out;
+
+/* What one source tensor becomes: up to 6 outputs (none when dropped). */
+typedef struct hf_slot {
+    const hf_out *o[6];
+    size_t n;
+} hf_slot;
+
+typedef struct hf_conv {
+    const hf_arch *arch;
+    const amn_model *model; /* the folder as opened */
+    hf_outtype outtype;
+    hf_out *outs;   /* per source tensor, in the model's order */
+    hf_slot *slots; /* per source tensor: its outputs */
+    size_t n_src;
+    hf_out extra[2];     /* generated tensors (rope_freqs; Phi-3's rope factors) */
+    float *extra_val[2]; /* their values */
+    size_t n_extra;
+    bool has_attn_factor; /* Phi-3 long context: rope.scaling.attn_factor */
+    float attn_factor;
+    uint64_t vocab_rows;                  /* HF_A_TRIM_VOCAB: the tokenizer's size, else 0 */
+    uint32_t n_layers;                    /* block count */
+    uint64_t n_experts;                   /* experts stacked per layer, else 0 */
+    hf_out *stacks;                       /* stacked experts: 3 per layer */
+    size_t *stack_src;                    /* their sources: n_experts per stacked output */
+    uint64_t expert_count, expert_params; /* for the size label */
+    amn_model *kv;                        /* format "hf": the GGUF key/values */
+    char *order;                          /* tensor_order=NAME,... as the converter writes */
+    const char *writer_opts[1];
+} hf_conv;
+
+/* Plan the conversion of the model folder behind o->model to o->target
+ * ("hf-f16"). */
+int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_t n, hf_conv **out,
+                amn_error *err);
+void hf_conv_free(hf_conv *c);
+
+/* Units [unit0, unit0 + n) (rows along dim 0) of output t into dst. */
+int hf_fill(const hf_out *t, uint64_t unit0, uint64_t n, const amn_values *v, void *dst,
+            amn_error *err);
+/* Bytes of one unit of t. */
+uint64_t hf_unit_bytes(const hf_out *t);
+
+#endif

@@ -1,0 +1,96 @@
+/* Writing one output's rows (hf_convert.h): read the source rows as F32
+ * (permuted for llama's q / k), apply the family's transform, store as the
+ * output type: F32, F16 or BF16 rounded to nearest even, or Q8_0 as
+ * gguf-py's quants.py (and ggml's reference quantize_row_q8_0) makes it. */
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amn/dtype.h"
+#include "hf_convert.h"
+
+/* The source row of output row r (LlamaModel.permute: the halves of each
+ * head's rows interleaved). */
+static uint64_t source_row(const hf_out *t, uint64_t r) {
+    if (t->xform != HF_X_PERMUTE_Q && t->xform != HF_X_PERMUTE_K) return r;
+    const uint64_t half = t->rows / t->n_head / 2;
+    const uint64_t h = r / (2 * half), rem = r % (2 * half);
+    return h * 2 * half + (rem % 2) * half + rem / 2;
+}
+
+/* x + 1 as the converter computes it: in the dtype the tensor has when
+ * modify_tensors runs, i.e. F16 stays F16 (the sum rounded to F16) while
+ * BF16 was already widened to F32 (prepare_tensors), so its sum is F32. */
+static void plus_one(float *x, uint64_t n, amn_dtype src) {
+    for (uint64_t i = 0; i < n; i++) {
+        const float y = x[i] + 1.0f;
+        if (src == AMN_DTYPE_F16) {
+            x[i] = amn_f16_to_f32(amn_f32_to_f16(y));
+        } else {
+            x[i] = y;
+        }
+    }
+}
+
+/* np_roundf: round half away from zero. */
+static float roundf_np(float v) {
+    const float a = fabsf(v), f = floorf(a);
+    const float b = f + floorf(2.0f * (a - f));
+    return v < 0 ? -b : (v > 0 ? b : 0.0f * b);
+}
+
+static void q8_0_row(const float *x, uint64_t n, uint8_t *dst) {
+    for (uint64_t b = 0; b < n / 32; b++, x += 32, dst += 34) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
+        const float d = amax / 127.0f;
+        const float id = d == 0.0f ? 0.0f : 1.0f / d;
+        const uint16_t dh = amn_f32_to_f16(d);
+        memcpy(dst, &dh, 2);
+        for (int j = 0; j < 32; j++) dst[2 + j] = (uint8_t)(int8_t)roundf_np(x[j] * id);
+    }
+}
+
+int hf_fill(const hf_out *t, uint64_t unit0, uint64_t n, const amn_values *v, void *dst,
+            amn_error *err) {
+    if (unit0 > t->rows || n > t->rows - unit0)
+        return amn_error_set(err, AMN_E_INVALID, "%s: rows out of range", t->name);
+    const uint64_t cols = t->cols;
+    float *tmp = malloc((size_t)(n * cols) * sizeof *tmp + 1);
+    if (!tmp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = AMN_OK;
+    if (t->values) {
+        memcpy(tmp, t->values + unit0 * cols, (size_t)(n * cols) * sizeof *tmp);
+    } else if (t->n_stack) { /* row r of expert e: source stack_src[e] */
+        const uint64_t per = t->rows / t->n_stack;
+        if (v->struct_size < offsetof(amn_values, read_source) + sizeof v->read_source ||
+            !v->read_source)
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED, "%s: the core cannot read other sources",
+                               t->name);
+        for (uint64_t r = 0; !rc && r < n; r++) {
+            const uint64_t g = unit0 + r;
+            rc = v->read_source(v->all, t->stack_src[g / per], (g % per) * cols, cols,
+                                tmp + r * cols, err);
+        }
+    } else if (t->xform == HF_X_PERMUTE_Q || t->xform == HF_X_PERMUTE_K) {
+        for (uint64_t r = 0; !rc && r < n; r++)
+            rc = v->read(v->ctx, source_row(t, unit0 + r) * cols, cols, tmp + r * cols, err);
+    } else {
+        rc = v->read(v->ctx, unit0 * cols, n * cols, tmp, err);
+    }
+    if (!rc && t->xform == HF_X_PLUS1) plus_one(tmp, n * cols, t->src);
+    if (!rc) {
+        if (t->dtype == AMN_DTYPE_BLOCK) {
+            const uint64_t row_bytes = hf_unit_bytes(t);
+            for (uint64_t r = 0; r < n; r++)
+                q8_0_row(tmp + r * cols, cols, (uint8_t *)dst + r * row_bytes);
+        } else if (amn_store_f32(tmp, t->dtype, dst, (size_t)(n * cols))) {
+            rc = amn_error_set(err, AMN_E_INVALID, "%s: cannot store as %s", t->name,
+                               amn_dtype_name(t->dtype));
+        }
+    }
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# amn-hf refuses bad model folders before any output exists: an
+# architecture without a table (unsupported, naming it and the supported
+# ones), a config.json contradicting the tensors (a parse error naming
+# both), hostile config.json files (deep, huge, wrong types, not JSON), an
+# output type the converter does not have.
+set -uo pipefail
+build=$1 src=$2
+amn=$(cd "$build" && pwd)/bin/amn
+"$amn" plugins 2>/dev/null | grep -q "scheme hf " ||
+  { echo "SKIP: needs the hf plugin, not built"; exit 77; }
+py=/usr/bin/python3
+work=$(mktemp -d /tmp/amn-hf-bad.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fails=0 passes=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { passes=$((passes + 1)); }
+base=$src/fixtures/hf/Mistral-Tiny-v0.3
+
+# case NAME PYTHON-EDIT: a copy of the base folder whose config.json the
+# Python statement rewrites (c is the parsed config; raw text in `text`
+# replaces the file when set).
+case_dir() {
+  local d=$work/$1
+  cp -r "$base" "$d"
+  $py - "$d/config.json" "$2" <<'PY'
+import json, sys
+path, edit = sys.argv[1], sys.argv[2]
+c = json.load(open(path))
+text = None
+exec(edit)
+open(path, "w").write(text if text is not None else json.dumps(c))
+PY
+  echo "$d"
+}
+
+# expect NAME DIR RC PATTERN [ARGS...]: exit RC, PATTERN in stderr, no output file.
+expect() {
+  local name=$1 dir=$2 want=$3 pat=$4
+  shift 4
+  "$amn" convert "$dir" --to gguf -o "$work/$name.gguf" "$@" >"$work/log" 2>&1
+  local rc=$?
+  [ $rc -eq "$want" ] && ok || { fail "$name: exit $rc, wanted $want"; sed 's/^/    /' "$work/log"; }
+  grep -q -- "$pat" "$work/log" && ok || { fail "$name: no '$pat' in:"; sed 's/^/    /' "$work/log"; }
+  [ ! -e "$work/$name.gguf" ] && ok || fail "$name: output left behind"
+  ls "$work" | grep -q "^\.$name" && fail "$name: temporary left" || ok
+}
+
+d=$(case_dir arch 'c["architectures"] = ["FrobnicatorForCausalLM"]')
+expect arch "$d" 3 "FrobnicatorForCausalLM"
+grep -q "LlamaForCausalLM" "$work/log" && grep -q "Qwen3ForCausalLM" "$work/log" && ok ||
+  fail "arch: the supported architectures are not listed"
+
+d=$(case_dir heads 'c["num_attention_heads"] = 3; c["num_key_value_heads"] = 1')
+expect heads "$d" 1 "3 attention heads"
+grep -q "q_proj" "$work/log" && ok || fail "heads: the tensor is not named"
+
+d=$(case_dir kvheads 'c["num_key_value_heads"] = 3; c["num_attention_heads"] = 6')
+expect kvheads "$d" 1 "k_proj"
+
+d=$(case_dir hidden 'c["hidden_size"] = 96')
+expect hidden "$d" 1 "hidden_size 96"
+grep -q "embed_tokens" "$work/log" && ok || fail "hidden: the tensor is not named"
+
+d=$(case_dir type 'c["num_hidden_layers"] = "two"')
+expect type "$d" 1 "num_hidden_layers"
+
+d=$(case_dir noarch 'del c["architectures"]')
+expect noarch "$d" 1 "architectures"
+
+d=$(case_dir deep 'text = json.dumps(c)[:-1] + ", \"x\": " + "[" * 200 + "]" * 200 + "}"')
+"$amn" convert "$d" --to gguf -o "$work/deep.gguf" >"$work/log" 2>&1
+rc=$?
+[ $rc -eq 4 ] || [ $rc -eq 1 ] && ok || { fail "deep: exit $rc"; cat "$work/log"; }
+[ ! -e "$work/deep.gguf" ] && ok || fail "deep: output left behind"
+
+d=$(case_dir huge 'text = json.dumps(dict(c, pad="x" * (17 << 20)))')
+"$amn" convert "$d" --to gguf -o "$work/huge.gguf" >"$work/log" 2>&1
+rc=$?
+[ $rc -eq 4 ] && ok || { fail "huge: exit $rc, wanted 4"; cat "$work/log"; }
+[ ! -e "$work/huge.gguf" ] && ok || fail "huge: output left behind"
+
+d=$(case_dir notjson 'text = "{\"architectures\": [\"MistralForCausalLM\"],"')
+"$amn" convert "$d" --to gguf -o "$work/notjson.gguf" >"$work/log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && ok || fail "notjson: accepted"
+[ ! -e "$work/notjson.gguf" ] && ok || fail "notjson: output left behind"
+
+expect outtype "$base" 2 "f32, f16, bf16 or q8_0" --out-dtype q4_0
+
+# Mixtral whose config claims more experts than its tensors hold, or fewer.
+mix=$src/fixtures/hf/Mixtral-Tiny-4x1K
+for n in 4096 3; do
+  d=$work/experts-$n
+  cp -r "$mix" "$d"
+  $py - "$d/config.json" "$n" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["num_local_experts"] = int(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"))
+PY
+  expect "experts-$n" "$d" 1 "num_local_experts"
+done
+
+# A quantized folder (compressed-tensors FP8) is refused, naming a tensor.
+if "$amn" plugins 2>/dev/null | grep -q "scheme fp8 "; then
+  d=$work/fp8
+  mkdir -p "$d"
+  cp "$src/fixtures/fp8/ct_tensor_f16/model.safetensors" "$d/"
+  $py - "$src/fixtures/fp8/ct_tensor_f16/config.json" "$d/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(architectures=["LlamaForCausalLM"], num_hidden_layers=1, num_attention_heads=1)
+json.dump(c, open(sys.argv[2], "w"))
+PY
+  expect fp8 "$d" 3 "is quantized"
+fi
+
+# Model cards amn does not read in full convert all the same: a front
+# matter with no end within the cap, nested maps, anchors, binary junk.
+for card in big nested junk; do
+  d=$work/card-$card
+  cp -r "$base" "$d"
+  case $card in
+  big) { echo "---"; head -c 3000000 /dev/zero | tr '\0' 'a'; echo; } >"$d/README.md" ;;
+  nested) printf -- '---\nlicense: &x mit\nmodel-index:\n  - name: a\n    results: []\ntags: *x\nlanguage: [en, [fr]]\nbase_model:\n  - {a: b}\n---\n' >"$d/README.md" ;;
+  junk) { printf -- '---\n'; head -c 4096 /dev/urandom; printf -- '\n---\n'; } >"$d/README.md" ;;
+  esac
+  "$amn" convert "$d" --to gguf -o "$work/card-$card.gguf" >"$work/log" 2>&1 && [ -s "$work/card-$card.gguf" ] &&
+    passes=$((passes + 1)) || { fail "card $card: refused"; sed 's/^/    /' "$work/log"; }
+done
+
+echo "hf_bad: $passes passed, $fails failed"
+[ $fails -eq 0 ]

@@ -1,0 +1,569 @@
+/* The vocabulary of a Hugging Face folder against what llama.cpp's
+ * convert_hf_to_gguf.py wrote for it (fixtures/hf/vocab/<case>.expected.json,
+ * made by gen_vocab_fixtures.py): every tokenizer.* key in order, with its
+ * GGUF type, element type and count, and the sha256 of its GGUF encoding.
+ * Then hostile inputs: truncated and corrupted protobufs, wrong JSON types,
+ * caps, unknown pre-tokenizers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hf_vocab.h"
+#include "hf_tok_regex.h"
+#include "hf_vocab_int.h"
+
+static const char *src_dir(void) {
+    const char *d = getenv("HF_VOCAB_FIXTURES");
+    return d ? d : "fixtures/hf/vocab";
+}
+
+static const char *bpe_dir(void) {
+    const char *d = getenv("HF_VOCAB_BPE");
+    return d ? d : "vocab-bpe";
+}
+
+/* ---- GGUF encoding of a value (type, then the value), as gguf-py writes it ---- */
+typedef struct buf {
+    uint8_t *p;
+    size_t n, cap;
+} buf;
+
+static void put(buf *b, const void *d, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+
+static void put_u32(buf *b, uint32_t v) {
+    put(b, &v, 4); /* little-endian hosts only, as the rest of amn */
+}
+
+static void put_u64(buf *b, uint64_t v) {
+    put(b, &v, 8);
+}
+
+static void put_value(buf *b, amn_kv_type t, const void *d) {
+    if (t == AMN_KV_STRING) {
+        const amn_str *s = d;
+        put_u64(b, s->len);
+        put(b, s->ptr, (size_t)s->len);
+    } else {
+        put(b, d, amn_kv_type_size(t));
+    }
+}
+
+static void encode_kv(buf *b, const amn_kv *kv) {
+    put_u32(b, (uint32_t)kv->type);
+    if (kv->type != AMN_KV_ARRAY) {
+        put_value(b, kv->type, kv->data);
+        return;
+    }
+    put_u32(b, (uint32_t)kv->elem_type);
+    put_u64(b, kv->count);
+    size_t es = amn_kv_type_size(kv->elem_type);
+    for (uint64_t i = 0; i < kv->count; i++)
+        put_value(b, kv->elem_type, (const uint8_t *)kv->data + i * es);
+}
+
+static void hex(const uint8_t h[32], char out[65]) {
+    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", h[i]);
+}
+
+/* ---- comparison with the converter ---- */
+static void check_case(const char *dir, const char *name) {
+    char path[4096], folder[4096];
+    snprintf(path, sizeof path, "%s/%s.expected.json", src_dir(), name);
+    snprintf(folder, sizeof folder, "%s/%s", dir, name);
+    json_object *exp = json_object_from_file(path);
+    assert_non_null(exp);
+    const char *family = json_object_get_string(json_object_object_get(exp, "family"));
+    uint64_t vocab_size =
+        (uint64_t)json_object_get_int64(json_object_object_get(exp, "vocab_size"));
+    json_object *kvs = json_object_object_get(exp, "kvs");
+    assert_non_null(kvs);
+    amn_model *m = amn_model_new("hf");
+    amn_error err = {0};
+    int rc = hf_vocab_add(m, folder, family, vocab_size, NULL, &err);
+    if (rc) fail_msg("%s: %s", name, err.msg);
+    size_t n = json_object_array_length(kvs);
+    if (amn_model_kv_count(m) != n) {
+        for (size_t i = 0; i < amn_model_kv_count(m); i++)
+            print_message("  amn: %s\n", amn_model_kv(m, i)->key);
+        fail_msg("%s: %zu keys, the converter wrote %zu", name, amn_model_kv_count(m), n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(kvs, i);
+        const amn_kv *kv = amn_model_kv(m, i);
+        const char *key = json_object_get_string(json_object_object_get(e, "key"));
+        if (strcmp(kv->key, key) != 0)
+            fail_msg("%s: key %zu is %s, expected %s", name, i, kv->key, key);
+        assert_int_equal(kv->type, json_object_get_int(json_object_object_get(e, "type")));
+        json_object *et = json_object_object_get(e, "elem_type");
+        if (et) {
+            assert_int_equal(kv->elem_type, json_object_get_int(et));
+            assert_int_equal(kv->count, json_object_get_int64(json_object_object_get(e, "count")));
+        }
+        buf b = {0};
+        encode_kv(&b, kv);
+        uint8_t h[32];
+        char hx[65];
+        hf_sha256(b.p, b.n, h);
+        hex(h, hx);
+        free(b.p);
+        const char *want = json_object_get_string(json_object_object_get(e, "sha256"));
+        if (strcmp(hx, want) != 0) fail_msg("%s: %s differs from the converter's", name, key);
+    }
+    amn_model_free(m);
+    json_object_put(exp);
+}
+
+static void test_spm_llama(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_llama");
+}
+static void test_spm_gemma(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_gemma");
+}
+static void test_spm_phi3(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_phi3");
+}
+static void test_spm_named(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_named");
+}
+static void test_spm_jinja_dir(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_jinja_dir");
+}
+static void test_spm_roberta(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_roberta");
+}
+static void test_spm_template(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_template");
+}
+static void test_spm_bare(void **s) {
+    (void)s;
+    check_case(src_dir(), "spm_bare");
+}
+static void test_bpe_llama3(void **s) {
+    (void)s;
+    check_case(bpe_dir(), "llama3");
+}
+static void test_bpe_llama3_1(void **s) {
+    (void)s;
+    check_case(bpe_dir(), "llama3_1");
+}
+static void test_bpe_llama2(void **s) {
+    (void)s;
+    check_case(bpe_dir(), "llama2");
+}
+static void test_bpe_qwen3(void **s) {
+    (void)s;
+    check_case(bpe_dir(), "qwen3");
+}
+
+/* ---- hostile inputs ---- */
+static char tmpdir[256];
+
+static void write_file(const char *name, const void *data, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static void write_text(const char *name, const char *text) {
+    write_file(name, text, strlen(text));
+}
+
+static void clear_dir(void) {
+    static const char *const names[] = {"tokenizer.model",       "tokenizer.json",
+                                        "tokenizer_config.json", "added_tokens.json",
+                                        "config.json",           "chat_template.jinja"};
+    char path[512];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmpdir, names[i]);
+        unlink(path);
+    }
+}
+
+static int setup(void **s) {
+    (void)s;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_hf_vocab.XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **s) {
+    (void)s;
+    clear_dir();
+    return rmdir(tmpdir);
+}
+
+/* hf_vocab_add on tmpdir: the code, and nothing added on error */
+static int run(const char *family, uint64_t vocab_size, const amn_limits *lim, amn_error *err) {
+    amn_model *m = amn_model_new("hf");
+    int rc = hf_vocab_add(m, tmpdir, family, vocab_size, lim, err);
+    if (rc)
+        assert_int_equal(amn_model_kv_count(m), 0);
+    else
+        assert_true(amn_model_kv_count(m) > 0);
+    amn_model_free(m);
+    return rc;
+}
+
+static uint8_t *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = malloc(*n ? *n : 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, *n, f), *n);
+    fclose(f);
+    return p;
+}
+
+static uint8_t *real_model(size_t *n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/spm_llama/tokenizer.model", src_dir());
+    return read_all(path, n);
+}
+
+static void test_spm_truncated(void **s) {
+    (void)s;
+    size_t n;
+    uint8_t *p = real_model(&n);
+    clear_dir();
+    for (size_t len = 0; len < n; len += 1 + len / 64) {
+        write_file("tokenizer.model", p, len);
+        amn_error err = {0};
+        int rc = run("llama", 0, NULL, &err);
+        if (rc != AMN_OK && rc != AMN_E_PARSE) fail_msg("length %zu: %d %s", len, rc, err.msg);
+    }
+    free(p);
+}
+
+static void test_spm_mutated(void **s) {
+    (void)s;
+    size_t n;
+    uint8_t *p = real_model(&n);
+    uint8_t *q = malloc(n);
+    assert_non_null(q);
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    clear_dir();
+    for (int it = 0; it < 300; it++) {
+        memcpy(q, p, n);
+        for (int k = 0; k < 4; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            q[(r >> 33) % n] = (uint8_t)(r >> 13);
+        }
+        write_file("tokenizer.model", q, n);
+        amn_error err = {0};
+        int rc = run("llama", 0, NULL, &err);
+        if (rc != AMN_OK && rc != AMN_E_PARSE && rc != AMN_E_LIMIT)
+            fail_msg("iteration %d: %d %s", it, rc, err.msg);
+    }
+    free(q);
+    free(p);
+}
+
+/* one piece: field 1 (string), 2 (float), 3 (type) */
+static size_t piece(uint8_t *o, const char *text, int type) {
+    size_t n = strlen(text), k = 0;
+    o[k++] = 0x0A;
+    o[k++] = (uint8_t)(n + 2 + 5 + 2);
+    o[k++] = 0x0A;
+    o[k++] = (uint8_t)n;
+    memcpy(o + k, text, n);
+    k += n;
+    o[k++] = 0x15;
+    float f = -1.5f;
+    memcpy(o + k, &f, 4);
+    k += 4;
+    o[k++] = 0x18;
+    o[k++] = (uint8_t)type;
+    return k;
+}
+
+static int spm_rc(const uint8_t *p, size_t n, const amn_limits *lim) {
+    clear_dir();
+    write_file("tokenizer.model", p, n);
+    amn_error err = {0};
+    return run("llama", 0, lim, &err);
+}
+
+static void test_spm_handmade(void **s) {
+    (void)s;
+    uint8_t b[256];
+    size_t n = piece(b, "<unk>", 2);
+    n += piece(b + n, "a", 1);
+    assert_int_equal(spm_rc(b, n, NULL), AMN_OK);
+    amn_limits lim;
+    amn_limits_default(&lim);
+    lim.max_array = 1;
+    assert_int_equal(spm_rc(b, n, &lim), AMN_E_LIMIT);
+    amn_limits_default(&lim);
+    lim.max_header_bytes = n - 1;
+    assert_int_equal(spm_rc(b, n, &lim), AMN_E_LIMIT);
+    /* no UNKNOWN piece; two of them */
+    n = piece(b, "a", 1);
+    assert_int_equal(spm_rc(b, n, NULL), AMN_E_PARSE);
+    n = piece(b, "<unk>", 2);
+    n += piece(b + n, "<unk2>", 2);
+    assert_int_equal(spm_rc(b, n, NULL), AMN_E_PARSE);
+    /* empty piece, bad UTF-8, unknown type */
+    n = piece(b, "<unk>", 2);
+    size_t m = n + piece(b + n, "", 1);
+    assert_int_equal(spm_rc(b, m, NULL), AMN_E_PARSE);
+    m = n + piece(b + n, "\xff", 1);
+    assert_int_equal(spm_rc(b, m, NULL), AMN_E_PARSE);
+    m = n + piece(b + n, "x", 9);
+    assert_int_equal(spm_rc(b, m, NULL), AMN_E_PARSE);
+    /* a length past the end; an 11-byte varint; a group wire type */
+    static const uint8_t past[] = {0x0A, 0x7F, 0x0A, 0x01, 'a'};
+    assert_int_equal(spm_rc(past, sizeof past, NULL), AMN_E_PARSE);
+    static const uint8_t longv[] = {0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01};
+    assert_int_equal(spm_rc(longv, sizeof longv, NULL), AMN_E_PARSE);
+    static const uint8_t group[] = {0x0B, 0x0C};
+    assert_int_equal(spm_rc(group, sizeof group, NULL), AMN_E_PARSE);
+    assert_int_equal(spm_rc(b, 0, NULL), AMN_E_PARSE); /* no pieces at all */
+}
+
+/* a SentencePiece model plus one JSON side file */
+static int spm_with(const char *name, const char *json, const char *family) {
+    uint8_t b[64];
+    size_t n = piece(b, "<unk>", 2);
+    n += piece(b + n, "a", 1);
+    clear_dir();
+    write_file("tokenizer.model", b, n);
+    write_text(name, json);
+    amn_error err = {0};
+    return run(family, 0, NULL, &err);
+}
+
+static void test_json_side_files(void **s) {
+    (void)s;
+    assert_int_equal(spm_with("tokenizer_config.json", "{\"added_tokens_decoder\": []}", "llama"),
+                     AMN_E_PARSE);
+    assert_int_equal(
+        spm_with("tokenizer_config.json", "{\"added_tokens_decoder\": {\"x\": {}}}", "llama"),
+        AMN_E_PARSE);
+    assert_int_equal(
+        spm_with("tokenizer_config.json", "{\"added_tokens_decoder\": {\"1\": {}}}", "llama"),
+        AMN_E_PARSE);
+    assert_int_equal(spm_with("added_tokens.json", "{\"<x>\": \"1\"}", "llama"), AMN_E_PARSE);
+    assert_int_equal(spm_with("added_tokens.json", "{\"<x>\": 1", "llama"), AMN_E_PARSE);
+    assert_int_equal(spm_with("config.json", "{\"bos_token_id\": -1}", "llama"), AMN_E_PARSE);
+    /* a bool is an int to the converter (True: 1); a float is not */
+    assert_int_equal(
+        spm_with("config.json", "{\"bos_token_id\": true, \"eos_token_id\": 1.0}", "llama"),
+        AMN_OK);
+    amn_model *m = amn_model_new("hf");
+    amn_error err = {0};
+    assert_int_equal(hf_vocab_add(m, tmpdir, "llama", 0, NULL, &err), AMN_OK);
+    const amn_kv *bos = amn_model_find_kv(m, "tokenizer.ggml.bos_token_id");
+    assert_non_null(bos);
+    assert_int_equal(*(const uint32_t *)bos->data, 1);
+    assert_null(amn_model_find_kv(m, "tokenizer.ggml.eos_token_id"));
+    amn_model_free(m);
+    /* a named template without text is no template; a list of non-objects is bad */
+    assert_int_equal(
+        spm_with("tokenizer_config.json", "{\"chat_template\": [{\"name\": \"a\"}]}", "llama"),
+        AMN_OK);
+    assert_int_equal(spm_with("tokenizer_config.json", "{\"chat_template\": [1]}", "llama"),
+                     AMN_E_PARSE);
+    /* nesting deeper than the cap */
+    char deep[400];
+    size_t k = 0;
+    k += (size_t)sprintf(deep, "{\"a\":");
+    for (int i = 0; i < 150; i++) deep[k++] = '[';
+    for (int i = 0; i < 150; i++) deep[k++] = ']';
+    deep[k++] = '}';
+    deep[k] = 0;
+    assert_int_equal(spm_with("tokenizer_config.json", deep, "llama"), AMN_E_LIMIT);
+    assert_int_equal(spm_with("config.json", "{}", "no-such-family"), AMN_E_INVALID);
+}
+
+/* A byte-level BPE tokenizer.json: the 256 byte characters, no merges, and
+ * the given pre-tokenizer. */
+static void write_bpe(const char *pre_tokenizer, const char *vocab_override) {
+    buf b = {0};
+    const char *head = "{\"added_tokens\": [], \"normalizer\": null, \"pre_tokenizer\": ";
+    put(&b, head, strlen(head));
+    put(&b, pre_tokenizer, strlen(pre_tokenizer));
+    const char *mid = ", \"post_processor\": null, \"model\": {\"type\": \"BPE\", \"merges\": [], "
+                      "\"vocab\": ";
+    put(&b, mid, strlen(mid));
+    if (vocab_override) {
+        put(&b, vocab_override, strlen(vocab_override));
+    } else {
+        put(&b, "{", 1);
+        for (int i = 0; i < 256; i++) {
+            /* GPT-2's byte-to-unicode characters, JSON-escaped */
+            int c = i, n = 0;
+            if (!((i >= 0x21 && i <= 0x7E) || (i >= 0xA1 && i <= 0xAC) || i >= 0xAE)) {
+                for (int x = 0; x < i; x++)
+                    if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE)) n++;
+                c = 256 + n;
+            }
+            char e[32];
+            int len = sprintf(e, "%s\"\\u%04x\": %d", i ? ", " : "", c, i);
+            put(&b, e, (size_t)len);
+        }
+        put(&b, "}", 1);
+    }
+    put(&b, "}}", 2);
+    clear_dir();
+    write_file("tokenizer.json", b.p, b.n);
+    free(b.p);
+}
+
+static int bpe_rc(amn_error *err) {
+    return run("gpt2", 0, NULL, err);
+}
+
+static void test_bpe_hostile(void **s) {
+    (void)s;
+    amn_error err = {0};
+    amn_model *m;
+    /* valid, but no tokenizer the converter knows: unsupported, naming the hash */
+    write_bpe("{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}", NULL);
+    assert_int_equal(bpe_rc(&err), AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "chkhsh"));
+    /* regex constructs the engine does not have; a pattern that backtracks hard */
+    write_bpe("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+              "{\"Regex\": \"\\\\G\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+              "{\"type\": \"ByteLevel\", \"use_regex\": false}]}",
+              NULL);
+    assert_int_equal(bpe_rc(&err), AMN_E_UNSUPPORTED);
+    write_bpe("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+              "{\"Regex\": \"(\\\\s*\\\\s*\\\\s*)*x|((((.)*)*)*)*y\"}, \"behavior\": "
+              "\"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}",
+              NULL);
+    int rc = bpe_rc(&err);
+    assert_true(rc == AMN_E_LIMIT || rc == AMN_E_UNSUPPORTED);
+    write_bpe("{\"type\": \"Whitespace\"}", NULL);
+    assert_int_equal(bpe_rc(&err), AMN_E_UNSUPPORTED);
+    /* wrong types */
+    write_bpe("null", "[1, 2]");
+    assert_int_equal(bpe_rc(&err), AMN_E_PARSE);
+    write_bpe("null", "{\"a\": \"1\"}");
+    assert_int_equal(bpe_rc(&err), AMN_E_PARSE);
+    write_bpe("null", "{\"a\": 5}"); /* id beyond the vocabulary of 1 */
+    assert_int_equal(bpe_rc(&err), AMN_E_PARSE);
+    clear_dir();
+    write_text("tokenizer.json", "[]");
+    assert_int_equal(bpe_rc(&err), AMN_E_PARSE);
+    /* the LlamaHfVocab path: an id missing from the vocabulary, a special
+     * token that is not in it, then a good one with an added token past it */
+    static const char llama_hf[] =
+        "{\"added_tokens\": [{\"id\": 5, \"content\": \"<x>\", \"special\": true}],"
+        " \"decoder\": {\"type\": \"Sequence\"}, \"model\": {\"type\": \"BPE\", "
+        "\"byte_fallback\": true, \"vocab\": {\"<unk>\": 0, \"<0x0A>\": 1, \"a\": %d}}}";
+    char text[512];
+    clear_dir();
+    snprintf(text, sizeof text, llama_hf, 3);
+    write_text("tokenizer.json", text);
+    assert_int_equal(run("llama", 0, NULL, &err), AMN_E_PARSE);
+    snprintf(text, sizeof text, llama_hf, 2);
+    write_text("tokenizer.json", text);
+    write_text("tokenizer_config.json", "{\"bos_token\": \"<s>\"}");
+    assert_int_equal(run("llama", 0, NULL, &err), AMN_E_PARSE);
+    write_text("tokenizer_config.json", "{\"unk_token\": \"<unk>\", \"eos_token\": \"<x>\"}");
+    m = amn_model_new("hf");
+    assert_int_equal(hf_vocab_add(m, tmpdir, "llama", 0, NULL, &err), AMN_OK);
+    const amn_kv *types = amn_model_find_kv(m, "tokenizer.ggml.token_type");
+    assert_non_null(types);
+    assert_int_equal(types->count, 4);
+    const int32_t *t = types->data;
+    assert_int_equal(t[0], HF_TT_CONTROL);
+    assert_int_equal(t[1], HF_TT_BYTE);
+    assert_int_equal(t[2], HF_TT_NORMAL);
+    assert_int_equal(t[3], HF_TT_CONTROL);
+    amn_model_free(m);
+
+    /* no tokenizer file at all: no vocabulary, no error */
+    clear_dir();
+    m = amn_model_new("hf");
+    assert_int_equal(hf_vocab_add(m, tmpdir, "llama", 0, NULL, &err), AMN_OK);
+    assert_int_equal(amn_model_kv_count(m), 0);
+    amn_model_free(m);
+}
+
+/* Gemma3's token_embd rows: vocab_size with tokenizer.model, else the
+ * tokenizer.json vocabulary plus its added tokens */
+static void test_real_count(void **s) {
+    (void)s;
+    char dir[4096];
+    uint64_t n = 0;
+    amn_error err = {0};
+    snprintf(dir, sizeof dir, "%s/spm_llama", src_dir());
+    assert_int_equal(hf_vocab_real_count(dir, 410, NULL, &n, &err), AMN_OK);
+    assert_int_equal(n, 410);
+    assert_int_equal(hf_vocab_real_count(dir, 0, NULL, &n, &err), AMN_OK);
+    assert_int_equal(n, 400); /* the pieces of the trained model */
+    snprintf(dir, sizeof dir, "%s/llama3_1", bpe_dir());
+    assert_int_equal(hf_vocab_real_count(dir, 0, NULL, &n, &err), AMN_OK);
+    assert_int_equal(n, 128000 + 256);
+}
+
+/* A pattern whose backtracking goes as deep as the text is long, on a long
+ * run of one character: a typed limit, not a stack overflow. */
+static void test_regex_depth(void **s) {
+    (void)s;
+    hf_re *re;
+    amn_error err = {0};
+    assert_int_equal(hf_re_compile("(?:a|b)*(?:a|b)*c", &re, &err), AMN_OK);
+    size_t n = 200000;
+    uint32_t *t = malloc(n * sizeof *t);
+    assert_non_null(t);
+    for (size_t i = 0; i < n; i++) t[i] = 'a';
+    size_t b, e;
+    uint64_t budget = 50000000u;
+    assert_int_equal(hf_re_find(re, t, n, 0, &b, &e, &budget, &err), -1);
+    assert_int_equal(err.code, AMN_E_LIMIT);
+    /* and an ordinary search still works */
+    t[3] = 'c';
+    budget = 50000000u;
+    assert_int_equal(hf_re_find(re, t, 4, 0, &b, &e, &budget, &err), 1);
+    assert_int_equal(b, 0);
+    assert_int_equal(e, 4);
+    hf_re_free(re);
+    free(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spm_llama),     cmocka_unit_test(test_spm_gemma),
+        cmocka_unit_test(test_spm_phi3),      cmocka_unit_test(test_spm_named),
+        cmocka_unit_test(test_spm_jinja_dir), cmocka_unit_test(test_spm_roberta),
+        cmocka_unit_test(test_spm_template),  cmocka_unit_test(test_spm_bare),
+        cmocka_unit_test(test_bpe_llama3),    cmocka_unit_test(test_bpe_llama3_1),
+        cmocka_unit_test(test_bpe_qwen3),     cmocka_unit_test(test_bpe_llama2),
+        cmocka_unit_test(test_spm_truncated), cmocka_unit_test(test_spm_mutated),
+        cmocka_unit_test(test_spm_handmade),  cmocka_unit_test(test_json_side_files),
+        cmocka_unit_test(test_bpe_hostile),   cmocka_unit_test(test_real_count),
+        cmocka_unit_test(test_regex_depth),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
