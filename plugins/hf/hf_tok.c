@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/kit/sha256.h"
 #include "hf_tok_regex.h"
 #include "hf_vocab_int.h"
 
@@ -597,8 +598,8 @@ int hf_tok_chkhsh(json_object *root, const amn_limits *lim, char out[65], amn_er
             o += (size_t)sprintf(text + o, i ? ", %lld" : "%lld", (long long)ids[i]);
         text[o++] = ']';
         uint8_t h[32];
-        hf_sha256(text, o, h);
-        for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", h[i]);
+        kit_sha256_of(text, o, h);
+        kit_sha256_hex(h, out);
     }
     strmap_free(&t.vocab);
     free(t.merges.keys);

@@ -118,6 +118,5 @@ int hf_special_vocab(hf_vctx *c, const hf_special_opts *o, amn_error *err);
 int hf_tok_chkhsh(json_object *root, const amn_limits *lim, char out[65], amn_error *err);
 /* get_vocab_base_pre's table: name for a hash, NULL if unknown. */
 const char *hf_tok_pre_name(const char *hex);
-void hf_sha256(const void *data, size_t n, uint8_t out[32]);
 
 #endif

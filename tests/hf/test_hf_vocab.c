@@ -19,6 +19,7 @@
 #include "hf_vocab.h"
 #include "hf_tok_regex.h"
 #include "hf_vocab_int.h"
+#include "sha256.h"
 
 static const char *src_dir(void) {
     const char *d = getenv("HF_VOCAB_FIXTURES");
@@ -77,10 +78,6 @@ static void encode_kv(buf *b, const amn_kv *kv) {
         put_value(b, kv->elem_type, (const uint8_t *)kv->data + i * es);
 }
 
-static void hex(const uint8_t h[32], char out[65]) {
-    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", h[i]);
-}
-
 /* ---- comparison with the converter ---- */
 static void check_case(const char *dir, const char *name) {
     char path[4096], folder[4096];
@@ -117,10 +114,8 @@ static void check_case(const char *dir, const char *name) {
         }
         buf b = {0};
         encode_kv(&b, kv);
-        uint8_t h[32];
         char hx[65];
-        hf_sha256(b.p, b.n, h);
-        hex(h, hx);
+        sha256_of(b.p, b.n, hx);
         free(b.p);
         const char *want = json_object_get_string(json_object_object_get(e, "sha256"));
         if (strcmp(hx, want) != 0) fail_msg("%s: %s differs from the converter's", name, key);

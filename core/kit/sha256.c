@@ -1,7 +1,7 @@
-/* SHA-256 (FIPS 180-4), for the converter's chkhsh of a tokenization. */
-#include <string.h>
+/* SHA-256 (FIPS 180-4). */
+#include "amn/kit/sha256.h"
 
-#include "hf_vocab_int.h"
+#include <string.h>
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -37,21 +37,55 @@ static void block(uint32_t h[8], const uint8_t *p) {
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
 }
 
-void hf_sha256(const void *data, size_t n, uint8_t out[32]) {
-    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+void kit_sha256_init(kit_sha256 *c) {
+    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(c->h, iv, sizeof iv);
+    c->len = 0;
+    c->used = 0;
+}
+
+void kit_sha256_update(kit_sha256 *c, const void *data, size_t n) {
     const uint8_t *p = data;
-    size_t i = 0;
-    for (; n - i >= 64; i += 64) block(h, p + i);
+    c->len += n;
+    if (c->used) { /* fill the pending block first */
+        const size_t k = 64 - c->used < n ? 64 - c->used : n;
+        memcpy(c->buf + c->used, p, k);
+        c->used += k, p += k, n -= k;
+        if (c->used < 64) return;
+        block(c->h, c->buf);
+        c->used = 0;
+    }
+    for (; n >= 64; p += 64, n -= 64) block(c->h, p);
+    memcpy(c->buf, p, n);
+    c->used = n;
+}
+
+void kit_sha256_final(kit_sha256 *c, uint8_t out[32]) {
+    const uint64_t bits = c->len * 8;
     uint8_t tail[128] = {0};
-    size_t r = n - i;
-    memcpy(tail, p + i, r);
-    tail[r] = 0x80;
-    size_t tl = r + 9 <= 64 ? 64 : 128;
-    uint64_t bits = (uint64_t)n * 8;
+    memcpy(tail, c->buf, c->used);
+    tail[c->used] = 0x80;
+    const size_t tl = c->used + 9 <= 64 ? 64 : 128;
     for (int j = 0; j < 8; j++) tail[tl - 1 - j] = (uint8_t)(bits >> (8 * j));
-    block(h, tail);
-    if (tl == 128) block(h, tail + 64);
+    block(c->h, tail);
+    if (tl == 128) block(c->h, tail + 64);
     for (int j = 0; j < 8; j++)
-        for (int b = 0; b < 4; b++) out[4 * j + b] = (uint8_t)(h[j] >> (24 - 8 * b));
+        for (int b = 0; b < 4; b++) out[4 * j + b] = (uint8_t)(c->h[j] >> (24 - 8 * b));
+}
+
+void kit_sha256_of(const void *data, size_t n, uint8_t out[32]) {
+    kit_sha256 c;
+    kit_sha256_init(&c);
+    kit_sha256_update(&c, data, n);
+    kit_sha256_final(&c, out);
+}
+
+void kit_sha256_hex(const uint8_t digest[32], char out[65]) {
+    static const char hexd[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        out[2 * i] = hexd[digest[i] >> 4];
+        out[2 * i + 1] = hexd[digest[i] & 15];
+    }
+    out[64] = 0;
 }
