@@ -253,6 +253,9 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
         } else if (strcmp(s, "--out-dtype") == 0) {
             NEED_VALUE();
             a->out_dtype = next;
+        } else if (strcmp(s, "--via") == 0) {
+            NEED_VALUE();
+            a->via = next;
         } else if (strcmp(s, "--from") == 0) {
             NEED_VALUE();
             a->from = next;

@@ -41,6 +41,7 @@ typedef struct enc_model {
     const amn_encode_source *src;
     size_t n_src;
     bool gguf_input; /* llama-quantize's rule; else one type for every weight */
+    bool chained;    /* the sources are a GGUF-to-be (see choose_chained) */
     char opt[32];    /* "llama_ftype=N" */
     const char *opts[1];
 } enc_model;
@@ -96,6 +97,46 @@ static int choose_gguf(enc_model *mm, const gguf_qpolicy_options *opt, amn_error
         at = mm->tensor_of[i] + 1;
     }
     return rc;
+}
+
+/* Sources that are another encoder's GGUF output (amn_convert_options.
+ * encode_then: a model folder made an F16 GGUF by the converter's rules),
+ * the model being that output's key/values and no tensors: llama-quantize's
+ * rule over those keys and the sources as the GGUF tensors they are, one
+ * type per source. */
+static int choose_chained(enc_model *mm, const gguf_qpolicy_options *opt, amn_error *err) {
+    gguf_qpolicy_model pm;
+    gguf_qpolicy_tensor *ts = NULL;
+    int rc = gguf_qpolicy_read_model(mm->m, &pm, &ts, err); /* keys only: no tensors */
+    free(ts);
+    if (rc) return rc;
+    const size_t n = mm->n_src;
+    ts = calloc(n ? n : 1, sizeof *ts);
+    size_t *order = calloc(n ? n : 1, sizeof *order);
+    if (!ts || !order) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        const amn_encode_source *s = &mm->src[i];
+        ts[i].name = s->name;
+        ts[i].type = s->dtype == AMN_DTYPE_F32    ? GGUF_TYPE_F32
+                     : s->dtype == AMN_DTYPE_F16  ? GGUF_TYPE_F16
+                     : s->dtype == AMN_DTYPE_BF16 ? GGUF_TYPE_BF16
+                                                  : GGUF_TYPE_COUNT;
+        if (ts[i].type == GGUF_TYPE_COUNT || s->ndim == 0 || s->ndim > 4)
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "tensor %s: %s with %u dimensions cannot be quantized", s->name,
+                               amn_dtype_name(s->dtype), s->ndim);
+        for (int d = 0; d < 4; d++)
+            ts[i].ne[d] = d < (int)s->ndim ? (int64_t)s->shape[s->ndim - 1 - d] : 1;
+    }
+    if (!rc) rc = gguf_qpolicy_choose(&pm, ts, n, opt, order, mm->types, err);
+    free(ts);
+    free(order);
+    return rc;
+}
+
+/* A model of key/values without tensors: another encoder's GGUF output. */
+static bool is_chained(const amn_model *m) {
+    return amn_model_tensor_count(m) == 0 && amn_model_find_kv(m, "general.architecture");
 }
 
 /* A ggml type by name, as llama-quantize's parse_ggml_type takes it
@@ -267,6 +308,7 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
         mm->src = src;
         mm->n_src = n;
         mm->gguf_input = strcmp(amn_model_format(m), "gguf") == 0;
+        mm->chained = !mm->gguf_input && is_chained(m);
         /* per model tensor for a GGUF input, per source otherwise */
         const size_t nty = mm->gguf_input ? nt : n;
         mm->types = malloc((nty ? nty : 1) * sizeof *mm->types);
@@ -278,7 +320,9 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
         enc_end(mm);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
-    rc = mm->gguf_input ? choose_gguf(mm, &opt, err) : choose_plain(mm, &opt, err);
+    rc = mm->gguf_input ? choose_gguf(mm, &opt, err)
+         : mm->chained  ? choose_chained(mm, &opt, err)
+                        : choose_plain(mm, &opt, err);
     free(ov);
     if (rc) {
         enc_end(mm);
@@ -310,6 +354,9 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
         t = amn_model_tensor(mm->m, mm->tensor_of[i]);
         type = mm->types[mm->tensor_of[i]];
         own = t->dtype == AMN_DTYPE_BLOCK ? t->encoding : plain_type(t->dtype);
+    } else if (mm->chained) { /* a GGUF's tensor, as the first step wrote it */
+        type = mm->types[i];
+        own = plain_type(s->dtype);
     } else {
         type = mm->types[i];
         own = s->dequantized ? GGUF_TYPE_COUNT : plain_type(s->dtype);
@@ -319,7 +366,7 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
      * the user: written as stored. A block input tensor reaches the encoder
      * dequantized, so it is "encoded" at its own type, which copies it. */
     if (s->keep && own != GGUF_TYPE_COUNT) type = own;
-    if (s->keep && !mm->gguf_input) return AMN_OK;
+    if (s->keep && !mm->gguf_input && !mm->chained) return AMN_OK;
     if (type == own && !s->dequantized) return AMN_OK;
     const gguf_type_traits *tr = gguf_type_traits_get(type);
     if (!tr || s->ndim == 0)
