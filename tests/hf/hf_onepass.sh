@@ -66,6 +66,31 @@ check Phi-3-mini-4k-instruct f16 Q4_K_M
 check Mistral-Tiny-v0.3 f16 Q4_K_M --pure
 check qwen2-tiny f16 Q4_K_M --output-tensor-type q8_0 --tensor-type attn_v=q5_0
 
+# A quantized folder (made here by amn's bnb encoder) is dequantized on the
+# way as `remember` dequantizes it: the reference is `amn remember --to
+# f32` into a folder of the same name, then the two steps.
+qcheck() { # qcheck FOLDER BNB_TARGET TYPE
+  local c=$1 bnb=$2 type=$3 q=$work/q-$2/$1 deq=$work/deq-$2/$1
+  mkdir -p "$work/q-$bnb" "$work/deq-$bnb"
+  if [ ! -e "$deq" ] && ! { run "$amn" forget "$src/fixtures/hf/$c" --to "$bnb" -o "$q/" &&
+      run "$amn" remember "$q" --to f32 -o "$deq/"; }; then
+    fail "$c $bnb: making the quantized and dequantized folders failed"; return
+  fi
+  run "$amn" convert "$deq" --to gguf -o "$work/deq.gguf" --force &&
+    run "$amn" forget "$work/deq.gguf" --to "$type" -o "$work/ref.gguf" --force &&
+    run "$amn" convert "$q" --to gguf -o "$work/q.gguf" --force &&
+    run "$amn" convert "$q" --to "gguf-$type" -o "$work/one.gguf" --force --threads 3 ||
+    { fail "$c $bnb $type: a step failed"; return; }
+  cmp -s "$work/deq.gguf" "$work/q.gguf" && cmp -s "$work/ref.gguf" "$work/one.gguf" &&
+    passes=$((passes + 1)) || fail "$c $bnb $type: the quantized folder converts otherwise"
+}
+if "$amn" plugins 2>/dev/null | grep -q "scheme bnb "; then
+  qcheck TinyLlama-1.1B-Chat-v1.0 bnb-nf4 Q4_K_M
+  qcheck TinyLlama-1.1B-Chat-v1.0 bnb-int8 Q6_K
+  qcheck Mixtral-Tiny-4x1K bnb-nf4 Q4_K_M
+  qcheck gemma-tiny-it bnb-fp4 Q8_0
+fi
+
 # Refused before any output exists.
 refuse() { # refuse WANT_EXIT ARGS...
   local want=$1; shift
