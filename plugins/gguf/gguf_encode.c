@@ -402,13 +402,31 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
     return AMN_OK;
 }
 
-/* Rows [row0, row0 + n) from the core's f32 values (a non-GGUF input,
- * dequantized first when it was quantized), GGUF_QCHUNK values at a time. */
-static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t row0, uint64_t n,
-                           uint8_t *dst, amn_error *err) {
+/* The |x - decode(q)| of count values x just quantized to q, added to *sum. */
+static int add_error(const enc_tensor *et, const float *x, const uint8_t *q, uint64_t count,
+                     float *y, double *sum, amn_error *err) {
     const gguf_type_traits *tr = gguf_type_traits_get(et->type);
-    float *x = malloc(GGUF_QCHUNK * sizeof *x);
+    const int rc = tr->kind == GGUF_KIND_PLAIN
+                       ? amn_convert_elems(tr->plain, q, AMN_DTYPE_F32, y, (size_t)count)
+                       : gguf_dequantize(et->type, q, count, AMN_DTYPE_F32, y);
+    if (rc)
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: cannot decode %s", et->name, tr->name);
+    for (uint64_t k = 0; k < count; k++) *sum += fabs((double)x[k] - (double)y[k]);
+    return AMN_OK;
+}
+
+/* Rows [row0, row0 + n) from the core's f32 values (a non-GGUF input,
+ * dequantized first when it was quantized, or another encoder's output),
+ * GGUF_QCHUNK values at a time; with abs_err, the error of each chunk
+ * from the values just read (the sum abs_error makes, in its order, without
+ * reading them twice). */
+static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t row0, uint64_t n,
+                           uint8_t *dst, double *abs_err, amn_error *err) {
+    const gguf_type_traits *tr = gguf_type_traits_get(et->type);
+    float *x = malloc(2 * GGUF_QCHUNK * sizeof *x);
     if (!x) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    float *y = x + GGUF_QCHUNK;
+    double sum = 0;
     int rc = AMN_OK;
     for (uint64_t r = 0; !rc && r < n; r++)
         for (uint64_t c = 0; !rc && c < et->ne0; c += GGUF_QCHUNK) {
@@ -418,9 +436,11 @@ static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t r
             if (gguf_quantize(et->type, x, k, dst))
                 rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s",
                                    et->name, tr->name);
+            if (!rc && abs_err) rc = add_error(et, x, dst, k, y, &sum, err);
             dst += k / tr->block_elems * tr->block_bytes;
         }
     free(x);
+    if (abs_err) *abs_err += sum;
     return rc;
 }
 
@@ -459,8 +479,8 @@ static int enc_fill(const void *tstate, size_t out, uint64_t row0, uint64_t n, c
                     void *dst, double *abs_err, amn_error *err) {
     const enc_tensor *et = tstate;
     if (out != 0) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: bad output");
-    int rc = et->from_values ? quantize_values(et, v, row0, n, dst, err)
-                             : gguf_quantize_tensor_rows(et->t, et->type, row0, n, dst, err);
+    if (et->from_values) return quantize_values(et, v, row0, n, dst, abs_err, err);
+    int rc = gguf_quantize_tensor_rows(et->t, et->type, row0, n, dst, err);
     if (!rc && abs_err) rc = abs_error(et, v, row0, n, dst, abs_err, err);
     return rc;
 }
