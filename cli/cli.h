@@ -26,6 +26,8 @@ typedef struct cli_args {
     const char *output;
     const char *to;        /* remember: dtype; convert: target */
     const char *out_dtype; /* convert */
+    const char *via;       /* convert DIR --to gguf-TYPE: --via f32|f16|bf16 */
+    const char *then;      /* a GGUF file type encoded from `to`'s output (encode_then) */
     const char *from;
     bool json, force, full;
     bool quiet, progress, no_sync; /* --quiet, --progress, --no-sync */

@@ -37,6 +37,9 @@ static bool names_folder(const char *path);
 static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
     if (strcasecmp(a->to, "gguf") != 0 || !a->input || !names_folder(a->input) || a->from)
         return -1;
+    if (a->via)
+        return cli_usage_fail(a->command, "--via names the first step of a GGUF file type "
+                                          "(--to gguf-Q4_K_M); --to gguf takes --out-dtype");
     const char *dt = a->out_dtype ? a->out_dtype : "f16";
     char target[32];
     if (strlen(dt) > 16) return -1;
@@ -56,10 +59,38 @@ static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
     return cmd_forget(ctx, &b);
 }
 
+/* A model folder to a GGUF file type in one pass (gguf-Q4_K_M): the
+ * converter's GGUF at --via (f16 by default), quantized on the way as
+ * llama-quantize quantizes that file. An exit code, or -1 when the request
+ * is not that. */
+static int folder_to_gguf_type(const amn_ctx *ctx, const cli_args *a) {
+    if (strncasecmp(a->to, "gguf-", 5) != 0 || !a->input || !names_folder(a->input) || a->from ||
+        !cli_is_encode_target(ctx, "hf-f16") || !cli_is_encode_target(ctx, a->to + 5))
+        return -1;
+    const char *via = a->via ? a->via : "f16";
+    char target[16];
+    if (strcasecmp(via, "f32") && strcasecmp(via, "f16") && strcasecmp(via, "bf16"))
+        return cli_usage_fail(a->command, "--via takes f32, f16 or bf16");
+    if (a->out_dtype)
+        return cli_usage_fail(a->command, "--out-dtype: a GGUF file type is its own output type "
+                                          "(--via names the first step's)");
+    snprintf(target, sizeof target, "hf-%s", via);
+    for (char *c = target; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+    cli_args b = *a;
+    b.to = target;
+    b.then = a->to + 5;
+    return cmd_forget(ctx, &b);
+}
+
 int cli_convert_encode(const amn_ctx *ctx, const cli_args *a) {
     if (!a->to) return -1;
     const int hf = folder_to_gguf(ctx, a);
     if (hf >= 0) return hf;
+    const int hq = folder_to_gguf_type(ctx, a);
+    if (hq >= 0) return hq;
+    if (a->via)
+        return cli_usage_fail(a->command, "--via needs a model folder and a GGUF file type "
+                                          "(amn convert DIR --to gguf-Q4_K_M)");
     /* gguf-Q4_K_M: the GGUF file type Q4_K_M. A bare file type is not taken
      * here: bf16 / f16 / f32 name convert's safetensors output. */
     if (strncasecmp(a->to, "gguf-", 5) == 0 && cli_is_encode_target(ctx, a->to + 5) &&
@@ -208,11 +239,16 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block)
  * caller frees it). An exit code. */
 static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const char *output,
                bool folder, uint64_t block, amn_convert_stats *st, char **qc) {
+    /* With `then`, llama-quantize's options belong to the second step. */
     const amn_encode_options eo = {.struct_size = sizeof eo,
                                    .target = a->to,
                                    .block_size = block,
-                                   .params = a->enc_params,
-                                   .n_params = a->n_enc_params};
+                                   .params = a->then ? NULL : a->enc_params,
+                                   .n_params = a->then ? 0 : a->n_enc_params};
+    const amn_encode_options then = {.struct_size = sizeof then,
+                                     .target = a->then,
+                                     .params = a->enc_params,
+                                     .n_params = a->n_enc_params};
     amn_convert_options o = {.struct_size = sizeof(amn_convert_options),
                              .mode = AMN_MODE_REMEMBER,
                              .target = cli_encode_container(ctx, a->to),
@@ -226,7 +262,8 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
                              .options = a->opts,
                              .n_options = a->n_opts,
                              .quant_config = qc,
-                             .no_sync = a->no_sync};
+                             .no_sync = a->no_sync,
+                             .encode_then = a->then ? &then : NULL};
     amn_error err = {0};
     if (folder) { /* folder_out.c */
         cli_folder_result res;
@@ -252,7 +289,7 @@ static void print_report(const cli_args *a, const char *output, const amn_conver
         json_object *j = json_object_new_object();
         json_object_object_add(j, "input", json_object_new_string(a->input));
         json_object_object_add(j, "output", json_object_new_string(output));
-        json_object_object_add(j, "target", json_object_new_string(a->to));
+        json_object_object_add(j, "target", json_object_new_string(a->then ? a->then : a->to));
         json_object_object_add(j, "quantized", json_object_new_int64((int64_t)st->encoded));
         json_object_object_add(j, "passed_through",
                                json_object_new_int64((int64_t)st->encode_passed));
@@ -270,12 +307,13 @@ static void print_report(const cli_args *a, const char *output, const amn_conver
         return;
     }
     char b1[32];
-    if (strncmp(a->to, "hf-", 3) == 0) { /* a model folder made a GGUF: nothing forgotten */
+    if (strncmp(a->to, "hf-", 3) == 0 && !a->then) { /* a folder made a GGUF: nothing forgotten */
         printf("  Wrote %zu tensors, %s in %.2f s\n", st->tensors_written,
                cli_size(st->bytes_written, b1, sizeof b1), dt);
         return;
     }
-    printf("  %zu quantized to %s, %zu passed through\n", st->encoded, a->to, st->encode_passed);
+    printf("  %zu quantized to %s, %zu passed through\n", st->encoded, a->then ? a->then : a->to,
+           st->encode_passed);
     if (st->dequantized) printf("  %zu quantized inputs dequantized first\n", st->dequantized);
     printf("  Lethe took: mean |error| %.4g over %llu values\n", mae,
            (unsigned long long)st->abs_err_values);
@@ -310,18 +348,19 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     }
     const char *output = to_folder ? NULL : a->output;
     if (to_folder ? !cli_folder_output(a, in.resolved, a->to, outbuf, sizeof outbuf)
-                  : !output && !cli_default_output(a->input, in.resolved, a->to, container, outbuf,
-                                                   sizeof outbuf)) {
+                  : !output && !cli_default_output(a->input, in.resolved, a->then ? a->then : a->to,
+                                                   container, outbuf, sizeof outbuf)) {
         fprintf(stderr, "amn: output path too long; pass -o\n");
         cli_input_free(&in);
         return EXIT_USAGE;
     }
     if (!output) output = outbuf;
     if (!a->json && !a->quiet) {
-        if (strncmp(a->to, "hf-", 3) == 0)
+        if (strncmp(a->to, "hf-", 3) == 0) {
             printf("Converting %s -> %s (GGUF as convert_hf_to_gguf.py --outtype %s", a->input,
                    output, a->to + 3);
-        else
+            if (a->then) printf(" then llama-quantize %s", a->then);
+        } else
             printf("Forgetting %s -> %s (%s", a->input, output, a->to);
         if (block) printf(", block %llu", (unsigned long long)block);
         printf(")\n");

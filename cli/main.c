@@ -85,7 +85,11 @@ static const struct {
      "is --opt kv=KEY=VALUE and --gguf-metadata FILE is --opt metadata=FILE.\n"
      "--out-dtype keep keeps every tensor's dtype (quantized weights become bf16);\n"
      "conversions from or to npz and pth keep dtypes unless --out-dtype is given.\n"
-     "A model folder as FILE, or -o DIR/, writes a model folder (see remember).\n"},
+     "A model folder as FILE, or -o DIR/, writes a model folder (see remember).\n"
+     "A Hugging Face model folder --to gguf is written as llama.cpp's converter\n"
+     "writes it (--out-dtype f32|f16|bf16|q8_0); --to gguf-Q4_K_M (any GGUF file\n"
+     "type, with forget's llama-quantize options) quantizes it in the same pass,\n"
+     "--via f32|f16|bf16 naming the converter's output type (default f16).\n"},
     {"plugins", NULL,
      "usage: amn plugins [--json]\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"
@@ -253,6 +257,9 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
         } else if (strcmp(s, "--out-dtype") == 0) {
             NEED_VALUE();
             a->out_dtype = next;
+        } else if (strcmp(s, "--via") == 0) {
+            NEED_VALUE();
+            a->via = next;
         } else if (strcmp(s, "--from") == 0) {
             NEED_VALUE();
             a->from = next;

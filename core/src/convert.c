@@ -29,6 +29,7 @@ typedef struct out_entry {
     amn_out_tensor out; /* what the writer sees */
     int64_t enc;        /* encoded: index into the encoded sources, else -1 */
     size_t enc_out;     /* which of that source's outputs */
+    bool chained;       /* enc indexes the chained encoder's sources (encode_then) */
     uint64_t unit_bytes;
 } out_entry;
 
@@ -529,9 +530,21 @@ static int read_values(const void *vctx, uint64_t e0, uint64_t n, float *dst, am
     return rc;
 }
 
+struct enc_run;
+
+/* A chained encoder's source: output `out` of the upstream encoder's source
+ * `src`, read back through its fill() in the upstream's output dtype. */
+typedef struct chain_ctx {
+    struct enc_run *up;
+    size_t src, out;
+    amn_dtype dtype;
+    uint64_t unit_elems, unit_bytes;
+} chain_ctx;
+
 typedef struct enc_source {
     void *state; /* the encoder's tensor state */
     values_ctx vc;
+    chain_ctx cc; /* cc.up set: a chained source */
     amn_values values;
     bool stats_done;
 } enc_source;
@@ -542,7 +555,50 @@ typedef struct enc_run {
     enc_source *src;
     amn_encode_source *srcs; /* what begin() saw: valid until end() */
     size_t n_src;
+    bool upstream; /* another encoder reads its outputs: not counted in the stats */
 } enc_run;
+
+/* Elements [e0, e0 + n) of a chained source: the upstream's whole units
+ * covering them, filled and widened to F32. */
+static int read_upstream(const void *vctx, uint64_t e0, uint64_t n, float *dst, amn_error *err) {
+    const chain_ctx *c = vctx;
+    if (n == 0) return AMN_OK;
+    const uint64_t ue = c->unit_elems, u0 = e0 / ue, u1 = (e0 + n - 1) / ue + 1;
+    if ((u1 - u0) > SIZE_MAX / c->unit_bytes)
+        return amn_error_set(err, AMN_E_LIMIT, "units too large");
+    uint8_t *buf = malloc((size_t)((u1 - u0) * c->unit_bytes));
+    if (!buf) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    const enc_source *us = &c->up->src[c->src];
+    int rc = c->up->e->fill(us->state, c->out, u0, u1 - u0, &us->values, buf, NULL, err);
+    if (!rc && amn_convert_elems(c->dtype, buf + (e0 - u0 * ue) * amn_dtype_size(c->dtype),
+                                 AMN_DTYPE_F32, dst, (size_t)n))
+        rc = amn_error_set(err, AMN_E_UNSUPPORTED, "cannot read %s as F32",
+                           amn_dtype_name(c->dtype));
+    free(buf);
+    return rc;
+}
+
+/* A chained source's values: an upstream output in a plain float dtype. */
+static int chain_source(enc_run *up, const out_entry *e, enc_source *es, amn_error *err) {
+    const size_t size = amn_dtype_size(e->dtype);
+    if (e->dtype != AMN_DTYPE_F32 && e->dtype != AMN_DTYPE_F16 && e->dtype != AMN_DTYPE_BF16)
+        return amn_error_set(
+            err, AMN_E_UNSUPPORTED,
+            "unsupported: %s is %s; a chained encoder reads F32, F16 or BF16", e->out.name,
+            e->out.encoding_name ? e->out.encoding_name : amn_dtype_name(e->dtype));
+    if (e->unit_bytes % size)
+        return amn_error_set(err, AMN_E_INVALID, "encoder: %s: units of %llu bytes", e->out.name,
+                             (unsigned long long)e->unit_bytes);
+    es->cc = (chain_ctx){.up = up,
+                         .src = (size_t)e->enc,
+                         .out = e->enc_out,
+                         .dtype = e->dtype,
+                         .unit_elems = e->unit_bytes / size,
+                         .unit_bytes = e->unit_bytes};
+    es->values.ctx = &es->cc;
+    es->values.read = read_upstream;
+    return AMN_OK;
+}
 
 static void enc_run_free(enc_run *r) {
     if (!r->e) return;
@@ -589,20 +645,23 @@ static int read_source_values(const void *all, size_t source, uint64_t e0, uint6
     if (source >= run->n_src || e0 > run->src[source].values.numel ||
         n > run->src[source].values.numel - e0)
         return amn_error_set(err, AMN_E_INVALID, "encoder: values out of range");
-    return read_values(&run->src[source].vc, e0, n, dst, err);
+    const amn_values *v = &run->src[source].values;
+    return v->read(v->ctx, e0, n, dst, err);
 }
 
 /* Replace each entry the encoder encodes by its outputs (none for a
- * source it drops). */
+ * source it drops). With `up` (a chained encoder), the entries are up's
+ * outputs and `meta` is the model begin() sees. */
 static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model *m,
-                          const amn_convert_options *o, out_entry **entries, size_t *n_out,
-                          enc_run *run, amn_error *err) {
-    const amn_scheme *sc = amn_ctx_find_encoder(ctx, o->encode->target);
+                          const amn_convert_options *o, const amn_encode_options *enc, enc_run *up,
+                          const amn_model *meta, out_entry **entries, size_t *n_out, enc_run *run,
+                          amn_error *err) {
+    const amn_scheme *sc = amn_ctx_find_encoder(ctx, enc->target);
     if (!sc)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: no loaded plugin encodes %s; install the plugin "
                              "that provides it",
-                             o->encode->target);
+                             enc->target);
     const size_t n = *n_out;
     out_entry *in = *entries;
     amn_encode_source *srcs = calloc(n ? n : 1, sizeof *srcs);
@@ -611,7 +670,8 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
     run->srcs = srcs;
     run->n_src = n;
     if (!srcs || !run->src) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    for (size_t k = 0; k < n; k++) {
+    int rc = AMN_OK;
+    for (size_t k = 0; !rc && k < n; k++) {
         srcs[k] = (amn_encode_source){.struct_size = sizeof(amn_encode_source),
                                       .name = in[k].out.name,
                                       .dtype = in[k].dtype,
@@ -631,12 +691,14 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
                                   .read = read_values,
                                   .all = run,
                                   .read_source = read_source_values};
+        if (up && in[k].enc >= 0) rc = chain_source(up, &in[k], es, err);
     }
+    if (rc) return rc;
     amn_encode_options eo = {0};
-    memcpy(&eo, o->encode, o->encode->struct_size < sizeof eo ? o->encode->struct_size : sizeof eo);
+    memcpy(&eo, enc, enc->struct_size < sizeof eo ? enc->struct_size : sizeof eo);
     eo.struct_size = sizeof eo;
-    eo.model = m;
-    int rc = run->e->begin(&eo, srcs, n, &run->ms, err);
+    eo.model = up && meta ? meta : m;
+    rc = run->e->begin(&eo, srcs, n, &run->ms, err);
     if (rc) {
         run->ms = NULL;
         return rc;
@@ -684,6 +746,7 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
                              .dtype = eo2->dtype,
                              .enc = (int64_t)k,
                              .enc_out = j,
+                             .chained = up != NULL,
                              .unit_bytes = eo2->unit_bytes};
             e->out = (amn_out_tensor){.struct_size = sizeof(amn_out_tensor),
                                       .name = eo2->name,
@@ -726,24 +789,33 @@ static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bu
         /* A stored source is read several times (statistics, each output):
          * fault its pages in once, in large steps, as write_plain does,
          * rather than page by page inside the workers' reads. */
-        const amn_tensor *t = s->vc.g ? NULL : s->vc.t;
+        const amn_tensor *t = s->vc.g || s->cc.up ? NULL : s->vc.t;
         if (t && amn_tensor_is_plain(t) && amni_model_map_for(s->vc.m, t->data, t->nbytes))
             for (uint64_t off = 0; off < t->nbytes; off += PASS_CHUNK)
                 (void)amni_prefault((const uint8_t *)t->data + off, t->nbytes - off < PASS_CHUNK
                                                                         ? (size_t)(t->nbytes - off)
                                                                         : PASS_CHUNK);
+        enc_source *us = s->cc.up ? &s->cc.up->src[s->cc.src] : NULL;
+        if (us && !us->stats_done && s->cc.up->e->stats) { /* the upstream's, first */
+            int rc = s->cc.up->e->stats(us->state, &us->values, err);
+            if (rc) return rc;
+        }
+        if (us) us->stats_done = true;
         if (run->e->stats) {
             int rc = run->e->stats(s->state, &s->values, err);
             if (rc) return rc;
         }
         s->stats_done = true;
-        st->encoded++;
-        if (s->vc.g) st->dequantized++; /* a quantized input, decoded first */
-        st->abs_err_values += s->values.numel;
+        if (!run->upstream) {
+            st->encoded++;
+            if (s->vc.g) st->dequantized++; /* a quantized input, decoded first */
+            st->abs_err_values += s->values.numel;
+        }
     }
     const encode_ctx c = {run->e, s, e->enc_out};
+    double ignored = 0;
     return stream(pl, produce_encode, &c, e->out.nbytes / e->unit_bytes, e->unit_bytes, 1, bufs,
-                  buf_size, out, pr, &st->abs_err_sum, err);
+                  buf_size, out, pr, run->upstream ? &ignored : &st->abs_err_sum, err);
 }
 
 /* A 1-D floating tensor's dtype in a container that keeps them F32
@@ -921,6 +993,7 @@ typedef struct conv {
     out_entry *entries;
     size_t n_out;
     enc_run run;
+    enc_run then;                /* encode_then's, fed run's outputs */
     const amn_out_tensor **outs; /* the writer's view of entries */
     size_t *order;               /* the writer's order of entries */
     unsigned threads;
@@ -982,10 +1055,22 @@ static int plan_outputs(const amn_ctx *ctx, conv *c, amn_error *err) {
     int rc = amni_plan_check_unclaimed(c->p, c->m, err);
     if (!rc) rc = build_outputs(c->f, c->p, c->m, c->o, c->out, &c->entries, &c->n_out, err);
     if (!rc && c->o->encode)
-        rc = encode_outputs(ctx, c->p, c->m, c->o, &c->entries, &c->n_out, &c->run, err);
-    if (!rc)
-        rc = writer_options(c->f, c->o, &c->run, &c->opt_keys, &c->opt_values, &c->n_options, err);
+        rc = encode_outputs(ctx, c->p, c->m, c->o, c->o->encode, NULL, NULL, &c->entries, &c->n_out,
+                            &c->run, err);
     if (!rc) rc = encoder_metadata(&c->run, &c->meta, err);
+    if (!rc && c->o->encode_then && !c->o->encode)
+        rc = amn_error_set(err, AMN_E_INVALID, "encode_then without encode");
+    if (!rc && c->o->encode_then) { /* the second step, on the first's outputs */
+        c->run.upstream = true;
+        rc = encode_outputs(ctx, c->p, c->m, c->o, c->o->encode_then, &c->run, c->meta, &c->entries,
+                            &c->n_out, &c->then, err);
+        const amn_model *meta2 = NULL;
+        if (!rc) rc = encoder_metadata(&c->then, &meta2, err);
+        if (meta2) c->meta = meta2;
+    }
+    const enc_run *last = c->then.e ? &c->then : &c->run;
+    if (!rc)
+        rc = writer_options(c->f, c->o, last, &c->opt_keys, &c->opt_values, &c->n_options, err);
     if (!rc) rc = check_storable(c, err);
     if (!rc && c->o->select) select_outputs(c);
     return rc;
@@ -1086,7 +1171,8 @@ static int write_entry(conv *c, size_t k, amn_error *err) {
     if (amni_writer_filters(c->f->writer, c->state, idx))
         out = (data_out){.sink = c->sink, .w = c->f->writer, .state = c->state, .index = idx};
     if (e->enc >= 0) {
-        rc = write_encoded(&c->pl, &c->run, e, c->bufs, c->buf_size, &out, &c->pr, &c->st, err);
+        rc = write_encoded(&c->pl, e->chained ? &c->then : &c->run, e, c->bufs, c->buf_size, &out,
+                           &c->pr, &c->st, err);
     } else if (e->group >= 0) {
         rc = write_group(&c->pl, c->m, &c->p->cs.groups[e->group], e->dtype, c->bufs, c->buf_size,
                          &out, &c->pr, err);
@@ -1141,17 +1227,19 @@ static int finish_output(conv *c, int rc, amn_error *err) {
 static int finish_stats(conv *c, int rc, amn_error *err) {
     for (size_t i = 0; i < c->p->cs.n_tensors; i++)
         if (c->p->cs.role[i] == AMN_ROLE_ACT_SCALE) c->st.dropped++;
-    if (!c->run.e) return rc;
+    const enc_run *last = c->then.e ? &c->then : &c->run;
+    if (!last->e) return rc;
     c->st.encode_passed = 0;
-    for (size_t i = 0; i < c->run.n_src; i++) c->st.encode_passed += !c->run.src[i].stats_done;
+    for (size_t i = 0; i < last->n_src; i++) c->st.encode_passed += !last->src[i].stats_done;
     if (!rc && c->o->quant_config) {
         *c->o->quant_config = NULL;
-        if (c->run.e->config) rc = c->run.e->config(c->run.ms, c->o->quant_config, err);
+        if (last->e->config) rc = last->e->config(last->ms, c->o->quant_config, err);
     }
     return rc;
 }
 
 static void conv_free(conv *c) {
+    enc_run_free(&c->then); /* reads through run: freed first */
     enc_run_free(&c->run);
     free(c->entries), free(c->outs), free(c->order), free(c->buf), free(c->opt_keys);
 }

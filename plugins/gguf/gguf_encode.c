@@ -41,6 +41,7 @@ typedef struct enc_model {
     const amn_encode_source *src;
     size_t n_src;
     bool gguf_input; /* llama-quantize's rule; else one type for every weight */
+    bool chained;    /* the sources are a GGUF-to-be (see choose_chained) */
     char opt[32];    /* "llama_ftype=N" */
     const char *opts[1];
 } enc_model;
@@ -96,6 +97,46 @@ static int choose_gguf(enc_model *mm, const gguf_qpolicy_options *opt, amn_error
         at = mm->tensor_of[i] + 1;
     }
     return rc;
+}
+
+/* Sources that are another encoder's GGUF output (amn_convert_options.
+ * encode_then: a model folder made an F16 GGUF by the converter's rules),
+ * the model being that output's key/values and no tensors: llama-quantize's
+ * rule over those keys and the sources as the GGUF tensors they are, one
+ * type per source. */
+static int choose_chained(enc_model *mm, const gguf_qpolicy_options *opt, amn_error *err) {
+    gguf_qpolicy_model pm;
+    gguf_qpolicy_tensor *ts = NULL;
+    int rc = gguf_qpolicy_read_model(mm->m, &pm, &ts, err); /* keys only: no tensors */
+    free(ts);
+    if (rc) return rc;
+    const size_t n = mm->n_src;
+    ts = calloc(n ? n : 1, sizeof *ts);
+    size_t *order = calloc(n ? n : 1, sizeof *order);
+    if (!ts || !order) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        const amn_encode_source *s = &mm->src[i];
+        ts[i].name = s->name;
+        ts[i].type = s->dtype == AMN_DTYPE_F32    ? GGUF_TYPE_F32
+                     : s->dtype == AMN_DTYPE_F16  ? GGUF_TYPE_F16
+                     : s->dtype == AMN_DTYPE_BF16 ? GGUF_TYPE_BF16
+                                                  : GGUF_TYPE_COUNT;
+        if (ts[i].type == GGUF_TYPE_COUNT || s->ndim == 0 || s->ndim > 4)
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "tensor %s: %s with %u dimensions cannot be quantized", s->name,
+                               amn_dtype_name(s->dtype), s->ndim);
+        for (int d = 0; d < 4; d++)
+            ts[i].ne[d] = d < (int)s->ndim ? (int64_t)s->shape[s->ndim - 1 - d] : 1;
+    }
+    if (!rc) rc = gguf_qpolicy_choose(&pm, ts, n, opt, order, mm->types, err);
+    free(ts);
+    free(order);
+    return rc;
+}
+
+/* A model of key/values without tensors: another encoder's GGUF output. */
+static bool is_chained(const amn_model *m) {
+    return amn_model_tensor_count(m) == 0 && amn_model_find_kv(m, "general.architecture");
 }
 
 /* A ggml type by name, as llama-quantize's parse_ggml_type takes it
@@ -267,6 +308,7 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
         mm->src = src;
         mm->n_src = n;
         mm->gguf_input = strcmp(amn_model_format(m), "gguf") == 0;
+        mm->chained = !mm->gguf_input && is_chained(m);
         /* per model tensor for a GGUF input, per source otherwise */
         const size_t nty = mm->gguf_input ? nt : n;
         mm->types = malloc((nty ? nty : 1) * sizeof *mm->types);
@@ -278,7 +320,9 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
         enc_end(mm);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
-    rc = mm->gguf_input ? choose_gguf(mm, &opt, err) : choose_plain(mm, &opt, err);
+    rc = mm->gguf_input ? choose_gguf(mm, &opt, err)
+         : mm->chained  ? choose_chained(mm, &opt, err)
+                        : choose_plain(mm, &opt, err);
     free(ov);
     if (rc) {
         enc_end(mm);
@@ -310,6 +354,9 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
         t = amn_model_tensor(mm->m, mm->tensor_of[i]);
         type = mm->types[mm->tensor_of[i]];
         own = t->dtype == AMN_DTYPE_BLOCK ? t->encoding : plain_type(t->dtype);
+    } else if (mm->chained) { /* a GGUF's tensor, as the first step wrote it */
+        type = mm->types[i];
+        own = plain_type(s->dtype);
     } else {
         type = mm->types[i];
         own = s->dequantized ? GGUF_TYPE_COUNT : plain_type(s->dtype);
@@ -319,7 +366,7 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
      * the user: written as stored. A block input tensor reaches the encoder
      * dequantized, so it is "encoded" at its own type, which copies it. */
     if (s->keep && own != GGUF_TYPE_COUNT) type = own;
-    if (s->keep && !mm->gguf_input) return AMN_OK;
+    if (s->keep && !mm->gguf_input && !mm->chained) return AMN_OK;
     if (type == own && !s->dequantized) return AMN_OK;
     const gguf_type_traits *tr = gguf_type_traits_get(type);
     if (!tr || s->ndim == 0)
@@ -355,13 +402,31 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
     return AMN_OK;
 }
 
-/* Rows [row0, row0 + n) from the core's f32 values (a non-GGUF input,
- * dequantized first when it was quantized), GGUF_QCHUNK values at a time. */
-static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t row0, uint64_t n,
-                           uint8_t *dst, amn_error *err) {
+/* The |x - decode(q)| of count values x just quantized to q, added to *sum. */
+static int add_error(const enc_tensor *et, const float *x, const uint8_t *q, uint64_t count,
+                     float *y, double *sum, amn_error *err) {
     const gguf_type_traits *tr = gguf_type_traits_get(et->type);
-    float *x = malloc(GGUF_QCHUNK * sizeof *x);
+    const int rc = tr->kind == GGUF_KIND_PLAIN
+                       ? amn_convert_elems(tr->plain, q, AMN_DTYPE_F32, y, (size_t)count)
+                       : gguf_dequantize(et->type, q, count, AMN_DTYPE_F32, y);
+    if (rc)
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: cannot decode %s", et->name, tr->name);
+    for (uint64_t k = 0; k < count; k++) *sum += fabs((double)x[k] - (double)y[k]);
+    return AMN_OK;
+}
+
+/* Rows [row0, row0 + n) from the core's f32 values (a non-GGUF input,
+ * dequantized first when it was quantized, or another encoder's output),
+ * GGUF_QCHUNK values at a time; with abs_err, the error of each chunk
+ * from the values just read (the sum abs_error makes, in its order, without
+ * reading them twice). */
+static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t row0, uint64_t n,
+                           uint8_t *dst, double *abs_err, amn_error *err) {
+    const gguf_type_traits *tr = gguf_type_traits_get(et->type);
+    float *x = malloc(2 * GGUF_QCHUNK * sizeof *x);
     if (!x) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    float *y = x + GGUF_QCHUNK;
+    double sum = 0;
     int rc = AMN_OK;
     for (uint64_t r = 0; !rc && r < n; r++)
         for (uint64_t c = 0; !rc && c < et->ne0; c += GGUF_QCHUNK) {
@@ -371,9 +436,11 @@ static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t r
             if (gguf_quantize(et->type, x, k, dst))
                 rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s",
                                    et->name, tr->name);
+            if (!rc && abs_err) rc = add_error(et, x, dst, k, y, &sum, err);
             dst += k / tr->block_elems * tr->block_bytes;
         }
     free(x);
+    if (abs_err) *abs_err += sum;
     return rc;
 }
 
@@ -412,8 +479,8 @@ static int enc_fill(const void *tstate, size_t out, uint64_t row0, uint64_t n, c
                     void *dst, double *abs_err, amn_error *err) {
     const enc_tensor *et = tstate;
     if (out != 0) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: bad output");
-    int rc = et->from_values ? quantize_values(et, v, row0, n, dst, err)
-                             : gguf_quantize_tensor_rows(et->t, et->type, row0, n, dst, err);
+    if (et->from_values) return quantize_values(et, v, row0, n, dst, abs_err, err);
+    int rc = gguf_quantize_tensor_rows(et->t, et->type, row0, n, dst, err);
     if (!rc && abs_err) rc = abs_error(et, v, row0, n, dst, abs_err, err);
     return rc;
 }

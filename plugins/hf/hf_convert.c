@@ -276,6 +276,9 @@ static bool filtered(const hf_arch *a, const char *name) {
 /* The dtype the folder stores a tensor in (src[].dtype is what the core
  * would write: a 1-D tensor there already reads F32). */
 static amn_dtype stored_dtype(const hf_conv *c, const amn_encode_source *s) {
+    /* A quantized weight reaches the plan dequantized, as F32 values (the
+     * converter's own dequantization also yields float32). */
+    if (s->dequantized) return AMN_DTYPE_F32;
     const int64_t i = c->model ? amn_model_find(c->model, s->name) : -1;
     return i >= 0 ? amn_model_tensor(c->model, (size_t)i)->dtype : s->dtype;
 }
@@ -436,9 +439,12 @@ static int place_expert(hf_conv *c, size_t i, uint32_t *seen_in_layer, amn_error
 }
 
 /* The source indices in the converter's order (shards sorted, names sorted
- * within each); every source tensor exactly once. */
-static int converter_order(const char *dir, const amn_encode_source *src, size_t n, size_t *seq,
-                           amn_error *err) {
+ * within each); every source tensor exactly once. A quantized folder's
+ * shards also list the parts of its weights (scales, zeros, ...), which are
+ * no sources of their own: skipped; a dequantized weight whose logical name
+ * the shards do not list (GPTQ's qweight) comes after the listed ones. */
+static int converter_order(const hf_conv *c, const char *dir, const amn_encode_source *src,
+                           size_t n, size_t *seq, amn_error *err) {
     names parts = {0}, order = {0};
     by_name *idx = malloc((n ? n : 1) * sizeof *idx);
     bool *seen = calloc(n ? n : 1, 1);
@@ -447,20 +453,29 @@ static int converter_order(const char *dir, const amn_encode_source *src, size_t
     for (size_t k = 0; !rc && k < parts.n; k++) rc = part_tensors(dir, parts.v[k], &order, err);
     for (size_t i = 0; !rc && i < n; i++) idx[i] = (by_name){src[i].name, i};
     if (!rc) qsort(idx, n, sizeof *idx, cmp_by_name);
-    if (!rc && order.n != n)
-        rc = amn_error_set(err, AMN_E_PARSE,
-                           "the folder's shards list %zu tensors, the model opened has %zu",
-                           order.n, n);
+    size_t k2 = 0;
     for (size_t k = 0; !rc && k < order.n; k++) {
         const by_name key = {order.v[k], 0};
         const by_name *hit = bsearch(&key, idx, n, sizeof *idx, cmp_by_name);
+        if (!hit && c->model && amn_model_find(c->model, order.v[k]) >= 0) continue; /* a part */
         if (!hit || seen[hit->i]) {
             rc = amn_error_set(err, AMN_E_PARSE, "tensor %s of the folder's shards is %s",
                                order.v[k], hit ? "listed twice" : "not in the model opened");
             break;
         }
         seen[hit->i] = true;
-        seq[k] = hit->i;
+        seq[k2++] = hit->i;
+    }
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (seen[i]) continue;
+        if (!src[i].dequantized) {
+            rc = amn_error_set(err, AMN_E_PARSE,
+                               "the folder's shards list %zu tensors, the model opened has %zu "
+                               "(%s is not listed)",
+                               order.n, n, src[i].name);
+            break;
+        }
+        seq[k2++] = i;
     }
     free(idx);
     free(seen);
@@ -475,7 +490,7 @@ static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src,
                       const hf_params *p, amn_error *err) {
     size_t *seq = malloc((n ? n : 1) * sizeof *seq);
     uint32_t *in_layer = calloc(c->n_layers ? c->n_layers : 1, sizeof *in_layer);
-    int rc = seq && in_layer ? converter_order(dir, src, n, seq, err)
+    int rc = seq && in_layer ? converter_order(c, dir, src, n, seq, err)
                              : amn_error_set(err, AMN_E_NOMEM, "out of memory");
     size_t len = 32;
     for (size_t e = 0; e < c->n_extra; e++) len += strlen(c->extra[e].name) + 1;
@@ -632,12 +647,6 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: %s converts a Hugging Face model folder, not %s",
                              o->target, dir ? dir : "a stream");
-    for (size_t i = 0; i < n; i++)
-        if (src[i].dequantized)
-            return amn_error_set(err, AMN_E_UNSUPPORTED,
-                                 "unsupported: %s is quantized; amn-hf converts F32 / F16 / BF16 "
-                                 "folders (dequantize it first: amn remember DIR -o NEW_DIR/)",
-                                 src[i].name);
     hf_conv *c = calloc(1, sizeof *c);
     if (!c) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     c->n_src = n;

@@ -146,6 +146,15 @@ typedef struct amn_convert_options {
      * whole model, so each output's bytes do not depend on the selection. */
     bool (*select)(void *user, const char *name);
     void *select_user;
+    /* ABI 2.5: a second encoder chained after `encode` (which must be set):
+     * its sources are `encode`'s outputs, named, typed and shaped as
+     * `encode` declares them, their values read back through `encode`'s
+     * fill() in its output dtype (F32, F16 or BF16), so the result is what
+     * writing `encode`'s output and encoding that file would give, without
+     * the file. Its model is `encode`'s metadata (amn_encoder.metadata), and
+     * its writer options replace `encode`'s: the file is the second step's.
+     * NULL: one encoder. */
+    const amn_encode_options *encode_then;
 } amn_convert_options;
 
 typedef struct amn_convert_stats {
