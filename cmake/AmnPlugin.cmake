@@ -5,8 +5,19 @@
 set(AMN_SIMD_AVX2_FLAGS -mavx2 -mf16c -mbmi2)
 set(AMN_SIMD_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mf16c -mbmi2)
 
+# x86 intrinsics sources exist only in x86-64 builds; elsewhere the scalar
+# kernels are all there is (AMN_SIMD_X86 in amn/simd.h).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set(AMN_SIMD_X86 ON)
+else()
+  set(AMN_SIMD_X86 OFF)
+endif()
+
 function(amn_simd_sources target)
   cmake_parse_arguments(S "" "" "AVX2;AVX512" ${ARGN})
+  if(NOT AMN_SIMD_X86)
+    return()
+  endif()
   target_sources(${target} PRIVATE ${S_AVX2} ${S_AVX512})
   set_source_files_properties(${S_AVX2} TARGET_DIRECTORY ${target}
                               PROPERTIES COMPILE_OPTIONS "${AMN_SIMD_AVX2_FLAGS}")

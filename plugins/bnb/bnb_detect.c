@@ -16,6 +16,7 @@
 
 #include <json-c/json.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "amn/kit/quant_common.h"
 #include "bnb_plan.h"
@@ -129,8 +130,7 @@ static int parse_blob(const amn_tensor *b, bool want_nested, qstate *q, amn_erro
 /* Every F32 of t finite (scales and codebooks). */
 static int check_finite(const amn_tensor *t, const uint8_t *bytes, uint64_t count, amn_error *err) {
     for (uint64_t i = 0; i < count; i++) {
-        float f;
-        memcpy(&f, bytes + i * 4, 4);
+        const float f = amn_load_le_f32(bytes + i * 4);
         if (!isfinite(f))
             return amn_error_set(err, AMN_E_PARSE, "%s: value %llu is %s", t->name,
                                  (unsigned long long)i, f != f ? "NaN" : "infinite");

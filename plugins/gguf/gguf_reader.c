@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "gguf_format.h"
 #include "gguf_types.h"
@@ -251,7 +252,9 @@ static int rd_value(reader *r, uint32_t type, unsigned depth, amn_kv *out, const
         void *p = arena_alloc(r, &r->values, sz);
         if (!p) return arena_fail(r);
         out->data = p;
-        return rd(r, p, sz, key);
+        int rc = rd(r, p, sz, key);
+        amn_le_to_host_n(p, sz, 1); /* amn_kv values are in host order */
+        return rc;
     }
     if (type == AMN_KV_STRING) {
         amn_str *s = arena_alloc(r, &r->values, sizeof *s);
@@ -294,7 +297,11 @@ static int rd_value(reader *r, uint32_t type, unsigned depth, amn_kv *out, const
     out->elem_type = (amn_kv_type)et;
     out->count = count;
     out->data = p;
-    if (esz) return rd(r, p, (size_t)bytes, key);
+    if (esz) {
+        rc = rd(r, p, (size_t)bytes, key);
+        amn_le_to_host_n(p, esz, (size_t)count); /* amn_kv values are in host order */
+        return rc;
+    }
     for (uint64_t i = 0; i < count; i++) {
         if (et == AMN_KV_STRING)
             rc = rd_str(r, &r->values, &((amn_str *)p)[i], false, key);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "gguf_format.h"
 #include "gguf_qpolicy.h"
@@ -64,11 +65,29 @@ static void put(buf *b, const void *src, size_t n) {
 }
 
 static void put_u32(buf *b, uint32_t v) {
-    put(b, &v, 4); /* little-endian host (gguf_format.h) */
+    uint8_t le[4];
+    amn_store_le32(le, v);
+    put(b, le, 4);
 }
 
 static void put_u64(buf *b, uint64_t v) {
-    put(b, &v, 8);
+    uint8_t le[8];
+    amn_store_le64(le, v);
+    put(b, le, 8);
+}
+
+/* n metadata values of sz bytes each, from host order to the file's. */
+static void put_scalars(buf *b, const void *data, size_t sz, size_t n) {
+    if (!AMN_HOST_BIG_ENDIAN || sz == 1) {
+        put(b, data, sz * n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v[8];
+        memcpy(v, (const uint8_t *)data + i * sz, sz);
+        amn_le_to_host_n(v, sz, 1);
+        put(b, v, sz);
+    }
 }
 
 static void put_str(buf *b, const char *s, uint64_t n) {
@@ -80,7 +99,7 @@ static void put_str(buf *b, const char *s, uint64_t n) {
 static int put_value(buf *b, const amn_kv *kv, unsigned depth, const char *key, amn_error *err) {
     const size_t sz = gguf_scalar_size(kv->type);
     if (sz) {
-        put(b, kv->data, sz);
+        put_scalars(b, kv->data, sz, 1);
         return AMN_OK;
     }
     if (kv->type == AMN_KV_STRING) {
@@ -97,7 +116,7 @@ static int put_value(buf *b, const amn_kv *kv, unsigned depth, const char *key, 
         uint64_t bytes;
         if (!amn_mul_u64(kv->count, esz, &bytes) || bytes > SIZE_MAX)
             return amn_error_set(err, AMN_E_LIMIT, "metadata %s: array too large", key);
-        put(b, kv->data, (size_t)bytes);
+        put_scalars(b, kv->data, esz, (size_t)kv->count);
     } else if (kv->elem_type == AMN_KV_STRING) {
         const amn_str *s = kv->data;
         for (uint64_t i = 0; i < kv->count; i++) put_str(b, s[i].ptr, s[i].len);

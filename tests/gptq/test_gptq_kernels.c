@@ -171,6 +171,8 @@ static void test_gptq_v2_zeros(void **state) {
     }
 }
 
+/* x86-64 only (AMN_SIMD_X86): the vector paths compared with the scalar one. */
+#if AMN_SIMD_X86
 /* The vector path against the scalar path on random data and scales (with
  * and without NaN, infinite, huge and subnormal ones), for every bit width,
  * with g_idx and without, group sizes that are and are not a multiple of 8,
@@ -264,13 +266,16 @@ static void test_gptq_paths_random(void **state) {
         }
     fprintf(stderr, "gptq: %zu random values compared with the scalar path\n", values);
 }
+#endif /* AMN_SIMD_X86 */
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gptq_goldens),
         cmocka_unit_test(test_gptq_lowbit_packer),
         cmocka_unit_test(test_gptq_v2_zeros),
+#if AMN_SIMD_X86
         cmocka_unit_test(test_gptq_paths_random),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
