@@ -272,15 +272,16 @@ static int claim_4bit(const amn_model *m, amn_claimset *cs, const quant_config *
         uint8_t *own = NULL;
         if (!rc && !(rc = quant_tensor_bytes(q, &own, &bytes, err))) {
             float qm[16];
-            memcpy(qm, bytes, sizeof qm);
+            for (int k = 0; k < 16; k++) qm[k] = amn_load_le_f32(bytes + 4 * k);
+            rc = check_finite(q, bytes, 16, err);
             free(own);
-            rc = check_finite(q, (const uint8_t *)qm, 16, err);
             bnb4_codebook(qm, p->codebook);
         }
         if (!rc && nested && !(rc = quant_tensor_bytes(nq, &own, &bytes, err))) {
             memcpy(p->nested_map, bytes, sizeof p->nested_map);
             free(own);
             rc = check_finite(nq, (const uint8_t *)p->nested_map, 256, err);
+            amn_le_to_host_n(p->nested_map, 4, 256); /* file bytes to host floats */
         }
         const uint8_t *unused;
         if (!rc) rc = quant_tensor_bytes(w, &p->own[0], &unused, err);
