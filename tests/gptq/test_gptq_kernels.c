@@ -94,6 +94,7 @@ static void check_file(const char *path, size_t *values, unsigned *bits_seen) {
         gidx = malloc(in * 4);
         assert_non_null(gidx);
         memcpy(gidx, p + qwl + scl + qzl, in * 4);
+        amn_le_to_host_n(gidx, 4, in); /* the file's int32 in host order */
         for (uint64_t i = 0; i < in; i++) {
             assert_true(gidx[i] >= 0 && (uint64_t)gidx[i] < G);
             if ((uint64_t)gidx[i] != i / gs) sequential = false;
