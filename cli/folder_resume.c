@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "amn/byteorder.h"
 #include "amn/version.h"
 #include "folder.h"
 
@@ -295,9 +296,7 @@ static uint64_t rotl(uint64_t x, int r) {
 }
 
 static uint64_t rd64(const unsigned char *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v; /* little-endian hosts (x86-64) */
+    return amn_load_le64(p); /* XXH64 reads little-endian words on every host */
 }
 
 static uint64_t xround(uint64_t acc, uint64_t in) {
@@ -332,8 +331,7 @@ static uint64_t xxh_final(const xxh64 *h, const unsigned char *p, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) r = rotl(r ^ xround(0, rd64(p + i)), 27) * P1 + P4;
     if (i + 4 <= n) {
-        uint32_t w;
-        memcpy(&w, p + i, 4);
+        const uint32_t w = amn_load_le32(p + i);
         r = rotl(r ^ (uint64_t)w * P1, 23) * P2 + P3;
         i += 4;
     }

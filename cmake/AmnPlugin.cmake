@@ -8,6 +8,14 @@ set(AMN_SIMD_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mf1
 # only: amn_simd_sources(... EMULATE_AVX512)).
 set(AMN_AVX512_EMULATE_HEADER ${PROJECT_SOURCE_DIR}/tests/common/avx512_emulate.h)
 
+# x86 intrinsics sources exist only in x86-64 builds; elsewhere the scalar
+# kernels are all there is (AMN_SIMD_X86 in amn/simd.h).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set(AMN_SIMD_X86 ON)
+else()
+  set(AMN_SIMD_X86 OFF)
+endif()
+
 # amn_simd_sources(<target> [AVX2 src...] [AVX512 src...] [EMULATE_AVX512])
 # Adds sources compiled for one vector level to <target>. Each level is an
 # object library of its own (<target>-avx2, <target>-avx512) with the
@@ -22,6 +30,10 @@ set(AMN_AVX512_EMULATE_HEADER ${PROJECT_SOURCE_DIR}/tests/common/avx512_emulate.
 function(amn_simd_sources target)
   cmake_parse_arguments(S "EMULATE_AVX512" "" "AVX2;AVX512" ${ARGN})
   set(objs)
+  set(${target}_SIMD_OBJECTS "" PARENT_SCOPE)
+  if(NOT AMN_SIMD_X86)
+    return()
+  endif()
   foreach(level AVX2 AVX512)
     if(NOT S_${level})
       continue()

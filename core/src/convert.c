@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "amn/convert.h"
 #include "archive_internal.h"
@@ -488,8 +489,17 @@ typedef struct values_ctx {
     const amn_tensor *t; /* a stored tensor */
 } values_ctx;
 
+static int read_le_values(const values_ctx *c, uint64_t e0, uint64_t n, float *dst, amn_error *err);
+
+/* Encoders take host floats; tensors and kernels give little-endian bytes. */
 static int read_values(const void *vctx, uint64_t e0, uint64_t n, float *dst, amn_error *err) {
-    const values_ctx *c = vctx;
+    const int rc = read_le_values(vctx, e0, n, dst, err);
+    if (!rc) amn_le_to_host_n(dst, 4, (size_t)n);
+    return rc;
+}
+
+static int read_le_values(const values_ctx *c, uint64_t e0, uint64_t n, float *dst,
+                          amn_error *err) {
     if (n == 0) return AMN_OK;
     int rc = amni_model_check_inputs(c->m, err);
     if (rc) return rc;

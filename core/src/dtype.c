@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "amn/dtype.h"
+#include "amn/byteorder.h"
 #include "dtype_internal.h"
 
 static const struct {
@@ -137,23 +138,31 @@ float amn_f8e5m2_to_f32(uint8_t b) {
 /* ---- bulk conversion ---------------------------------------------------- */
 
 static float load_f32(amn_dtype t, const uint8_t *p) {
-    uint16_t h;
-    float f;
     switch (t) {
     case AMN_DTYPE_F8_E4M3:
         return amn_f8e4m3_to_f32(*p);
     case AMN_DTYPE_F8_E5M2:
         return amn_f8e5m2_to_f32(*p);
     case AMN_DTYPE_F16:
-        memcpy(&h, p, 2);
-        return amn_f16_to_f32(h);
+        return amn_f16_to_f32(amn_load_le16(p));
     case AMN_DTYPE_BF16:
-        memcpy(&h, p, 2);
-        return amn_bf16_to_f32(h);
+        return amn_bf16_to_f32(amn_load_le16(p));
     default:
-        memcpy(&f, p, 4);
-        return f;
+        return amn_load_le_f32(p);
     }
+}
+
+static double load_f64(const uint8_t *p) {
+    const uint64_t u = amn_load_le64(p);
+    double x;
+    memcpy(&x, &u, 8);
+    return x;
+}
+
+static void store_f64(uint8_t *p, double x) {
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    amn_store_le64(p, u);
 }
 
 void amni_convert_scalar(amn_dtype from, const void *src, amn_dtype to, void *dst, size_t n) {
@@ -162,47 +171,36 @@ void amni_convert_scalar(amn_dtype from, const void *src, amn_dtype to, void *ds
     const size_t ss = amn_dtype_size(from), ds = amn_dtype_size(to);
     for (size_t i = 0; i < n; i++, s += ss, d += ds) {
         if (from == AMN_DTYPE_F64) {
-            double x;
-            memcpy(&x, s, 8);
-            uint16_t h;
-            float f;
+            const double x = load_f64(s);
             switch (to) {
             case AMN_DTYPE_F64:
-                memcpy(d, &x, 8);
+                store_f64(d, x);
                 break;
             case AMN_DTYPE_F32:
-                f = (float)x;
-                memcpy(d, &f, 4);
+                amn_store_le_f32(d, (float)x);
                 break;
             case AMN_DTYPE_F16:
-                h = amn_f64_to_f16(x);
-                memcpy(d, &h, 2);
+                amn_store_le16(d, amn_f64_to_f16(x));
                 break;
             default:
-                h = amn_f64_to_bf16(x);
-                memcpy(d, &h, 2);
+                amn_store_le16(d, amn_f64_to_bf16(x));
                 break;
             }
             continue;
         }
         const float x = load_f32(from, s); /* exact: every source fits binary32 */
-        uint16_t h;
-        double w;
         switch (to) {
         case AMN_DTYPE_F64:
-            w = x;
-            memcpy(d, &w, 8);
+            store_f64(d, x);
             break;
         case AMN_DTYPE_F32:
-            memcpy(d, &x, 4);
+            amn_store_le_f32(d, x);
             break;
         case AMN_DTYPE_F16:
-            h = amn_f32_to_f16(x);
-            memcpy(d, &h, 2);
+            amn_store_le16(d, amn_f32_to_f16(x));
             break;
         default:
-            h = amn_f32_to_bf16(x);
-            memcpy(d, &h, 2);
+            amn_store_le16(d, amn_f32_to_bf16(x));
             break;
         }
     }
@@ -222,13 +220,25 @@ int amn_convert_elems(amn_dtype from, const void *src, amn_dtype to, void *dst, 
         return 0;
     }
     const amni_simd_level lvl = amni_simd_level_get();
-    if (lvl >= AMNI_SIMD_AVX512 && amni_convert_avx512(from, src, to, dst, n)) return 0;
-    if (lvl >= AMNI_SIMD_AVX2 && amni_convert_avx2(from, src, to, dst, n)) return 0;
+    if (AMN_SIMD_X86 && lvl >= AMNI_SIMD_AVX512 && amni_convert_avx512(from, src, to, dst, n))
+        return 0;
+    if (AMN_SIMD_X86 && lvl >= AMNI_SIMD_AVX2 && amni_convert_avx2(from, src, to, dst, n)) return 0;
     amni_convert_scalar(from, src, to, dst, n);
     return 0;
 }
 
 int amn_store_f32(const float *src, amn_dtype to, void *dst, size_t n) {
     if (to != AMN_DTYPE_F32 && to != AMN_DTYPE_F16 && to != AMN_DTYPE_BF16) return -1;
+    if (AMN_HOST_BIG_ENDIAN) { /* src holds host floats, not little-endian bytes */
+        uint8_t *d = dst;
+        const size_t ds = amn_dtype_size(to);
+        for (size_t i = 0; i < n; i++, d += ds)
+            if (to == AMN_DTYPE_F32)
+                amn_store_le_f32(d, src[i]);
+            else
+                amn_store_le16(d, to == AMN_DTYPE_F16 ? amn_f32_to_f16(src[i])
+                                                      : amn_f32_to_bf16(src[i]));
+        return 0;
+    }
     return amn_convert_elems(AMN_DTYPE_F32, src, to, dst, n);
 }

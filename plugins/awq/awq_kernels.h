@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 #include "amn/kit/store.h"
 #include "amn/simd.h"
@@ -53,9 +54,7 @@ int awq_rows_avx2(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype 
 float awq_scale(const awq_layout *l, uint64_t g, uint64_t o);
 
 static inline uint32_t awq_ld32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4); /* tensor data need not be 4-byte aligned */
-    return v;
+    return amn_load_le32(p); /* little-endian words, need not be aligned */
 }
 
 /* Nibble of column o in a row of words packed along the output dimension. */

@@ -16,6 +16,7 @@
 
 #include <json-c/json.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "amn/kit/quant_common.h"
 #include "bnb_plan.h"
@@ -129,8 +130,7 @@ static int parse_blob(const amn_tensor *b, bool want_nested, qstate *q, amn_erro
 /* Every F32 of t finite (scales and codebooks). */
 static int check_finite(const amn_tensor *t, const uint8_t *bytes, uint64_t count, amn_error *err) {
     for (uint64_t i = 0; i < count; i++) {
-        float f;
-        memcpy(&f, bytes + i * 4, 4);
+        const float f = amn_load_le_f32(bytes + i * 4);
         if (!isfinite(f))
             return amn_error_set(err, AMN_E_PARSE, "%s: value %llu is %s", t->name,
                                  (unsigned long long)i, f != f ? "NaN" : "infinite");
@@ -272,15 +272,16 @@ static int claim_4bit(const amn_model *m, amn_claimset *cs, const quant_config *
         uint8_t *own = NULL;
         if (!rc && !(rc = quant_tensor_bytes(q, &own, &bytes, err))) {
             float qm[16];
-            memcpy(qm, bytes, sizeof qm);
+            for (int k = 0; k < 16; k++) qm[k] = amn_load_le_f32(bytes + 4 * k);
+            rc = check_finite(q, bytes, 16, err);
             free(own);
-            rc = check_finite(q, (const uint8_t *)qm, 16, err);
             bnb4_codebook(qm, p->codebook);
         }
         if (!rc && nested && !(rc = quant_tensor_bytes(nq, &own, &bytes, err))) {
             memcpy(p->nested_map, bytes, sizeof p->nested_map);
             free(own);
             rc = check_finite(nq, (const uint8_t *)p->nested_map, 256, err);
+            amn_le_to_host_n(p->nested_map, 4, 256); /* file bytes to host floats */
         }
         const uint8_t *unused;
         if (!rc) rc = quant_tensor_bytes(w, &p->own[0], &unused, err);

@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "amn/simd.h"
 #include "bnb_encode.h"
@@ -243,9 +244,10 @@ static int block_absmax(const enc_tensor *t, const amn_values *v, uint64_t b0, u
         const amn_simd lv = amn_simd_level();
         for (uint64_t j = 0; j < k; j++) {
             const float *x = buf + j * t->block;
-            a[b - b0 + j] = lv >= AMN_SIMD_AVX512 ? bnb_absmax_avx512(x, (size_t)t->block)
-                            : lv >= AMN_SIMD_AVX2 ? bnb_absmax_avx2(x, (size_t)t->block)
-                                                  : bnb_absmax(x, (size_t)t->block);
+            a[b - b0 + j] =
+                AMN_SIMD_X86 && lv >= AMN_SIMD_AVX512 ? bnb_absmax_avx512(x, (size_t)t->block)
+                : AMN_SIMD_X86 && lv >= AMN_SIMD_AVX2 ? bnb_absmax_avx2(x, (size_t)t->block)
+                                                      : bnb_absmax(x, (size_t)t->block);
         }
     }
     return AMN_OK;
@@ -313,12 +315,12 @@ static int fill_4bit_weight(const enc_tensor *t, uint64_t b0, uint64_t nb, const
         for (uint64_t j = 0; j < k; j++) {
             const float *x = buf + j * t->block;
             uint8_t *d = dst + (b - b0 + j) * (t->block / 2);
-            if (lv >= AMN_SIMD_AVX512) {
+            if (AMN_SIMD_X86 && lv >= AMN_SIMD_AVX512) {
                 const float am = bnb_absmax_avx512(x, (size_t)t->block);
                 bnb4_encode_avx512(t->kind, x, (size_t)t->block, am, d, cb, abs_err ? &e : NULL);
                 continue;
             }
-            if (lv >= AMN_SIMD_AVX2) {
+            if (AMN_SIMD_X86 && lv >= AMN_SIMD_AVX2) {
                 const float am = bnb_absmax_avx2(x, (size_t)t->block);
                 bnb4_encode_avx2(t->kind, x, (size_t)t->block, am, d, cb, abs_err ? &e : NULL);
                 continue;
@@ -344,7 +346,7 @@ static int fill_4bit_absmax(const enc_tensor *t, int role, uint64_t u0, uint64_t
             const uint64_t k = u0 + n - b < NESTED_BLOCK ? u0 + n - b : NESTED_BLOCK;
             int rc = block_absmax(t, v, b, k, a, buf, err);
             if (rc) return rc;
-            memcpy(dst + (b - u0) * 4, a, (size_t)k * 4);
+            for (uint64_t i = 0; i < k; i++) amn_store_le_f32(dst + (b - u0 + i) * 4, a[i]);
             b += k;
         }
         return AMN_OK;
@@ -353,7 +355,7 @@ static int fill_4bit_absmax(const enc_tensor *t, int role, uint64_t u0, uint64_t
         for (uint64_t j = u0; j < u0 + n; j++) {
             int rc = nested_block(t, v, j, a, &na, buf, err);
             if (rc) return rc;
-            memcpy(dst + (j - u0) * 4, &na, 4);
+            amn_store_le_f32(dst + (j - u0) * 4, na);
         }
         return AMN_OK;
     }
@@ -387,15 +389,16 @@ static int fill_int8(const enc_tensor *t, int role, uint64_t r0, uint64_t n, con
     double e = 0;
     for (uint64_t r = r0; !rc && r < r0 + n; r++) {
         if ((rc = v->read(v->ctx, r * t->cols, t->cols, buf, err))) break;
-        amn_convert_elems(AMN_DTYPE_F32, buf, AMN_DTYPE_F16, h, (size_t)t->cols);
+        amn_store_f32(buf, AMN_DTYPE_F16, h, (size_t)t->cols);
         amn_convert_elems(AMN_DTYPE_F16, h, AMN_DTYPE_F32, x16, (size_t)t->cols);
+        amn_le_to_host_n(x16, 4, (size_t)t->cols); /* bytes to host floats */
         float scb = 0.0f; /* the row's max |x| in F16; a NaN is passed over, as fmaxf does */
         for (uint64_t i = 0; i < t->cols; i++) {
             const float a = fabsf(x16[i]);
             if (a > scb) scb = a;
         }
         if (role == OUT_SCB) {
-            memcpy(dst + (r - r0) * 4, &scb, 4);
+            amn_store_le_f32(dst + (r - r0) * 4, scb);
             continue;
         }
         int8_t *q = (int8_t *)dst + (r - r0) * t->cols;
@@ -420,10 +423,11 @@ static int enc_fill(const void *state, size_t out, uint64_t u0, uint64_t n, cons
     uint8_t *d = dst;
     switch (role) {
     case OUT_QMAP:
-        memcpy(d, t->kind == BNB_FP4 ? bnb_fp4_map : bnb_nf4_map, 64);
+        for (int k = 0; k < 16; k++)
+            amn_store_le_f32(d + 4 * k, (t->kind == BNB_FP4 ? bnb_fp4_map : bnb_nf4_map)[k]);
         return AMN_OK;
     case OUT_NQMAP:
-        memcpy(d, bnb_dynamic_map, 1024);
+        for (int k = 0; k < 256; k++) amn_store_le_f32(d + 4 * k, bnb_dynamic_map[k]);
         return AMN_OK;
     case OUT_FORMAT:
         d[0] = 0; /* row-major */

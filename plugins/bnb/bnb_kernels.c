@@ -44,7 +44,7 @@ static void whole_blocks(const bnb4_layout *l, block_walk *k, uint64_t n, amn_dt
     float s[BATCH];
     const uint8_t *w = l->weight + k->b * l->block / 2;
     for (uint64_t j = 0; j < n; j++) s[j] = next_scale(l, k);
-    if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16)
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16)
         bnb4_blocks_avx512(l->codebook, w, (size_t)n, (size_t)l->block / 2, s, out, d);
     else
         bnb4_blocks_avx2(l->codebook, w, (size_t)n, (size_t)l->block / 2, s, out, d);
@@ -59,7 +59,7 @@ void bnb4_dequant(const bnb4_layout *l, uint64_t e0, uint64_t count, amn_dtype o
     block_walk k = {.b = b0,
                     .nb = l->nested ? b0 / l->nested_block : 0,
                     .nb_left = l->nested ? l->nested_block - b0 % l->nested_block : 0};
-    const bool batch = level >= AMN_SIMD_AVX2 && l->block % 2 == 0;
+    const bool batch = AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && l->block % 2 == 0;
     for (uint64_t e = e0; e < end;) {
         const uint64_t bstart = k.b * l->block;
         if (batch && e == bstart && end - e >= 2 * l->block) {
@@ -76,11 +76,11 @@ void bnb4_dequant(const bnb4_layout *l, uint64_t e0, uint64_t count, amn_dtype o
             i++;
         }
         const uint64_t pairs = (bend - i) / 2;
-        if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16 && pairs) {
+        if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16 && pairs) {
             bnb4_blocks_avx512(l->codebook, l->weight + i / 2, 1, (size_t)pairs, &s, out,
                                d + (i - e0) * es);
             i += 2 * pairs;
-        } else if (level >= AMN_SIMD_AVX2 && pairs) {
+        } else if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && pairs) {
             bnb4_blocks_avx2(l->codebook, l->weight + i / 2, 1, (size_t)pairs, &s, out,
                              d + (i - e0) * es);
             i += 2 * pairs;
@@ -99,14 +99,13 @@ void bnb8_dequant_rows(const bnb8_layout *l, uint64_t row0, uint64_t nrows, amn_
     memcpy(&c, &cbits, 4);
     uint8_t *d = dst;
     for (uint64_t r = row0; r < row0 + nrows; r++, d += l->cols * es) {
-        float s;
-        memcpy(&s, l->scb + r * 4, 4);
+        const float s = amn_load_le_f32(l->scb + r * 4);
         const int8_t *w = l->weight + r * l->cols;
-        if (level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16) {
+        if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && out != AMN_DTYPE_F16) {
             bnb8_row_avx512(w, (size_t)l->cols, s, out, d);
             continue;
         }
-        if (level >= AMN_SIMD_AVX2) {
+        if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2) {
             bnb8_row_avx2(w, (size_t)l->cols, s, out, d);
             continue;
         }

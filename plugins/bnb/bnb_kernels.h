@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 #include "amn/kit/store.h"
 #include "amn/simd.h"
@@ -47,19 +48,14 @@ void bnb4_codebook(const float quant_map[16], float cb[16]);
 
 /* Scale of block b under double quantization, whose nested block is nb. */
 static inline float bnb4_nested_scale(const bnb4_layout *l, uint64_t b, uint64_t nb) {
-    float na;
-    memcpy(&na, l->nested_absmax + nb * 4, 4);
+    const float na = amn_load_le_f32(l->nested_absmax + nb * 4);
     const float prod = l->nested_map[l->absmax[b]] * na; /* separate statements: */
     return prod + l->nested_offset;                      /* two roundings */
 }
 
 /* Scale of block b. */
 static inline float bnb4_block_scale(const bnb4_layout *l, uint64_t b) {
-    float f;
-    if (!l->nested) {
-        memcpy(&f, l->absmax + b * 4, 4);
-        return f;
-    }
+    if (!l->nested) return amn_load_le_f32(l->absmax + b * 4);
     return bnb4_nested_scale(l, b, b / l->nested_block);
 }
 

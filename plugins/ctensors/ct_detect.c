@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "amn/kit/quant_common.h"
 #include "ct_plan.h"
@@ -51,10 +52,9 @@ static int read_shape(const amn_tensor *t, uint64_t v[2], amn_error *err) {
     for (int k = 0; k < 2; k++) {
         int64_t x;
         if (t->dtype == AMN_DTYPE_I64) {
-            memcpy(&x, b + 8 * k, 8);
+            x = (int64_t)amn_load_le64(b + 8 * k);
         } else {
-            int32_t y;
-            memcpy(&y, b + 4 * k, 4);
+            const int32_t y = (int32_t)amn_load_le32(b + 4 * k);
             x = y;
         }
         if (x <= 0) {
@@ -214,10 +214,9 @@ static int load_gidx(ct_plan *p, const amn_tensor *t, bool *act_order, amn_error
     for (uint64_t i = 0; g && count && !rc && i < I; i++) {
         int64_t v;
         if (t->dtype == AMN_DTYPE_I64) {
-            memcpy(&v, b + 8 * i, 8);
+            v = (int64_t)amn_load_le64(b + 8 * i);
         } else {
-            int32_t y;
-            memcpy(&y, b + 4 * i, 4);
+            const int32_t y = (int32_t)amn_load_le32(b + 4 * i);
             v = y;
         }
         if (v == -1) {

@@ -80,8 +80,8 @@ int ct_rows_scalar(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype 
 
 int ct_dequant_rows(const ct_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
                     amn_simd level) {
-    if (level >= AMN_SIMD_AVX512 && ct_avx512_takes(l))
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && ct_avx512_takes(l))
         return ct_rows_avx512(l, row0, nrows, out, dst);
-    if (level >= AMN_SIMD_AVX2) return ct_rows_avx2(l, row0, nrows, out, dst);
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2) return ct_rows_avx2(l, row0, nrows, out, dst);
     return ct_rows_scalar(l, row0, nrows, out, dst);
 }

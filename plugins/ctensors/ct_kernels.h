@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 #include "amn/kit/store.h"
 #include "amn/simd.h"
@@ -62,9 +63,7 @@ static inline unsigned ct_q_kind(const ct_layout *l) {
 
 /* The 32-bit word at p (tensor data need not be aligned). */
 static inline uint32_t ct_ld32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
+    return amn_load_le32(p); /* little-endian words, need not be aligned */
 }
 
 /* The scale (and zero point) row of output row o. */

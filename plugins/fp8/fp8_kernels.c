@@ -5,18 +5,13 @@
 #include "fp8_kernels.h"
 
 static float scale_at(const fp8_layout *l, uint64_t i) {
-    uint16_t h;
-    float f;
     switch (l->stype) {
     case AMN_DTYPE_BF16:
-        memcpy(&h, l->scale + i * 2, 2);
-        return amn_bf16_to_f32(h);
+        return amn_bf16_to_f32(amn_load_le16(l->scale + i * 2));
     case AMN_DTYPE_F16:
-        memcpy(&h, l->scale + i * 2, 2);
-        return amn_f16_to_f32(h);
+        return amn_f16_to_f32(amn_load_le16(l->scale + i * 2));
     default:
-        memcpy(&f, l->scale + i * 4, 4);
-        return f;
+        return amn_load_le_f32(l->scale + i * 4);
     }
 }
 
@@ -33,7 +28,7 @@ void fp8_dequant_rows(const fp8_layout *l, uint64_t row0, uint64_t nrows, amn_dt
                       amn_simd level) {
     const bool e5m2 = l->wtype == AMN_DTYPE_F8_E5M2;
     const size_t es = amn_dtype_size(out);
-    const bool vec = level >= AMN_SIMD_AVX2;
+    const bool vec = AMN_SIMD_X86 && level >= AMN_SIMD_AVX2;
     float lut[256];
     if (!vec)
         for (int b = 0; b < 256; b++) lut[b] = fp8_decode((uint8_t)b, e5m2);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/error.h"
 #include "gguf_dequant.h"
 #include "gguf_kernels.h"
@@ -34,14 +35,13 @@ static void run_scalar(gguf_block_fn fn, const gguf_type_traits *tr, const uint8
         fn(src, y);
         if (out == AMN_DTYPE_F32) {
             memcpy(dst, y, qk * sizeof(float));
+            amn_le_to_host_n(dst, 4, qk); /* host floats to little-endian bytes */
         } else if (out == AMN_DTYPE_BF16) {
             store_bf16(y, dst, qk);
+            amn_le_to_host_n(dst, 2, qk);
         } else {
             /* Per value: a block is too short for amn_store_f32's dispatch. */
-            for (size_t k = 0; k < qk; k++) {
-                const uint16_t h = amn_f32_to_f16(y[k]);
-                memcpy(dst + 2 * k, &h, 2);
-            }
+            for (size_t k = 0; k < qk; k++) amn_store_le16(dst + 2 * k, amn_f32_to_f16(y[k]));
         }
     }
 }
@@ -87,8 +87,8 @@ int gguf_dequantize_simd(uint32_t ggml_type, const void *blocks, uint64_t n_elem
     const amn_simd cpu = gguf_simd_max();
     if (level > cpu) level = cpu;
     gguf_rows_fn vec = NULL;
-    if (level >= AMN_SIMD_AVX512) vec = gguf_avx512_kernel(ggml_type);
-    if (!vec && level >= AMN_SIMD_AVX2) vec = gguf_avx2_kernel(ggml_type);
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512) vec = gguf_avx512_kernel(ggml_type);
+    if (!vec && AMN_SIMD_X86 && level >= AMN_SIMD_AVX2) vec = gguf_avx2_kernel(ggml_type);
     if (!vec) {
         run_scalar(gguf_scalar_kernel(ggml_type), tr, src, (size_t)nblocks, out, d);
         return AMN_OK;

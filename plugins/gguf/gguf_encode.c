@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "gguf_dequant.h"
 #include "gguf_encode.h"
@@ -463,6 +464,7 @@ static int abs_error(const enc_tensor *et, const amn_values *v, uint64_t row0, u
                 rc = amn_convert_elems(tr->plain, blocks, AMN_DTYPE_F32, y, (size_t)cnt);
             else
                 rc = gguf_dequantize(et->type, blocks, cnt, AMN_DTYPE_F32, y);
+            amn_le_to_host_n(y, 4, (size_t)cnt); /* bytes to host floats */
             if (rc) {
                 rc = amn_error_set(err, AMN_E_UNSUPPORTED, "%s: cannot decode %s", et->name,
                                    tr->name);

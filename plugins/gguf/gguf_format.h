@@ -9,10 +9,6 @@
 #include "amn/format.h"
 #include "amn/model.h"
 
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the GGUF container code assumes a little-endian host"
-#endif
-
 #define GGUF_MAGIC             "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32u
 #define GGUF_MAX_DIMS          4u /* GGML_MAX_DIMS */

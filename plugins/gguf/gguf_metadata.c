@@ -127,8 +127,12 @@ static bool store_int(amn_kv_type t, bool neg, uint64_t mag, void *dst) {
     if (neg && !is_signed(t)) return false;
     /* the most negative value is one more than the largest positive one */
     if (mag > umax[t] + (neg ? 1u : 0u)) return false;
-    uint64_t bits = neg ? (uint64_t)0 - mag : mag; /* two's complement */
-    memcpy(dst, &bits, sz);                        /* little-endian: low bytes first */
+    const uint64_t bits = neg ? (uint64_t)0 - mag : mag; /* two's complement */
+    /* the low sz bytes, as a host-order value of that size */
+    if (sz == 1) *(uint8_t *)dst = (uint8_t)bits;
+    if (sz == 2) memcpy(dst, &(uint16_t){(uint16_t)bits}, 2);
+    if (sz == 4) memcpy(dst, &(uint32_t){(uint32_t)bits}, 4);
+    if (sz == 8) memcpy(dst, &bits, 8);
     return true;
 }
 

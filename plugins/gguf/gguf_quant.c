@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/error.h"
 #include "gguf_dequant.h"
 #include "gguf_kernels.h"
@@ -308,10 +309,14 @@ bool gguf_type_can_quantize(uint32_t type) {
  * (ggml_fp32_to_bf16_row_ref: nearest even, NaN quieted), little-endian. */
 static void store_plain(uint32_t type, const float *x, size_t n, uint8_t *dst, amn_simd level) {
     if (type == GGUF_TYPE_F32) {
-        memcpy(dst, x, n * sizeof(float));
+        if (!AMN_HOST_BIG_ENDIAN)
+            memcpy(dst, x, n * sizeof(float));
+        else
+            for (size_t i = 0; i < n; i++) amn_store_le_f32(dst + 4 * i, x[i]);
         return;
     }
-    if (type == GGUF_TYPE_F16 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2) {
+    if (type == GGUF_TYPE_F16 && AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 &&
+        gguf_simd_max() >= AMN_SIMD_AVX2) {
         gguf_avx2_f32_to_f16(x, dst, n); /* F16C: amn_f32_to_f16's bytes */
         return;
     }
@@ -333,7 +338,8 @@ int gguf_quantize_simd(uint32_t type, const float *x, uint64_t n_elems, void *ds
     }
     if (type == GGUF_TYPE_IQ3_S && !gguf_quant_iq3_ready()) return AMN_E_NOMEM;
     gguf_qblock_fn fn = NULL;
-    if (level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2) fn = block_quantizer_avx2(type);
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2)
+        fn = block_quantizer_avx2(type);
     if (!fn) fn = block_quantizer(type);
     const size_t nb = (size_t)(n_elems / tr->block_elems);
     uint8_t *y = dst;

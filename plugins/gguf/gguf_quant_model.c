@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "gguf_dequant.h"
 #include "gguf_endian.h"
@@ -162,8 +163,19 @@ bool gguf_quant_row_bytes(uint32_t type, uint64_t ne0, uint64_t *out) {
 
 /* n elements from element e of t as f32 into y (n <= GGUF_QCHUNK, whole
  * source blocks). */
+static int read_le_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_t n, float *y,
+                       amn_error *err);
+
+/* ... as host floats: tensors and kernels give little-endian bytes. */
 static int read_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_t n, float *y,
                     amn_error *err) {
+    const int rc = read_le_f32(t, src_type, e, n, y, err);
+    if (!rc) amn_le_to_host_n(y, 4, n);
+    return rc;
+}
+
+static int read_le_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_t n, float *y,
+                       amn_error *err) {
     const gguf_type_traits *tr = gguf_type_traits_get(src_type);
     if (tr->kind == GGUF_KIND_PLAIN) {
         const size_t es = amn_dtype_size(t->dtype);

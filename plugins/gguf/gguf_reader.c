@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "gguf_endian.h"
 #include "gguf_format.h"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "gptq_plan.h"
 #include "amn/kit/quant_common.h"
@@ -43,11 +44,9 @@ static int load_gidx(const amn_tensor *t, gptq_plan *p, bool *act_order, amn_err
     for (uint64_t i = 0; i < p->in; i++) {
         int64_t v;
         if (t->dtype == AMN_DTYPE_I64) {
-            memcpy(&v, b + i * 8, 8);
+            v = (int64_t)amn_load_le64(b + i * 8);
         } else {
-            int32_t v32;
-            memcpy(&v32, b + i * 4, 4);
-            v = v32;
+            v = (int32_t)amn_load_le32(b + i * 4);
         }
         if (v < 0 || (uint64_t)v >= p->groups) {
             free(own);

@@ -75,8 +75,8 @@ int gptq_dequant_rows_scalar(const gptq_layout *l, uint64_t row0, uint64_t nrows
 
 int gptq_dequant_rows(const gptq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
                       amn_simd level) {
-    if (level >= AMN_SIMD_AVX512 && gptq_avx512_takes(l, out))
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && gptq_avx512_takes(l, out))
         return gptq_dequant_rows_avx512(l, row0, nrows, out, dst);
-    if (level >= AMN_SIMD_AVX2) return gptq_dequant_rows_avx2(l, row0, nrows, out, dst);
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2) return gptq_dequant_rows_avx2(l, row0, nrows, out, dst);
     return gptq_dequant_rows_scalar(l, row0, nrows, out, dst);
 }

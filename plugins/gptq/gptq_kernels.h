@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 #include "amn/kit/store.h"
 #include "amn/simd.h"
@@ -62,9 +63,7 @@ float gptq_scale(const gptq_layout *l, uint64_t g, uint64_t o);
 uint32_t gptq_q(const gptq_layout *l, uint64_t i, uint64_t o);
 
 static inline uint32_t gptq_ld32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4); /* tensor data need not be 4-byte aligned */
-    return v;
+    return amn_load_le32(p); /* little-endian words, need not be aligned */
 }
 
 #endif

@@ -54,7 +54,7 @@ void mxfp4_dequant_rows(const mxfp4_layout *l, uint64_t row0, uint64_t nrows, am
     for (uint64_t q = row0; q < row0 + nrows;) {
         const uint64_t e = q / K, k0 = q % K;
         const uint64_t k1 = K - k0 < row0 + nrows - q ? K : k0 + (row0 + nrows - q);
-        if (level >= AMN_SIMD_AVX2) {
+        if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2) {
             /* F16 outputs take the 8-row tiles, which read no shifts */
             const uint8_t *ts =
                 l->cache && out != AMN_DTYPE_F16 ? mxfp4_scales_acquire(l->cache, l, e) : NULL;

@@ -81,6 +81,8 @@ static slot *pick(mxfp4_scale_cache *c, uint64_t e, bool *fill) {
 }
 
 const uint8_t *mxfp4_scales_acquire(mxfp4_scale_cache *c, const mxfp4_layout *l, uint64_t e) {
+    /* Only the x86 kernels read transposed scales (mxfp4_expert_rows_avx2). */
+    if (!AMN_SIMD_X86) return NULL;
     bool fill;
     pthread_mutex_lock(&c->mu);
     slot *s = pick(c, e, &fill);
@@ -96,7 +98,8 @@ const uint8_t *mxfp4_scales_acquire(mxfp4_scale_cache *c, const mxfp4_layout *l,
     if (!s || !fill) return s ? s->t : NULL;
     const size_t n = (size_t)(c->rows * c->groups);
     if (!s->t) s->t = malloc(n);
-    if (s->t) mxfp4_transpose_scales_avx2(l->scales + e * n, c->rows, c->groups, s->t);
+    if (AMN_SIMD_X86 && s->t)
+        mxfp4_transpose_scales_avx2(l->scales + e * n, c->rows, c->groups, s->t);
     pthread_mutex_lock(&c->mu);
     s->state = s->t ? SLOT_READY : SLOT_EMPTY;
     if (!s->t) s->refs--;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "amn/kit/quant_common.h"
 #include "nvfp4_plan.h"
@@ -143,7 +144,8 @@ static int claim(const amn_model *m, amn_claimset *cs, size_t wi, size_t plen, b
         rc = quant_tensor_bytes(s2, &own, &b, err);
         p->seconds = rc ? NULL : malloc(p->n_seconds * sizeof *p->seconds);
         if (!rc && !p->seconds) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        for (uint64_t e = 0; !rc && e < p->n_seconds; e++) memcpy(&p->seconds[e], b + 4 * e, 4);
+        for (uint64_t e = 0; !rc && e < p->n_seconds; e++)
+            p->seconds[e] = amn_load_le_f32(b + 4 * e);
         free(own);
     }
     const uint8_t *unused;

@@ -54,9 +54,9 @@ void nvfp4_dequant_rows(const nvfp4_layout *l, uint64_t row0, uint64_t nrows, am
             else
                 for (uint64_t b = 0; b < n; b++) bs[b] = e4m3[sc[b0 + b]] * second;
             const uint64_t i0 = b0 * 16;
-            if (level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16)
+            if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16)
                 nvfp4_row_avx512(w + i0 / 2, bs, n * 16, table, out, d + i0 * amn_dtype_size(out));
-            else if (level >= AMN_SIMD_AVX2)
+            else if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2)
                 nvfp4_row_avx2(w + i0 / 2, bs, n * 16, table, out, all_finite(bs, n),
                                d + i0 * amn_dtype_size(out));
             else
@@ -96,15 +96,16 @@ int nvfp4_bmm_rows(const nvfp4_bmm_layout *l, uint64_t row0, uint64_t nrows, amn
         }
         const uint8_t *w = l->weight + (e * (l->in / 2) + i / 2) * O;
         const unsigned shift = 4 * (unsigned)(i & 1);
-        const bool avx512 = level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16;
-        if (!avx512 && level >= AMN_SIMD_AVX2 && shift == 0 && r + 1 < row0 + nrows) {
+        const bool avx512 = AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && out == AMN_DTYPE_BF16;
+        if (!avx512 && AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && shift == 0 &&
+            r + 1 < row0 + nrows) {
             nvfp4_bmm_pair_avx2(w, bs, O, e2m1_pos0, out, finite, d, d + rowbytes);
             r++, d += rowbytes; /* i + 1 shares the block row: i is even */
             continue;
         }
         if (avx512)
             nvfp4_bmm_row_avx512(w, shift, bs, O, e2m1_pos0, out, d);
-        else if (level >= AMN_SIMD_AVX2)
+        else if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2)
             nvfp4_bmm_row_avx2(w, shift, bs, O, e2m1_pos0, out, finite, d);
         else
             nvfp4_bmm_row_scalar(w, shift, bs, O, e2m1_pos0, out, d);

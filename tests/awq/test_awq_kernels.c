@@ -77,6 +77,8 @@ static void test_awq_goldens(void **state) {
     fprintf(stderr, "awq: %zu files, %zu values compared bit for bit\n", n, values);
 }
 
+/* x86-64 only (AMN_SIMD_X86): the vector paths compared with the scalar one. */
+#if AMN_SIMD_X86
 /* Shapes the golden lacks (in not a multiple of 8, a group size that is not,
  * out not a multiple of 64): the vector path must match the scalar path. */
 static void test_awq_paths_agree(void **state) {
@@ -215,12 +217,15 @@ static void test_awq_paths_random(void **state) {
         }
     fprintf(stderr, "awq: %zu random values compared with the scalar path\n", values);
 }
+#endif /* AMN_SIMD_X86 */
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_awq_goldens),
+#if AMN_SIMD_X86
         cmocka_unit_test(test_awq_paths_agree),
         cmocka_unit_test(test_awq_paths_random),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

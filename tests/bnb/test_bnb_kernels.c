@@ -240,6 +240,8 @@ static void test_bnb_codes(void **state) {
     assert_int_equal(p[1], 0x0d);
 }
 
+/* x86-64 only (AMN_SIMD_X86): the vector paths compared with the scalar one. */
+#if AMN_SIMD_X86
 /* Many blocks (more than one vector batch) under double quantization:
  * every path against scalar, from starts inside and at block and nested-block
  * boundaries. */
@@ -417,15 +419,18 @@ static void test_bnb_encode_paths(void **state) {
         }
     }
 }
+#endif /* AMN_SIMD_X86 */
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bnb_goldens),
         cmocka_unit_test(test_bnb_tables),
         cmocka_unit_test(test_bnb_codes),
+#if AMN_SIMD_X86
         cmocka_unit_test(test_bnb_paths_random),
         cmocka_unit_test(test_bnb_paths_nested_long),
         cmocka_unit_test(test_bnb_encode_paths),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 #include "amn/simd.h"
 #include "amn_test.h"
@@ -74,10 +75,8 @@ static inline uint8_t *qg_expected(const uint8_t *f32, const uint8_t *bf16, uint
             } else if (out == AMN_DTYPE_BF16 && bf16) {
                 memcpy(d, bf16 + src * 2, 2);
             } else {
-                float f;
-                memcpy(&f, f32 + src * 4, 4);
-                uint16_t h = out == AMN_DTYPE_F16 ? amn_f32_to_f16(f) : amn_f32_to_bf16(f);
-                memcpy(d, &h, 2);
+                const float f = amn_load_le_f32(f32 + src * 4);
+                amn_store_le16(d, out == AMN_DTYPE_F16 ? amn_f32_to_f16(f) : amn_f32_to_bf16(f));
             }
         }
     return e;

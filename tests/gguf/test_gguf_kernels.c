@@ -10,6 +10,7 @@
 #include "amn_test.h"
 #include "sha256.h"
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 #include "amn/error.h"
 #include "amn/simd.h"
@@ -93,10 +94,7 @@ static uint32_t check_golden(const char *path) {
     assert_non_null(gf16);
     assert_non_null(out);
     for (uint32_t i = 0; i < n; i++) {
-        float f;
-        memcpy(&f, gf32 + 4 * i, 4);
-        uint16_t h = amn_f32_to_f16(f);
-        memcpy(gf16 + 2 * i, &h, 2);
+        amn_store_le16(gf16 + 2 * i, amn_f32_to_f16(amn_load_le_f32(gf32 + 4 * i)));
     }
     amn_simd paths[MAX_PATHS];
     const size_t npaths = simd_paths(paths);
@@ -262,11 +260,11 @@ static void test_random_paths(void **state) {
                     assert_int_equal(gguf_dequantize_simd(tr->id, raw + 1, n, AMN_DTYPE_F32, f32,
                                                           AMN_SIMD_SCALAR),
                                      AMN_OK);
+                    amn_le_to_host_n(f32, 4, n); /* output bytes to host floats */
                     for (size_t i = 0; i < n; i++) {
                         uint16_t h = outs[o] == AMN_DTYPE_BF16 ? amn_f32_to_bf16(f32[i])
                                                                : amn_f32_to_f16(f32[i]);
-                        uint16_t g;
-                        memcpy(&g, ref + 2 * i, 2);
+                        const uint16_t g = amn_load_le16(ref + 2 * i);
                         if (g != h)
                             fail_msg("%s: %s value %zu is not the rounded F32", tr->name,
                                      amn_dtype_name(outs[o]), i);
@@ -393,6 +391,7 @@ static void test_bf16_scale_edges(void **state) {
         }
         assert_int_equal(gguf_dequantize_simd(tr->id, raw, n, AMN_DTYPE_F32, f32, AMN_SIMD_SCALAR),
                          AMN_OK);
+        amn_le_to_host_n(f32, 4, n); /* output bytes to host floats */
         const amn_dtype outs[] = {AMN_DTYPE_F32, AMN_DTYPE_BF16, AMN_DTYPE_F16};
         for (size_t o = 0; o < 3; o++) {
             const size_t es = amn_dtype_size(outs[o]);
@@ -400,8 +399,7 @@ static void test_bf16_scale_edges(void **state) {
                              AMN_OK);
             if (outs[o] != AMN_DTYPE_F32)
                 for (size_t i = 0; i < n; i++) {
-                    uint16_t g;
-                    memcpy(&g, ref + 2 * i, 2);
+                    const uint16_t g = amn_load_le16(ref + 2 * i);
                     const uint16_t want = outs[o] == AMN_DTYPE_BF16 ? amn_f32_to_bf16(f32[i])
                                                                     : amn_f32_to_f16(f32[i]);
                     if (g != want)
@@ -598,8 +596,10 @@ static void test_bad_arguments(void **state) {
     assert_int_equal(gguf_dequantize(GGUF_TYPE_Q4_0, blk, UINT64_MAX - 31, AMN_DTYPE_F32, out),
                      AMN_E_INVALID);
     /* Plain float types go through the core's exact conversions. */
-    const uint16_t h[4] = {0x3c00, 0xc000, 0x8000, 0x7bff};
+    const uint16_t h[4] = {amn_htole16(0x3c00), amn_htole16(0xc000), amn_htole16(0x8000),
+                           amn_htole16(0x7bff)};
     assert_int_equal(gguf_dequantize(GGUF_TYPE_F16, h, 4, AMN_DTYPE_F32, out), AMN_OK);
+    amn_le_to_host_n(out, 4, 4);
     assert_true(out[0] == 1.0f && out[1] == -2.0f && amn_f32_bits(out[2]) == 0x80000000u &&
                 out[3] == 65504.0f);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/plugin.h"
 
 _Static_assert(AMN_PLUGIN_ABI_MAJOR == 2 && AMN_PLUGIN_ABI_MINOR == 0,
@@ -186,10 +187,10 @@ static int dequantize(const amn_model *m, const void *vp, uint64_t row0, uint64_
     float row[64];
     if (p->cols > 64) return amn_error_set(err, AMN_E_UNSUPPORTED, "oldabi: rows over 64");
     for (uint64_t r = row0; r < row0 + nrows; r++) {
-        float scale;
-        memcpy(&scale, (const uint8_t *)ts->data + 4 * r, 4);
+        const float scale = amn_load_le_f32((const uint8_t *)ts->data + 4 * r);
         for (uint64_t c = 0; c < p->cols; c++) row[c] = (float)q[r * p->cols + c] * scale;
         uint8_t *d = (uint8_t *)dst + (r - row0) * p->cols * amn_dtype_size(out);
+        amn_le_to_host_n(row, 4, (size_t)p->cols); /* host floats to element bytes */
         if (amn_convert_elems(AMN_DTYPE_F32, row, out, d, (size_t)p->cols))
             return amn_error_set(err, AMN_E_INVALID, "oldabi: bad output dtype");
     }

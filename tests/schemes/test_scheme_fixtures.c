@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "amn/byteorder.h"
 #include "amn/amn.h"
 #include "amn_test.h"
 
@@ -50,18 +51,13 @@ static amn_model *open_or_fail(const char *path) {
 }
 
 static bool is_nan_elem(amn_dtype t, const uint8_t *p) {
-    uint16_t h;
-    uint32_t u;
     switch (t) {
     case AMN_DTYPE_BF16:
-        memcpy(&h, p, 2);
-        return (h & 0x7fff) > 0x7f80;
+        return (amn_load_le16(p) & 0x7fff) > 0x7f80;
     case AMN_DTYPE_F16:
-        memcpy(&h, p, 2);
-        return (h & 0x7fff) > 0x7c00;
+        return (amn_load_le16(p) & 0x7fff) > 0x7c00;
     case AMN_DTYPE_F32:
-        memcpy(&u, p, 4);
-        return (u & 0x7fffffff) > 0x7f800000;
+        return (amn_load_le32(p) & 0x7fffffff) > 0x7f800000;
     default:
         return false;
     }

@@ -149,7 +149,8 @@ static void test_mxfp4(void **state) {
         /* The streaming copy (whole tensors) into a 64-byte aligned buffer,
          * where rows are 32-byte multiples: every dtype, one expert at a
          * time from a row inside the first group. */
-        for (int o = 0; o < 3 && amn_simd_level() >= AMN_SIMD_AVX2 && R % 16 == 0; o++) {
+        for (int o = 0; o < 3 && AMN_SIMD_X86 && amn_simd_level() >= AMN_SIMD_AVX2 && R % 16 == 0;
+             o++) {
             static const amn_dtype outs[3] = {AMN_DTYPE_BF16, AMN_DTYPE_F16, AMN_DTYPE_F32};
             const size_t rowbytes = R * amn_dtype_size(outs[o]), K = G * 32;
             const size_t len = E * K * rowbytes;

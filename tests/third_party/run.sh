@@ -21,7 +21,7 @@ cmake --build "$work/toy-cmake" >/dev/null
 # 2. pkg-config
 mkdir -p "$work/toy-pc"
 libdir=$(dirname "$(find "$prefix" -name amn.pc | head -n1)")
-PKG_CONFIG_PATH=$libdir cc -std=c17 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden \
+PKG_CONFIG_PATH=$libdir "${CC:-cc}" -std=c17 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden \
   $(PKG_CONFIG_PATH=$libdir pkg-config --cflags amn) "$src/tests/third_party/toy/toy.c" \
   -o "$work/toy-pc/amn-toy.so" $(PKG_CONFIG_PATH=$libdir pkg-config --libs amn) \
   -Wl,-z,defs -Wl,-z,now -Wl,-rpath,"$(PKG_CONFIG_PATH=$libdir pkg-config --variable=libdir amn)"

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <math.h>
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 #include "amn_test.h"
 
@@ -31,12 +32,14 @@ static void f16_round_trip_every_pattern(void **state) {
     }
     uint16_t src[65536], out[65536];
     float mid[65536];
-    for (uint32_t h = 0; h < 65536; h++) src[h] = (uint16_t)h;
+    for (uint32_t h = 0; h < 65536; h++) src[h] = amn_htole16((uint16_t)h); /* element bytes */
     const char *levels[] = {"scalar", NULL};
     for (int l = 0; l < 2; l++) {
         use_simd(levels[l]);
         amn_convert_elems(AMN_DTYPE_F16, src, AMN_DTYPE_F32, mid, 65536);
         amn_convert_elems(AMN_DTYPE_F32, mid, AMN_DTYPE_F16, out, 65536);
+        amn_le_to_host_n(mid, 4, 65536); /* little-endian bytes to host values */
+        amn_le_to_host_n(out, 2, 65536);
         for (uint32_t h = 0; h < 65536; h++) {
             assert_memory_equal(&mid[h], &(float){amn_f16_to_f32((uint16_t)h)}, 4);
             assert_int_equal(out[h], amn_f32_to_f16(mid[h]));
@@ -127,6 +130,7 @@ static void f8_decode(void **state) {
     float a[256];
     for (int i = 0; i < 256; i++) codes[i] = (uint8_t)i;
     amn_convert_elems(AMN_DTYPE_F8_E5M2, codes, AMN_DTYPE_F32, a, 256);
+    amn_le_to_host_n(a, 4, 256);
     for (int i = 0; i < 256; i++) {
         float s = amn_f8e5m2_to_f32((uint8_t)i);
         if (isnan(s))
@@ -183,7 +187,7 @@ static size_t check_goldens_in(const char *dir, size_t hdr_len_off, size_t golde
         if (l < 5 || strcmp(e->d_name + l - 4, ".bin")) continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t size;
+        size_t size = 0;
         uint8_t *buf = amn_test_read_file(path, &size);
         assert_non_null(buf);
         uint32_t bf16_len = amn_test_u32(buf + golden_fields_off);

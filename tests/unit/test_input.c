@@ -311,7 +311,10 @@ static bool kernel_populates(void) {
 #ifdef MADV_POPULATE_READ
     void *p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return false;
-    const bool ok = madvise(p, 4096, MADV_POPULATE_READ) == 0;
+    /* ... and did: qemu-user answers 0 to the advice it drops. */
+    unsigned char in = 0;
+    const bool ok =
+        madvise(p, 4096, MADV_POPULATE_READ) == 0 && mincore(p, 4096, &in) == 0 && (in & 1);
     munmap(p, 4096);
     return ok;
 #else
@@ -383,8 +386,19 @@ static void test_truncated(void **state) {
                  {"copy", AMN_DTYPE_F32, "npz"},
                  {"splice", AMN_DTYPE_F32, "npz"},
                  {"auto", AMN_DTYPE_F32, "npz"}};
+    unsigned emulated = 0;
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         if (strcmp(cases[k].target, "npz") == 0 && !amn_test_built("npz")) continue;
+        /* qemu-user drops the populate advice (answering 0), and the SIGBUS
+         * a mapping then raises past the new end kills the emulator: the
+         * mapped reads are checked on a real CPU only. */
+        if (getenv("AMN_TEST_EMULATOR") &&
+            (strcmp(cases[k].mode, "auto") == 0 || strcmp(cases[k].mode, "map") == 0)) {
+            fprintf(stderr, "SKIP %s to %s: mapped reads under %s\n", cases[k].mode,
+                    cases[k].target, getenv("AMN_TEST_EMULATOR"));
+            emulated++;
+            continue;
+        }
         const char *in = amn_test_scratch_path("cut.safetensors");
         const uint64_t at = write_model(in, false);
         opened o;
@@ -402,6 +416,7 @@ static void test_truncated(void **state) {
         close_model(&o);
         unlink(in);
     }
+    if (emulated) skip();
 }
 
 static int setup(void **state) {

@@ -4,6 +4,7 @@
  * than this core's, is used only up to its struct_size. */
 #include <unistd.h>
 
+#include "amn/byteorder.h"
 #include "amn/amn.h"
 #include "amn/plugin.h"
 #include "amn_test.h"
@@ -18,6 +19,13 @@ static const uint8_t file_bytes[] = {'A', 'M',  'N', 'O', 'L', 'D',  '2', '0',  
                                      0,   0,    3,   0,   0,   0,    1,   0xfe, 3, 4,
                                      5,   0xfa, 0,   0,   0,   0x3f, 0,   0,    0, 0x40};
 static const float expect_w[6] = {0.5f, -1.0f, 1.5f, 8.0f, 10.0f, -12.0f};
+
+/* expect_w as a file holds it: little-endian bytes. */
+static const uint8_t *expect_w_bytes(void) {
+    static uint8_t b[sizeof expect_w];
+    for (int i = 0; i < 6; i++) amn_store_le_f32(b + 4 * i, expect_w[i]);
+    return b;
+}
 
 static int setup(void **state) {
     (void)state;
@@ -122,7 +130,7 @@ static void dequantizes_through_the_old_scheme(void **state) {
     const amn_tensor *w = amn_model_tensor(m, 0);
     assert_string_equal(w->name, "w");
     assert_int_equal(w->dtype, AMN_DTYPE_F32);
-    assert_memory_equal(w->data, expect_w, sizeof expect_w);
+    assert_memory_equal(w->data, expect_w_bytes(), sizeof expect_w);
     amn_model_free(m);
 }
 
@@ -139,7 +147,7 @@ static void writes_through_the_old_writer(void **state) {
         0,   0,   0,   0,   0,   0,   3,   0,   0, 0, 0, 0, 0, 0};
     assert_int_equal(n, sizeof head + sizeof expect_w + 4);
     assert_memory_equal(b, head, sizeof head);
-    assert_memory_equal(b + sizeof head, expect_w, sizeof expect_w);
+    assert_memory_equal(b + sizeof head, expect_w_bytes(), sizeof expect_w);
     assert_memory_equal(b + n - 4, "END!", 4);
     free(b);
     /* Its 2.0 writer declared no options: any --opt is refused by name. */

@@ -97,6 +97,8 @@ AMN_API int amn_convert_elems(amn_dtype from, const void *src, amn_dtype to, voi
 /* Write n F32 values as `to` (F32, F16 or BF16). The common tail of every
  * dequantization kernel. Returns 0 or -1 for another dtype. */
 AMN_API int amn_store_f32(const float *src, amn_dtype to, void *dst, size_t n);
+/* Element bytes (src of amn_convert_elems, dst of both) are little-endian on
+ * every host (amn/byteorder.h); amn_store_f32 reads host floats. */
 
 #ifdef __cplusplus
 }

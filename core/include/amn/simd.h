@@ -20,6 +20,16 @@ typedef enum amn_simd {
     AMN_SIMD_AVX512 = 2, /* AVX-512 F/BW/VL/DQ */
 } amn_simd;
 
+/* 1 where the x86 vector kernels are built (x86-64), 0 elsewhere: there
+ * only the scalar paths exist and amn_simd_level() is AMN_SIMD_SCALAR. A
+ * dispatch writes `if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2)` so that a
+ * build for another CPU never refers to a vector kernel. */
+#if defined(__x86_64__)
+#define AMN_SIMD_X86 1
+#else
+#define AMN_SIMD_X86 0
+#endif
+
 /* The level kernels use: what the CPU offers, lowered by AMN_SIMD. */
 AMN_API amn_simd amn_simd_level(void);
 /* What the CPU offers, ignoring AMN_SIMD: for callers that name a level

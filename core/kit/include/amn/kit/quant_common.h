@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 #include "amn/error.h"
 #include "amn/model.h"
@@ -97,18 +98,13 @@ int quant_group_size(const quant_config *qc, const amn_tensor *sc, const amn_ten
 /* Scale i of a BF16, F16 or F32 scales array, as a float. Inline: the
  * kernels (built alone into their tests) use it without this file's .c. */
 static inline float quant_scale_at(const uint8_t *scales, amn_dtype stype, uint64_t i) {
-    uint16_t h;
-    float f;
     switch (stype) {
     case AMN_DTYPE_BF16:
-        memcpy(&h, scales + i * 2, 2);
-        return amn_bf16_to_f32(h);
+        return amn_bf16_to_f32(amn_load_le16(scales + i * 2));
     case AMN_DTYPE_F16:
-        memcpy(&h, scales + i * 2, 2);
-        return amn_f16_to_f32(h);
+        return amn_f16_to_f32(amn_load_le16(scales + i * 2));
     default:
-        memcpy(&f, scales + i * 4, 4);
-        return f;
+        return amn_load_le_f32(scales + i * 4);
     }
 }
 

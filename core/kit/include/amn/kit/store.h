@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 
 /* Whole tensors (what the Python package's Model.dequantize asks for) are
@@ -27,18 +28,15 @@ static inline bool qs_stream_aligned(const void *dst, size_t rowbytes) {
 
 /* Write y at d (no alignment needed) as `out`: F32, F16, else BF16. */
 static inline void qs_store1(float y, amn_dtype out, uint8_t *d) {
-    uint16_t h;
     switch (out) {
     case AMN_DTYPE_F32:
-        memcpy(d, &y, 4);
+        amn_store_le_f32(d, y);
         break;
     case AMN_DTYPE_F16:
-        h = amn_f32_to_f16(y);
-        memcpy(d, &h, 2);
+        amn_store_le16(d, amn_f32_to_f16(y));
         break;
     default:
-        h = amn_f32_to_bf16(y);
-        memcpy(d, &h, 2);
+        amn_store_le16(d, amn_f32_to_bf16(y));
         break;
     }
 }
