@@ -60,6 +60,8 @@ int cli_convert_encode(const amn_ctx *ctx, const cli_args *a) {
     if (!a->to) return -1;
     const int hf = folder_to_gguf(ctx, a);
     if (hf >= 0) return hf;
+    const int to_hf = cli_convert_to_hf(ctx, a);
+    if (to_hf >= 0) return to_hf;
     /* gguf-Q4_K_M: the GGUF file type Q4_K_M. A bare file type is not taken
      * here: bf16 / f16 / f32 name convert's safetensors output. */
     if (strncasecmp(a->to, "gguf-", 5) == 0 && cli_is_encode_target(ctx, a->to + 5) &&
@@ -236,7 +238,8 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
             .out_dir = output,
             .in_dir = cli_folder_input_dir(in->path, in->resolved, in_dir, sizeof in_dir),
             .in_path = in->path,
-            .forget = true};
+            .forget = true,
+            .side_files = strncmp(a->to, "hfdir", 5) == 0};
         cli_folder_args(a, &fr); /* checked by parse_request */
         int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
         *st = res.st;
@@ -270,7 +273,7 @@ static void print_report(const cli_args *a, const char *output, const amn_conver
         return;
     }
     char b1[32];
-    if (strncmp(a->to, "hf-", 3) == 0) { /* a model folder made a GGUF: nothing forgotten */
+    if (strncmp(a->to, "hf", 2) == 0) { /* a model folder made a GGUF or back: nothing forgotten */
         printf("  Wrote %zu tensors, %s in %.2f s\n", st->tensors_written,
                cli_size(st->bytes_written, b1, sizeof b1), dt);
         return;
@@ -321,6 +324,8 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
         if (strncmp(a->to, "hf-", 3) == 0)
             printf("Converting %s -> %s (GGUF as convert_hf_to_gguf.py --outtype %s", a->input,
                    output, a->to + 3);
+        else if (strncmp(a->to, "hfdir", 5) == 0)
+            printf("Converting %s -> %s (a Hugging Face model folder", a->input, output);
         else
             printf("Forgetting %s -> %s (%s", a->input, output, a->to);
         if (block) printf(", block %llu", (unsigned long long)block);

@@ -1,0 +1,361 @@
+/* A GGUF's key/values as a Hugging Face folder's files (hf_rev.h):
+ * config.json with the family's hyperparameters under transformers' names,
+ * generation_config.json, tokenizer_config.json with the special tokens and
+ * the chat template, and for BPE (gpt2) vocabularies tokenizer.json. */
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_rev.h"
+
+const amn_kv *hf_rev_kv(const amn_model *m, const char *arch, const char *suffix) {
+    char key[160];
+    if (snprintf(key, sizeof key, "%s.%s", arch, suffix) >= (int)sizeof key) return NULL;
+    return amn_model_find_kv(m, key);
+}
+
+bool hf_rev_num(const amn_kv *kv, double *v) {
+    if (!kv || !kv->data) return false;
+    const void *d = kv->data;
+    switch (kv->type) {
+    case AMN_KV_U8:
+        *v = *(const uint8_t *)d;
+        return true;
+    case AMN_KV_I8:
+        *v = *(const int8_t *)d;
+        return true;
+    case AMN_KV_U16:
+        *v = *(const uint16_t *)d;
+        return true;
+    case AMN_KV_I16:
+        *v = *(const int16_t *)d;
+        return true;
+    case AMN_KV_U32:
+        *v = *(const uint32_t *)d;
+        return true;
+    case AMN_KV_I32:
+        *v = *(const int32_t *)d;
+        return true;
+    case AMN_KV_U64:
+        *v = (double)*(const uint64_t *)d;
+        return true;
+    case AMN_KV_I64:
+        *v = (double)*(const int64_t *)d;
+        return true;
+    case AMN_KV_F32:
+        *v = *(const float *)d;
+        return true;
+    case AMN_KV_F64:
+        *v = *(const double *)d;
+        return true;
+    case AMN_KV_BOOL:
+        *v = *(const uint8_t *)d != 0;
+        return true;
+    default:
+        return false;
+    }
+}
+
+static json_object *str_of(const amn_str *s) {
+    return json_object_new_string_len(s->ptr, (int)(s->len > 0x7fffffff ? 0x7fffffff : s->len));
+}
+
+/* An arch key as an integer field; false when absent. */
+static bool put_int(json_object *o, const hf_rev *r, const char *suffix, const char *field) {
+    double v;
+    if (!hf_rev_num(hf_rev_kv(r->model, r->arch->gguf_arch, suffix), &v)) return false;
+    json_object_object_add(o, field, json_object_new_int64((int64_t)v));
+    return true;
+}
+
+/* F32 keys as the shortest decimal that reads back as the same float. */
+static json_object *float_json(double v) {
+    char buf[64];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, v);
+        if ((float)strtod(buf, NULL) == (float)v) break;
+    }
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+    return json_object_new_double_s(strtod(buf, NULL), buf);
+}
+
+static bool put_float(json_object *o, const hf_rev *r, const char *suffix, const char *field) {
+    double v;
+    if (!hf_rev_num(hf_rev_kv(r->model, r->arch->gguf_arch, suffix), &v)) return false;
+    json_object_object_add(o, field, float_json(v));
+    return true;
+}
+
+static const amn_str *kv_str(const amn_model *m, const char *key) {
+    const amn_kv *kv = amn_model_find_kv(m, key);
+    return kv && kv->type == AMN_KV_STRING ? kv->data : NULL;
+}
+
+static bool token_id(const amn_model *m, const char *which, double *id) {
+    char key[96];
+    snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", which);
+    return hf_rev_num(amn_model_find_kv(m, key), id);
+}
+
+static const char *torch_name(amn_dtype d) {
+    return d == AMN_DTYPE_F32 ? "float32" : d == AMN_DTYPE_F16 ? "float16" : "bfloat16";
+}
+
+/* The Hugging Face class and model_type of the GGUF's family. */
+static void class_of(const hf_rev *r, const char **cls, const char **type) {
+    const char *a = r->arch->gguf_arch;
+    if (strcmp(a, "llama") == 0 && r->n_experts) {
+        *cls = "MixtralForCausalLM", *type = "mixtral";
+    } else if (strcmp(a, "llama") == 0) {
+        *cls = "LlamaForCausalLM", *type = "llama";
+    } else {
+        *cls = r->arch->hf_names[0], *type = a;
+    }
+}
+
+static json_object *rope_scaling(const hf_rev *r) {
+    const amn_str *t = NULL;
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", r->arch->gguf_arch);
+    t = kv_str(r->model, key);
+    if (!t || (t->len == 4 && memcmp(t->ptr, "none", 4) == 0)) return NULL;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "rope_type", str_of(t));
+    json_object_object_add(o, "type", str_of(t));
+    put_float(o, r, "rope.scaling.factor", "factor");
+    put_int(o, r, "rope.scaling.original_context_length", "original_max_position_embeddings");
+    return o;
+}
+
+static json_object *config_json(const hf_rev *r) {
+    json_object *c = json_object_new_object();
+    const char *cls, *type;
+    class_of(r, &cls, &type);
+    json_object *archs = json_object_new_array();
+    json_object_array_add(archs, json_object_new_string(cls));
+    json_object_object_add(c, "architectures", archs);
+    json_object_object_add(c, "model_type", json_object_new_string(type));
+    put_int(c, r, "embedding_length", "hidden_size");
+    put_int(c, r, "feed_forward_length", "intermediate_size");
+    put_int(c, r, "attention.head_count", "num_attention_heads");
+    put_int(c, r, "attention.head_count_kv", "num_key_value_heads");
+    put_int(c, r, "block_count", "num_hidden_layers");
+    put_int(c, r, "context_length", "max_position_embeddings");
+    put_float(c, r, "attention.layer_norm_rms_epsilon", "rms_norm_eps");
+    put_float(c, r, "rope.freq_base", "rope_theta");
+    put_int(c, r, "attention.key_length", "head_dim");
+    put_int(c, r, "attention.sliding_window", "sliding_window");
+    if (r->n_experts) {
+        put_int(c, r, "expert_count", "num_local_experts");
+        put_int(c, r, "expert_used_count", "num_experts_per_tok");
+    }
+    if (strcmp(r->arch->gguf_arch, "phi3") == 0)
+        put_int(c, r, "rope.scaling.original_context_length", "original_max_position_embeddings");
+    json_object_object_add(c, "vocab_size", json_object_new_int64((int64_t)r->vocab_rows));
+    json_object *rs = rope_scaling(r);
+    if (rs) json_object_object_add(c, "rope_scaling", rs);
+    double id;
+    if (token_id(r->model, "bos", &id))
+        json_object_object_add(c, "bos_token_id", json_object_new_int64((int64_t)id));
+    if (token_id(r->model, "eos", &id))
+        json_object_object_add(c, "eos_token_id", json_object_new_int64((int64_t)id));
+    json_object_object_add(c, "hidden_act", json_object_new_string("silu"));
+    json_object_object_add(c, "tie_word_embeddings", json_object_new_boolean(r->tied));
+    json_object_object_add(c, "torch_dtype", json_object_new_string(torch_name(r->dtype)));
+    return c;
+}
+
+/* general.sampling.* under generation_config.json's names. */
+static const char *const sampling_keys[][2] = {
+    {"sequence", "sequence"},
+    {"top_k", "top_k"},
+    {"top_p", "top_p"},
+    {"min_p", "min_p"},
+    {"xtc_probability", "xtc_probability"},
+    {"xtc_threshold", "xtc_threshold"},
+    {"temp", "temperature"},
+    {"penalty_last_n", "penalty_last_n"},
+    {"penalty_repeat", "penalty_repeat"},
+    {"mirostat", "mirostat"},
+    {"mirostat_tau", "mirostat_tau"},
+    {"mirostat_eta", "mirostat_eta"},
+};
+
+static json_object *generation_json(const hf_rev *r) {
+    json_object *g = json_object_new_object();
+    for (size_t k = 0; k < sizeof sampling_keys / sizeof *sampling_keys; k++) {
+        char key[96];
+        snprintf(key, sizeof key, "general.sampling.%s", sampling_keys[k][0]);
+        const amn_kv *kv = amn_model_find_kv(r->model, key);
+        double v;
+        if (kv && kv->type == AMN_KV_STRING)
+            json_object_object_add(g, sampling_keys[k][1], str_of(kv->data));
+        else if (kv && kv->type == AMN_KV_F32 && hf_rev_num(kv, &v))
+            json_object_object_add(g, sampling_keys[k][1], float_json(v));
+        else if (kv && hf_rev_num(kv, &v))
+            json_object_object_add(g, sampling_keys[k][1], json_object_new_int64((int64_t)v));
+    }
+    double id;
+    if (token_id(r->model, "bos", &id))
+        json_object_object_add(g, "bos_token_id", json_object_new_int64((int64_t)id));
+    if (token_id(r->model, "eos", &id))
+        json_object_object_add(g, "eos_token_id", json_object_new_int64((int64_t)id));
+    if (token_id(r->model, "padding", &id))
+        json_object_object_add(g, "pad_token_id", json_object_new_int64((int64_t)id));
+    return g;
+}
+
+/* tokenizer.ggml.tokens / token_type as arrays, or NULL. */
+static const amn_kv *arr(const amn_model *m, const char *key, amn_kv_type t) {
+    const amn_kv *kv = amn_model_find_kv(m, key);
+    return kv && kv->type == AMN_KV_ARRAY && kv->elem_type == t ? kv : NULL;
+}
+
+static json_object *token_of(const amn_kv *toks, const amn_model *m, const char *which) {
+    double id;
+    if (!token_id(m, which, &id) || id < 0 || id >= (double)toks->count) return NULL;
+    return str_of((const amn_str *)toks->data + (uint64_t)id);
+}
+
+static json_object *tokenizer_config_json(const hf_rev *r, const amn_kv *toks,
+                                          const amn_kv *types) {
+    json_object *t = json_object_new_object();
+    static const char *const which[][2] = {{"bos", "bos_token"},
+                                           {"eos", "eos_token"},
+                                           {"unknown", "unk_token"},
+                                           {"padding", "pad_token"}};
+    for (size_t k = 0; k < 4; k++) {
+        json_object *v = token_of(toks, r->model, which[k][0]);
+        json_object_object_add(t, which[k][1], v);
+    }
+    double v;
+    if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_bos_token"), &v))
+        json_object_object_add(t, "add_bos_token", json_object_new_boolean(v != 0));
+    if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_eos_token"), &v))
+        json_object_object_add(t, "add_eos_token", json_object_new_boolean(v != 0));
+    const amn_str *tmpl = kv_str(r->model, "tokenizer.chat_template");
+    if (tmpl) json_object_object_add(t, "chat_template", str_of(tmpl));
+    json_object_object_add(t, "model_max_length", json_object_new_int64(1000000000000000019LL));
+    json_object_object_add(t, "tokenizer_class",
+                           json_object_new_string(types ? "PreTrainedTokenizerFast" : ""));
+    return t;
+}
+
+/* ByteLevel pre-tokenizer / decoder. */
+static json_object *byte_level(bool prefix) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "type", json_object_new_string("ByteLevel"));
+    json_object_object_add(o, "add_prefix_space", json_object_new_boolean(prefix));
+    json_object_object_add(o, "trim_offsets", json_object_new_boolean(true));
+    json_object_object_add(o, "use_regex", json_object_new_boolean(true));
+    return o;
+}
+
+/* tokenizer.json for a BPE (gpt2) vocabulary: the vocabulary with its
+ * merges; control and user-defined tokens as added tokens. */
+static json_object *tokenizer_json(const amn_kv *toks, const amn_kv *types, const amn_kv *merges) {
+    json_object *t = json_object_new_object(), *added = json_object_new_array();
+    json_object *vocab = json_object_new_object(), *ml = json_object_new_array();
+    const amn_str *s = toks->data;
+    for (uint64_t i = 0; i < toks->count; i++) {
+        char *k = strndup(s[i].ptr, s[i].len);
+        if (!k) continue;
+        json_object_object_add(vocab, k, json_object_new_int64((int64_t)i));
+        free(k);
+        const int32_t ty = types && i < types->count ? ((const int32_t *)types->data)[i] : 1;
+        if (ty != 3 && ty != 4) continue;
+        json_object *a = json_object_new_object();
+        json_object_object_add(a, "id", json_object_new_int64((int64_t)i));
+        json_object_object_add(a, "content", str_of(&s[i]));
+        json_object_object_add(a, "single_word", json_object_new_boolean(false));
+        json_object_object_add(a, "lstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "rstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "normalized", json_object_new_boolean(ty == 4));
+        json_object_object_add(a, "special", json_object_new_boolean(ty == 3));
+        json_object_array_add(added, a);
+    }
+    for (uint64_t i = 0; merges && i < merges->count; i++)
+        json_object_array_add(ml, str_of((const amn_str *)merges->data + i));
+    json_object *m = json_object_new_object();
+    json_object_object_add(m, "type", json_object_new_string("BPE"));
+    json_object_object_add(m, "dropout", NULL);
+    json_object_object_add(m, "unk_token", NULL);
+    json_object_object_add(m, "continuing_subword_prefix", NULL);
+    json_object_object_add(m, "end_of_word_suffix", NULL);
+    json_object_object_add(m, "fuse_unk", json_object_new_boolean(false));
+    json_object_object_add(m, "byte_fallback", json_object_new_boolean(false));
+    json_object_object_add(m, "ignore_merges", json_object_new_boolean(false));
+    json_object_object_add(m, "vocab", vocab);
+    json_object_object_add(m, "merges", ml);
+    json_object_object_add(t, "version", json_object_new_string("1.0"));
+    json_object_object_add(t, "truncation", NULL);
+    json_object_object_add(t, "padding", NULL);
+    json_object_object_add(t, "added_tokens", added);
+    json_object_object_add(t, "normalizer", NULL);
+    json_object_object_add(t, "pre_tokenizer", byte_level(false));
+    json_object_object_add(t, "post_processor", NULL);
+    json_object_object_add(t, "decoder", byte_level(true));
+    json_object_object_add(t, "model", m);
+    return t;
+}
+
+/* README.md: a model card whose front matter carries the general.* names
+ * (as the converter's model card reader takes them back). Values needing
+ * YAML escapes are left out. */
+static json_object *card_text(const hf_rev *r) {
+    static const char *const keys[][2] = {
+        {"general.name", "name"},
+        {"general.author", "author"},
+        {"general.version", "version"},
+        {"general.organization", "organization"},
+        {"general.description", "description"},
+        {"general.finetune", "finetune"},
+        {"general.basename", "basename"},
+        {"general.size_label", "size_label"},
+        {"general.license", "license"},
+        {"general.license.name", "license_name"},
+        {"general.license.link", "license_link"},
+    };
+    char buf[8192];
+    size_t at = (size_t)snprintf(buf, sizeof buf, "---\n");
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        const amn_str *v = kv_str(r->model, keys[k][0]);
+        if (!v || !v->len || v->len > 1024 || memchr(v->ptr, '\'', v->len) ||
+            memchr(v->ptr, '\n', v->len) || memchr(v->ptr, '\0', v->len))
+            continue;
+        const int w =
+            snprintf(buf + at, sizeof buf - at, "%s: '%.*s'\n", keys[k][1], (int)v->len, v->ptr);
+        if (w < 0 || (size_t)w >= sizeof buf - at - 8) break;
+        at += (size_t)w;
+    }
+    snprintf(buf + at, sizeof buf - at, "---\n");
+    return json_object_new_string(buf);
+}
+
+int hf_rev_files(const hf_rev *r, char **json, amn_error *err) {
+    *json = NULL;
+    json_object *files = json_object_new_object();
+    if (!files) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    json_object_object_add(files, "config.json", config_json(r));
+    json_object_object_add(files, "generation_config.json", generation_json(r));
+    json_object_object_add(files, "README.md", card_text(r));
+    const amn_kv *toks = arr(r->model, "tokenizer.ggml.tokens", AMN_KV_STRING);
+    const amn_str *model = kv_str(r->model, "tokenizer.ggml.model");
+    int rc = AMN_OK;
+    if (toks && model) {
+        const amn_kv *types = arr(r->model, "tokenizer.ggml.token_type", AMN_KV_I32);
+        if (model->len == 4 && memcmp(model->ptr, "gpt2", 4) == 0) {
+            const amn_kv *merges = arr(r->model, "tokenizer.ggml.merges", AMN_KV_STRING);
+            json_object_object_add(files, "tokenizer.json", tokenizer_json(toks, types, merges));
+            json_object_object_add(files, "tokenizer_config.json",
+                                   tokenizer_config_json(r, toks, types));
+        } /* SentencePiece (llama): no tokenizer files yet */
+    }
+    if (!rc) {
+        const char *text = json_object_to_json_string_ext(files, JSON_C_TO_STRING_PLAIN);
+        if (!text || !(*json = strdup(text))) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
+    json_object_put(files);
+    return rc;
+}
