@@ -1,10 +1,13 @@
 /* A GGUF made a Hugging Face folder: the folder's files other than the
  * shards, which amn-hf's hfdir encoder gives as one JSON object (file name
- * -> content: a string is the text, anything else JSON), written into the temporary folder before
+ * -> content: a string is the text, {"base64": ...} the bytes, anything
+ * else JSON), written into the temporary folder before
  * it is put in place; and the `--to hf` route to that encoder. */
 #include <errno.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -12,27 +15,75 @@
 
 #include "folder.h"
 
+#define CLI_B64 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
 /* A plain file name: no separator, not hidden, not a shard's. */
 static bool plain_name(const char *n) {
     return n[0] && n[0] != '.' && !strchr(n, '/') && strlen(n) < 128 && !strstr(n, ".safetensors");
 }
 
+/* {"base64": "..."}: the bytes into *out (malloc'd); false when v is not
+ * that or the text is not base64. */
+static bool base64_of(json_object *v, unsigned char **out, size_t *n) {
+    json_object *b;
+    if (!json_object_is_type(v, json_type_object) || json_object_object_length(v) != 1 ||
+        !json_object_object_get_ex(v, "base64", &b) || !json_object_is_type(b, json_type_string))
+        return false;
+    const char *s = json_object_get_string(b);
+    const size_t len = strlen(s);
+    if (len % 4) return false;
+    unsigned char *d = malloc(len / 4 * 3 + 1);
+    if (!d) return false;
+    size_t at = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        uint32_t v4 = 0;
+        int pad = 0;
+        for (int k = 0; k < 4; k++) {
+            const char c = s[i + k];
+            const char *p = c == '=' || !c ? NULL : strchr(CLI_B64, c);
+            if (c == '=' && i + 4 == len && k >= 2) {
+                pad++;
+            } else if (!p || pad) {
+                free(d);
+                return false;
+            }
+            v4 = v4 << 6 | (uint32_t)(p ? p - CLI_B64 : 0);
+        }
+        d[at++] = (unsigned char)(v4 >> 16);
+        if (pad < 2) d[at++] = (unsigned char)(v4 >> 8);
+        if (pad < 1) d[at++] = (unsigned char)v4;
+    }
+    *out = d;
+    *n = at;
+    return true;
+}
+
 static int write_one(const char *dir, const char *name, json_object *v, bool sync, amn_error *err) {
     char path[PATH_MAX + 160];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    /* A string is the file's text; anything else is written as JSON. */
-    const bool raw = json_object_is_type(v, json_type_string);
+    /* A string is the file's text, {"base64": ...} its bytes; anything else
+     * is written as JSON. */
+    unsigned char *bin = NULL;
+    size_t len = 0;
+    const bool raw = json_object_is_type(v, json_type_string), is_bin = base64_of(v, &bin, &len);
     const char *text =
-        raw ? json_object_get_string(v)
+        is_bin ? (const char *)bin
+        : raw
+            ? json_object_get_string(v)
             : json_object_to_json_string_ext(v, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                     JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (!is_bin) len = strlen(text);
     FILE *f = fopen(path, "wx");
-    if (!f) return amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
+    if (!f) {
+        free(bin);
+        return amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
+    }
     int rc = AMN_OK;
-    if (fputs(text, f) == EOF || (!raw && fputc('\n', f) == EOF) || fflush(f) != 0 ||
-        (sync && fsync(fileno(f)) != 0))
+    if (fwrite(text, 1, len, f) != len || (!raw && !is_bin && fputc('\n', f) == EOF) ||
+        fflush(f) != 0 || (sync && fsync(fileno(f)) != 0))
         rc = amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
     if (fclose(f) != 0 && !rc) rc = amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
+    free(bin);
     return rc;
 }
 

@@ -58,8 +58,19 @@ void hf_rev_free(hf_rev *r);
 int hf_rev_fill(const hf_rout *t, uint64_t unit0, uint64_t n, const amn_values *v, void *dst,
                 amn_error *err);
 /* The folder's other files as one JSON object, file name -> content (a
- * JSON value written as the file), malloc'd text. */
+ * JSON value written as the file; a string is the file's text, an object
+ * {"base64": "..."} its bytes), malloc'd text. */
 int hf_rev_files(const hf_rev *r, char **json, amn_error *err);
+
+/* hf_rev_spm.c: the tokenizer.model of a SentencePiece vocabulary (its
+ * bytes, malloc'd), how many tokens are its pieces (the rest are added
+ * tokens), and base64 for the side files' binary values. */
+int hf_rev_spm(const amn_model *m, const amn_kv *toks, const amn_kv *types, const amn_kv *scores,
+               uint8_t **out, size_t *out_len, amn_error *err);
+uint64_t hf_rev_spm_pieces(const amn_kv *toks, const amn_kv *types);
+/* The tokens without the converter's trailing [PAD<i>] filler. */
+uint64_t hf_rev_spm_tokens(const amn_kv *toks, const amn_kv *types);
+char *hf_rev_base64(const uint8_t *d, size_t n);
 
 /* Key/value readers (hf_rev_files.c). */
 const amn_kv *hf_rev_kv(const amn_model *m, const char *arch, const char *suffix);

@@ -218,28 +218,89 @@ static json_object *token_of(const amn_kv *toks, const amn_model *m, const char 
     return str_of((const amn_str *)toks->data + (uint64_t)id);
 }
 
-static json_object *tokenizer_config_json(const hf_rev *r, const amn_kv *toks,
-                                          const amn_kv *types) {
+/* Control and user-defined tokens as tokenizer_config.json's
+ * added_tokens_decoder; of a SentencePiece model's own pieces (below
+ * pieces) only those the converter scored -1000, as it scores the tokens
+ * it takes from there. */
+static json_object *added_decoder(const amn_kv *toks, const amn_kv *types, const amn_kv *scores,
+                                  uint64_t pieces) {
+    json_object *d = json_object_new_object();
+    const amn_str *s = toks->data;
+    for (uint64_t i = 0; types && i < toks->count && i < types->count; i++) {
+        const int32_t ty = ((const int32_t *)types->data)[i];
+        if (ty != 3 && ty != 4) continue;
+        if (scores && i < pieces && i < scores->count &&
+            ((const float *)scores->data)[i] != -1000.0f)
+            continue;
+        json_object *a = json_object_new_object();
+        json_object_object_add(a, "content", str_of(&s[i]));
+        json_object_object_add(a, "lstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "normalized", json_object_new_boolean(false));
+        json_object_object_add(a, "rstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "single_word", json_object_new_boolean(false));
+        json_object_object_add(a, "special", json_object_new_boolean(ty == 3));
+        char id[32];
+        snprintf(id, sizeof id, "%llu", (unsigned long long)i);
+        json_object_object_add(d, id, a);
+    }
+    return d;
+}
+
+static json_object *tokenizer_config_json(const hf_rev *r, const amn_kv *toks, const amn_kv *types,
+                                          const amn_kv *scores, uint64_t pieces, const char *cls) {
     json_object *t = json_object_new_object();
     static const char *const which[][2] = {{"bos", "bos_token"},
                                            {"eos", "eos_token"},
                                            {"unknown", "unk_token"},
                                            {"padding", "pad_token"}};
-    for (size_t k = 0; k < 4; k++) {
-        json_object *v = token_of(toks, r->model, which[k][0]);
-        json_object_object_add(t, which[k][1], v);
-    }
     double v;
     if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_bos_token"), &v))
         json_object_object_add(t, "add_bos_token", json_object_new_boolean(v != 0));
     if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_eos_token"), &v))
         json_object_object_add(t, "add_eos_token", json_object_new_boolean(v != 0));
+    if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_space_prefix"), &v))
+        json_object_object_add(t, "add_prefix_space", json_object_new_boolean(v != 0));
+    json_object_object_add(t, "added_tokens_decoder", added_decoder(toks, types, scores, pieces));
+    for (size_t k = 0; k < 4; k++)
+        json_object_object_add(t, which[k][1], token_of(toks, r->model, which[k][0]));
     const amn_str *tmpl = kv_str(r->model, "tokenizer.chat_template");
     if (tmpl) json_object_object_add(t, "chat_template", str_of(tmpl));
+    json_object_object_add(t, "clean_up_tokenization_spaces", json_object_new_boolean(false));
     json_object_object_add(t, "model_max_length", json_object_new_int64(1000000000000000019LL));
-    json_object_object_add(t, "tokenizer_class",
-                           json_object_new_string(types ? "PreTrainedTokenizerFast" : ""));
+    json_object_object_add(t, "tokenizer_class", json_object_new_string(cls));
     return t;
+}
+
+/* tokenizer.model (and added_tokens.json for the tokens past its pieces). */
+static int spm_files(const hf_rev *r, json_object *files, const amn_kv *toks, const amn_kv *types,
+                     amn_error *err) {
+    const amn_kv *scores = arr(r->model, "tokenizer.ggml.scores", AMN_KV_F32);
+    uint8_t *pb = NULL;
+    size_t n = 0;
+    int rc = hf_rev_spm(r->model, toks, types, scores, &pb, &n, err);
+    if (rc) return rc;
+    char *b64 = hf_rev_base64(pb, n);
+    free(pb);
+    if (!b64) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    json_object *bin = json_object_new_object();
+    json_object_object_add(bin, "base64", json_object_new_string(b64));
+    free(b64);
+    json_object_object_add(files, "tokenizer.model", bin);
+    const uint64_t pieces = hf_rev_spm_pieces(toks, types), ntok = hf_rev_spm_tokens(toks, types);
+    if (pieces < ntok) {
+        json_object *added = json_object_new_object();
+        const amn_str *s = toks->data;
+        for (uint64_t i = pieces; i < ntok; i++) {
+            char *k = strndup(s[i].ptr, s[i].len);
+            if (!k) continue;
+            json_object_object_add(added, k, json_object_new_int64((int64_t)i));
+            free(k);
+        }
+        json_object_object_add(files, "added_tokens.json", added);
+    }
+    json_object_object_add(files, "tokenizer_config.json",
+                           tokenizer_config_json(r, toks, types, scores, pieces, "LlamaTokenizer"));
+    return AMN_OK;
 }
 
 /* ByteLevel pre-tokenizer / decoder. */
@@ -348,9 +409,17 @@ int hf_rev_files(const hf_rev *r, char **json, amn_error *err) {
         if (model->len == 4 && memcmp(model->ptr, "gpt2", 4) == 0) {
             const amn_kv *merges = arr(r->model, "tokenizer.ggml.merges", AMN_KV_STRING);
             json_object_object_add(files, "tokenizer.json", tokenizer_json(toks, types, merges));
-            json_object_object_add(files, "tokenizer_config.json",
-                                   tokenizer_config_json(r, toks, types));
-        } /* SentencePiece (llama): no tokenizer files yet */
+            json_object_object_add(
+                files, "tokenizer_config.json",
+                tokenizer_config_json(r, toks, types, NULL, 0, "PreTrainedTokenizerFast"));
+        } else if (model->len == 5 && memcmp(model->ptr, "llama", 5) == 0) {
+            rc = spm_files(r, files, toks, types, err);
+        } else {
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "unsupported: a '%.*s' vocabulary to tokenizer files (gpt2 and "
+                               "llama convert)",
+                               (int)(model->len > 32 ? 32 : model->len), model->ptr);
+        }
     }
     if (!rc) {
         const char *text = json_object_to_json_string_ext(files, JSON_C_TO_STRING_PLAIN);
