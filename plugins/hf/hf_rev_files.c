@@ -246,6 +246,31 @@ static json_object *added_decoder(const amn_kv *toks, const amn_kv *types, const
     return d;
 }
 
+/* Which special tokens tokenizer_config.json names (bit k: which[k] of
+ * tokenizer_config_json). gguf-py's SpecialVocab sets them from there in
+ * the order bos, eos, unk, sep, pad, then the ids config.json adds; so the
+ * GGUF's *_token_id keys in ascending order form the first group, and a key
+ * out of that order came from config.json (Qwen's null bos_token). */
+static unsigned named_specials(const amn_model *m) {
+    static const char *const order[] = {"bos", "eos", "unknown", "seperator", "padding"};
+    static const int bit[] = {0, 1, 2, -1, 3};
+    unsigned named = 0;
+    int last = -1;
+    for (size_t i = 0; i < amn_model_kv_count(m); i++) {
+        const char *k = amn_model_kv(m, i)->key;
+        if (strncmp(k, "tokenizer.ggml.", 15) != 0) continue;
+        for (int o = 0; o < 5; o++) {
+            char want[64];
+            snprintf(want, sizeof want, "tokenizer.ggml.%s_token_id", order[o]);
+            if (strcmp(k, want) != 0) continue;
+            if (o < last) return named;
+            last = o;
+            if (bit[o] >= 0) named |= 1u << bit[o];
+        }
+    }
+    return named;
+}
+
 static json_object *tokenizer_config_json(const hf_rev *r, const amn_kv *toks, const amn_kv *types,
                                           const amn_kv *scores, uint64_t pieces, const char *cls) {
     json_object *t = json_object_new_object();
@@ -261,8 +286,10 @@ static json_object *tokenizer_config_json(const hf_rev *r, const amn_kv *toks, c
     if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_space_prefix"), &v))
         json_object_object_add(t, "add_prefix_space", json_object_new_boolean(v != 0));
     json_object_object_add(t, "added_tokens_decoder", added_decoder(toks, types, scores, pieces));
+    const unsigned named = named_specials(r->model);
     for (size_t k = 0; k < 4; k++)
-        json_object_object_add(t, which[k][1], token_of(toks, r->model, which[k][0]));
+        json_object_object_add(t, which[k][1],
+                               named & (1u << k) ? token_of(toks, r->model, which[k][0]) : NULL);
     const amn_str *tmpl = kv_str(r->model, "tokenizer.chat_template");
     if (tmpl) json_object_object_add(t, "chat_template", str_of(tmpl));
     json_object_object_add(t, "clean_up_tokenization_spaces", json_object_new_boolean(false));
@@ -304,22 +331,72 @@ static int spm_files(const hf_rev *r, json_object *files, const amn_kv *toks, co
 }
 
 /* ByteLevel pre-tokenizer / decoder. */
-static json_object *byte_level(bool prefix) {
+static json_object *byte_level(bool prefix, bool use_regex) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "type", json_object_new_string("ByteLevel"));
     json_object_object_add(o, "add_prefix_space", json_object_new_boolean(prefix));
     json_object_object_add(o, "trim_offsets", json_object_new_boolean(true));
-    json_object_object_add(o, "use_regex", json_object_new_boolean(true));
+    json_object_object_add(o, "use_regex", json_object_new_boolean(use_regex));
     return o;
+}
+
+/* tokenizer.ggml.pre -> the pre-tokenizer's split regex (and whether the
+ * model ignores merges for whole-vocabulary words, NFC normalizer), as the
+ * tokenizers llama.cpp names so write them; the converter recognises the
+ * tokenizer again by how it splits. Others: plain ByteLevel (GPT-2's). */
+static const struct {
+    const char *pre, *regex;
+    bool ignore_merges, nfc;
+} pre_table[] = {
+    {"llama-bpe",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     true, false},
+    {"smaug-bpe",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     true, false},
+    {"qwen2",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     false, true},
+};
+
+static json_object *pre_tokenizer(int k) {
+    if (k < 0) return byte_level(false, true);
+    json_object *split = json_object_new_object(), *pat = json_object_new_object();
+    json_object_object_add(split, "type", json_object_new_string("Split"));
+    json_object_object_add(pat, "Regex", json_object_new_string(pre_table[k].regex));
+    json_object_object_add(split, "pattern", pat);
+    json_object_object_add(split, "behavior", json_object_new_string("Isolated"));
+    json_object_object_add(split, "invert", json_object_new_boolean(false));
+    json_object *seq = json_object_new_object(), *list = json_object_new_array();
+    json_object_array_add(list, split);
+    json_object_array_add(list, byte_level(false, false));
+    json_object_object_add(seq, "type", json_object_new_string("Sequence"));
+    json_object_object_add(seq, "pretokenizers", list);
+    return seq;
+}
+
+static int pre_index(const amn_model *m) {
+    const amn_str *pre = kv_str(m, "tokenizer.ggml.pre");
+    for (size_t k = 0; pre && k < sizeof pre_table / sizeof *pre_table; k++)
+        if (strlen(pre_table[k].pre) == pre->len &&
+            memcmp(pre_table[k].pre, pre->ptr, pre->len) == 0)
+            return (int)k;
+    return -1;
 }
 
 /* tokenizer.json for a BPE (gpt2) vocabulary: the vocabulary with its
  * merges; control and user-defined tokens as added tokens. */
-static json_object *tokenizer_json(const amn_kv *toks, const amn_kv *types, const amn_kv *merges) {
+static json_object *tokenizer_json(const amn_model *mdl, const amn_kv *toks, const amn_kv *types,
+                                   const amn_kv *merges) {
+    const int pk = pre_index(mdl);
     json_object *t = json_object_new_object(), *added = json_object_new_array();
     json_object *vocab = json_object_new_object(), *ml = json_object_new_array();
     const amn_str *s = toks->data;
-    for (uint64_t i = 0; i < toks->count; i++) {
+    const uint64_t n = hf_rev_spm_tokens(toks, types); /* without the [PAD<i>] filler */
+    for (uint64_t i = 0; i < n; i++) {
         char *k = strndup(s[i].ptr, s[i].len);
         if (!k) continue;
         json_object_object_add(vocab, k, json_object_new_int64((int64_t)i));
@@ -346,17 +423,23 @@ static json_object *tokenizer_json(const amn_kv *toks, const amn_kv *types, cons
     json_object_object_add(m, "end_of_word_suffix", NULL);
     json_object_object_add(m, "fuse_unk", json_object_new_boolean(false));
     json_object_object_add(m, "byte_fallback", json_object_new_boolean(false));
-    json_object_object_add(m, "ignore_merges", json_object_new_boolean(false));
+    json_object_object_add(m, "ignore_merges",
+                           json_object_new_boolean(pk >= 0 && pre_table[pk].ignore_merges));
     json_object_object_add(m, "vocab", vocab);
     json_object_object_add(m, "merges", ml);
     json_object_object_add(t, "version", json_object_new_string("1.0"));
     json_object_object_add(t, "truncation", NULL);
     json_object_object_add(t, "padding", NULL);
     json_object_object_add(t, "added_tokens", added);
-    json_object_object_add(t, "normalizer", NULL);
-    json_object_object_add(t, "pre_tokenizer", byte_level(false));
+    json_object *nfc = NULL;
+    if (pk >= 0 && pre_table[pk].nfc) {
+        nfc = json_object_new_object();
+        json_object_object_add(nfc, "type", json_object_new_string("NFC"));
+    }
+    json_object_object_add(t, "normalizer", nfc);
+    json_object_object_add(t, "pre_tokenizer", pre_tokenizer(pk));
     json_object_object_add(t, "post_processor", NULL);
-    json_object_object_add(t, "decoder", byte_level(true));
+    json_object_object_add(t, "decoder", byte_level(true, true));
     json_object_object_add(t, "model", m);
     return t;
 }
@@ -408,7 +491,8 @@ int hf_rev_files(const hf_rev *r, char **json, amn_error *err) {
         const amn_kv *types = arr(r->model, "tokenizer.ggml.token_type", AMN_KV_I32);
         if (model->len == 4 && memcmp(model->ptr, "gpt2", 4) == 0) {
             const amn_kv *merges = arr(r->model, "tokenizer.ggml.merges", AMN_KV_STRING);
-            json_object_object_add(files, "tokenizer.json", tokenizer_json(toks, types, merges));
+            json_object_object_add(files, "tokenizer.json",
+                                   tokenizer_json(r->model, toks, types, merges));
             json_object_object_add(
                 files, "tokenizer_config.json",
                 tokenizer_config_json(r, toks, types, NULL, 0, "PreTrainedTokenizerFast"));
