@@ -188,7 +188,8 @@ bool hf_arch_unmap(const hf_arch *a, const char *gguf_name, char *out, size_t si
 }
 
 /* The families a GGUF converts back from: one table entry each. */
-static const char *const reversible[] = {"llama", "qwen2", "qwen3", "phi3", NULL};
+static const char *const reversible[] = {"llama", "qwen2",  "qwen3",  "phi3",
+                                         "gemma", "gemma2", "gemma3", NULL};
 
 const hf_arch *hf_arch_by_gguf(const char *gguf_arch) {
     for (const char *const *r = reversible; *r; r++)

@@ -113,6 +113,9 @@ static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_
     t->dtype = r->dtype;
     t->xform = s->ndim == 2 && (x == HF_X_PERMUTE_Q || x == HF_X_PERMUTE_K) ? x : HF_X_NONE;
     t->n_head = x == HF_X_PERMUTE_K ? nkv : nh;
+    const size_t nl = strlen(t->name);
+    t->minus1 = (r->arch->flags & HF_A_NORM_PLUS1) && nl >= 11 &&
+                strcmp(t->name + nl - 11, "norm.weight") == 0;
     if ((rc = set_shape(t, s, 0, err))) return rc;
     if (t->xform && (t->rows % (2ull * t->n_head)) != 0)
         return amn_error_set(err, AMN_E_PARSE, "%s: %llu rows do not split into %u heads", s->name,
@@ -193,6 +196,9 @@ int hf_rev_fill(const hf_rout *t, uint64_t unit0, uint64_t n, const amn_values *
     } else {
         rc = v->read(v->ctx, (t->row0 + unit0) * cols, n * cols, tmp, err);
     }
+    /* x + 1 was rounded to the GGUF's float type; from F32 of BF16 or F16
+     * weights of moderate size the minus one is exact. */
+    for (uint64_t i = 0; !rc && t->minus1 && i < n * cols; i++) tmp[i] -= 1.0f;
     if (!rc && amn_store_f32(tmp, t->dtype, dst, (size_t)(n * cols)))
         rc = amn_error_set(err, AMN_E_INVALID, "%s: cannot store as %s", t->name,
                            amn_dtype_name(t->dtype));

@@ -27,6 +27,7 @@ typedef struct hf_rout {
     amn_dtype dtype;
     uint8_t xform;   /* HF_X_PERMUTE_Q / _K undone, else HF_X_NONE */
     uint32_t n_head; /* the permutation's head count */
+    bool minus1;     /* Gemma's norm weights, stored plus one */
     uint32_t ndim;
     uint64_t shape[AMN_MAX_DIMS];
     uint64_t rows, cols; /* along dim 0; 1-D: numel rows of 1 */

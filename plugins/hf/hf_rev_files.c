@@ -109,6 +109,8 @@ static void class_of(const hf_rev *r, const char **cls, const char **type) {
         *cls = "MixtralForCausalLM", *type = "mixtral";
     } else if (strcmp(a, "llama") == 0) {
         *cls = "LlamaForCausalLM", *type = "llama";
+    } else if (strcmp(a, "gemma3") == 0) {
+        *cls = "Gemma3ForCausalLM", *type = "gemma3_text";
     } else {
         *cls = r->arch->hf_names[0], *type = a;
     }
@@ -146,6 +148,11 @@ static json_object *config_json(const hf_rev *r) {
     put_float(c, r, "rope.freq_base", "rope_theta");
     put_int(c, r, "attention.key_length", "head_dim");
     put_int(c, r, "attention.sliding_window", "sliding_window");
+    put_float(c, r, "rope.freq_base_swa", "rope_local_base_freq");
+    put_float(c, r, "attn_logit_softcapping", "attn_logit_softcapping");
+    put_float(c, r, "final_logit_softcapping", "final_logit_softcapping");
+    if (strcmp(r->arch->gguf_arch, "gemma2") == 0) /* not in the GGUF: Gemma 2's usual value */
+        put_int(c, r, "attention.key_length", "query_pre_attn_scalar");
     if (r->n_experts) {
         put_int(c, r, "expert_count", "num_local_experts");
         put_int(c, r, "expert_used_count", "num_experts_per_tok");
@@ -160,7 +167,11 @@ static json_object *config_json(const hf_rev *r) {
         json_object_object_add(c, "bos_token_id", json_object_new_int64((int64_t)id));
     if (token_id(r->model, "eos", &id))
         json_object_object_add(c, "eos_token_id", json_object_new_int64((int64_t)id));
-    json_object_object_add(c, "hidden_act", json_object_new_string("silu"));
+    if (token_id(r->model, "padding", &id))
+        json_object_object_add(c, "pad_token_id", json_object_new_int64((int64_t)id));
+    const bool gemma = strncmp(r->arch->gguf_arch, "gemma", 5) == 0;
+    json_object_object_add(c, gemma ? "hidden_activation" : "hidden_act",
+                           json_object_new_string(gemma ? "gelu_pytorch_tanh" : "silu"));
     json_object_object_add(c, "tie_word_embeddings", json_object_new_boolean(r->tied));
     json_object_object_add(c, "torch_dtype", json_object_new_string(torch_name(r->dtype)));
     return c;

@@ -8,7 +8,10 @@
 # does not go back into config.json (the GGUF lacks the llama3 rope
 # parameters), so Llama-3.1 is compared by its tensors and config only, as
 # is Qwen2.5-Tiny-Instruct, whose model card's lists (base models, datasets,
-# tags, languages) the written README.md does not carry.
+# tags, languages) the written README.md does not carry. Two are compared
+# by the GGUF made again only: gemma-tiny-it (F16 weights: Gemma's norm + 1
+# was rounded to F16, which a minus one does not undo exactly) and
+# gemma-3-tiny-mm (the multimodal wrapper comes back as the text model).
 set -uo pipefail
 build=$1 src=$2
 amn=$(cd "$build" && pwd)/bin/amn
@@ -20,7 +23,8 @@ trap 'rm -rf "$work"' EXIT
 fails=0 passes=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 for c in qwen2-tiny Qwen2.5-Tiny-Instruct qwen3-tiny-noindex Qwen3-Tiny-Base Mistral-Tiny-v0.3 \
-    Mixtral-Tiny-4x1K Phi-3-mini-4k-instruct TinyLlama-1.1B-Chat-v1.0 Llama-3.1-8B-Instruct; do
+    Mixtral-Tiny-4x1K Phi-3-mini-4k-instruct TinyLlama-1.1B-Chat-v1.0 Llama-3.1-8B-Instruct \
+    Gemma-2-Tiny-2B Gemma-3-Tiny-it gemma-tiny-it gemma-3-tiny-mm; do
   mkdir -p "$work/$c/out"
   a=$work/$c/a.gguf b=$work/$c/b.gguf out=$work/$c/out/$c
   if ! "$amn" convert "$src/fixtures/hf/$c" --to gguf --out-dtype f32 -o "$a" --quiet >"$work/log" 2>&1; then
@@ -29,11 +33,14 @@ for c in qwen2-tiny Qwen2.5-Tiny-Instruct qwen3-tiny-noindex Qwen3-Tiny-Base Mis
   if ! "$amn" convert "$a" --to hf -o "$out/" --quiet >"$work/log" 2>&1; then
     fail "$c: to hf"; sed 's/^/    /' "$work/log"; continue
   fi
-  if /usr/bin/python3 "$src/tests/hf/hf_compare.py" "$src/fixtures/hf/$c" "$out"; then
-    passes=$((passes + 1))
-  else
-    fail "$c: the written folder differs from the original"
-  fi
+  case $c in
+  gemma-tiny-it | gemma-3-tiny-mm) ;;
+  *) if /usr/bin/python3 "$src/tests/hf/hf_compare.py" "$src/fixtures/hf/$c" "$out"; then
+       passes=$((passes + 1))
+     else
+       fail "$c: the written folder differs from the original"
+     fi ;;
+  esac
   case $c in Llama-3.1-8B-Instruct | Qwen2.5-Tiny-Instruct) continue ;; esac
   if ! "$amn" convert "$out" --to gguf --out-dtype f32 -o "$b" --quiet >"$work/log" 2>&1; then
     fail "$c: back to gguf"; sed 's/^/    /' "$work/log"; continue

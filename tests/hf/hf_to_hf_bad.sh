@@ -45,7 +45,7 @@ expect() {
     passes=$((passes + 1))
   fi
 }
-patch arch qwen2 qwfoo && expect arch 3 "supported: llama, qwen2, qwen3, phi3"
+patch arch qwen2 qwfoo && expect arch 3 "supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3"
 patch heads attention.head_count attention.heXd_count && expect heads 1 "head_count"
 patch tensor ffn_down ffn_dowX && expect tensor 3 "no Hugging Face name"
 cp "$good" "$work/dtype.gguf" && expect dtype 2 "f32, f16 or bf16" --out-dtype q8_0
