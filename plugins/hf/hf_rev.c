@@ -150,6 +150,15 @@ int hf_rev_new(const amn_encode_options *o, const amn_encode_source *src, size_t
                            arch, list);
     }
     uint32_t nh = 0, nkv = 0;
+    const amn_kv *vk = amn_model_find_kv(o->model, "tokenizer.ggml.model");
+    const amn_str *vm = vk && vk->type == AMN_KV_STRING ? vk->data : NULL;
+    if (!rc && vm && !(vm->len == 4 && memcmp(vm->ptr, "gpt2", 4) == 0) &&
+        !(vm->len == 5 && memcmp(vm->ptr, "llama", 5) == 0) &&
+        !(vm->len == 4 && memcmp(vm->ptr, "none", 4) == 0)) /* checked before any output */
+        rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                           "unsupported: a '%.*s' vocabulary to tokenizer files (gpt2 and llama "
+                           "convert)",
+                           (int)(vm->len > 32 ? 32 : vm->len), vm->ptr);
     if (!rc) rc = target_dtype(o, &r->dtype, err);
     if (!rc) rc = head_count(r, "attention.head_count", &nh, err);
     if (!rc && hf_rev_kv(o->model, arch, "attention.head_count_kv"))

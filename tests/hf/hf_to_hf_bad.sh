@@ -2,7 +2,8 @@
 # A GGUF that cannot become a Hugging Face folder is refused before any
 # output exists: an architecture without a table (unsupported, exit 3,
 # naming the supported ones), a GGUF lacking its head counts (a parse
-# error, exit 1), a tensor the family has no name for (unsupported), an
+# error, exit 1), a tensor the family has no name for and a vocabulary type
+# without tokenizer files (unsupported), an
 # output dtype a folder does not take (usage, exit 2). The bad GGUFs are a
 # converted fixture with names patched in place (same lengths).
 set -uo pipefail
@@ -48,6 +49,17 @@ expect() {
 patch arch qwen2 qwfoo && expect arch 3 "supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3"
 patch heads attention.head_count attention.heXd_count && expect heads 1 "head_count"
 patch tensor ffn_down ffn_dowX && expect tensor 3 "no Hugging Face name"
+# A vocabulary type without tokenizer files: Llama-2-Tiny-SPM's GGUF with
+# tokenizer.ggml.model "llama" made "llamb".
+"$amn" convert "$src/fixtures/hf/Llama-2-Tiny-SPM" --to gguf --out-dtype f32 -o "$work/spm.gguf" \
+  --quiet && /usr/bin/python3 - "$work/spm.gguf" "$work/vocab.gguf" <<'PY' && expect vocab 3 "'llamb' vocabulary"
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+key = b"tokenizer.ggml.model"
+old = key + struct.pack("<IQ", 8, 5) + b"llama"
+assert data.count(old) == 1
+open(sys.argv[2], "wb").write(data.replace(old, key + struct.pack("<IQ", 8, 5) + b"llamb"))
+PY
 cp "$good" "$work/dtype.gguf" && expect dtype 2 "f32, f16 or bf16" --out-dtype q8_0
 # The good one, for contrast, makes a folder.
 cp "$good" "$work/ok.gguf"
