@@ -111,7 +111,8 @@ static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_
         return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: no Hugging Face name for this %s tensor",
                              s->name, r->arch->gguf_arch);
     t->dtype = r->dtype;
-    t->xform = s->ndim == 2 && (x == HF_X_PERMUTE_Q || x == HF_X_PERMUTE_K) ? x : HF_X_NONE;
+    /* weights and biases alike, as LlamaModel permutes both */
+    t->xform = x == HF_X_PERMUTE_Q || x == HF_X_PERMUTE_K ? x : HF_X_NONE;
     t->n_head = x == HF_X_PERMUTE_K ? nkv : nh;
     const size_t nl = strlen(t->name);
     t->minus1 = (r->arch->flags & HF_A_NORM_PLUS1) && nl >= 11 &&
