@@ -102,7 +102,11 @@ static int plan_experts(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, amn
 
 static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_t nh, uint32_t nkv,
                     amn_error *err) {
-    if (strcmp(s->name, "rope_freqs.weight") == 0) return AMN_OK; /* generated: left out */
+    /* generated from config.json: left out (Phi-3's factors go back there) */
+    if (strcmp(s->name, "rope_freqs.weight") == 0 ||
+        strcmp(s->name, "rope_factors_long.weight") == 0 ||
+        strcmp(s->name, "rope_factors_short.weight") == 0)
+        return AMN_OK;
     int rc = plan_experts(r, s, sl, err);
     if (rc <= 0) return rc;
     hf_rout *t = &sl->o[0];

@@ -3,6 +3,7 @@
  * generation_config.json, tokenizer_config.json with the special tokens and
  * the chat template, and for BPE (gpt2) vocabularies tokenizer.json. */
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +117,53 @@ static void class_of(const hf_rev *r, const char **cls, const char **type) {
     }
 }
 
+/* A 1-D F32 tensor of the GGUF (Phi-3's rope factors) as a JSON array, or
+ * NULL when absent or not that. */
+static json_object *f32_array(const amn_model *m, const char *name) {
+    const int64_t i = amn_model_find(m, name);
+    const amn_tensor *t = i >= 0 ? amn_model_tensor(m, (size_t)i) : NULL;
+    if (!t || t->dtype != AMN_DTYPE_F32 || t->ndim != 1 || !t->data || t->shape[0] > 65536 ||
+        (t->flags & AMN_TENSOR_STRIDED) || t->extent < t->shape[0] * 4)
+        return NULL;
+    amn_error err = {0};
+    const float *v = amn_model_fetch(m, t->data, (size_t)t->shape[0] * 4, 0, &err);
+    if (!v) return NULL;
+    json_object *a = json_object_new_array();
+    for (uint64_t k = 0; k < t->shape[0]; k++) {
+        float f;
+        memcpy(&f, (const char *)v + k * 4, 4); /* not necessarily aligned */
+        json_object_array_add(a, float_json(f));
+    }
+    return a;
+}
+
+/* Phi-3's long context: rope_scaling from the factor tensors; the
+ * attention factor tells the converter's yarn from longrope. */
+static json_object *phi3_rope(const hf_rev *r) {
+    json_object *lf = f32_array(r->model, "rope_factors_long.weight"),
+                *sf = lf ? f32_array(r->model, "rope_factors_short.weight") : NULL;
+    if (!lf || !sf) {
+        json_object_put(lf);
+        return NULL;
+    }
+    double ctx = 0, orig = 0, attn = 0;
+    hf_rev_num(hf_rev_kv(r->model, "phi3", "context_length"), &ctx);
+    hf_rev_num(hf_rev_kv(r->model, "phi3", "rope.scaling.original_context_length"), &orig);
+    const bool have_attn =
+        hf_rev_num(hf_rev_kv(r->model, "phi3", "rope.scaling.attn_factor"), &attn);
+    const double scale = orig > 0 ? ctx / orig : 1.0;
+    const bool yarn = have_attn && scale > 1.0 && orig > 1.0 &&
+                      (float)attn == (float)(0.1 * log(scale) + 1.0) &&
+                      (float)attn != (float)sqrt(1 + log(scale) / log(orig));
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "type", json_object_new_string(yarn ? "yarn" : "longrope"));
+    json_object_object_add(o, "long_factor", lf);
+    json_object_object_add(o, "short_factor", sf);
+    return o;
+}
+
 static json_object *rope_scaling(const hf_rev *r) {
+    if (strcmp(r->arch->gguf_arch, "phi3") == 0) return phi3_rope(r);
     const amn_str *t = NULL;
     char key[96];
     snprintf(key, sizeof key, "%s.rope.scaling.type", r->arch->gguf_arch);

@@ -23,7 +23,8 @@ trap 'rm -rf "$work"' EXIT
 fails=0 passes=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 for c in qwen2-tiny Qwen2.5-Tiny-Instruct qwen3-tiny-noindex Qwen3-Tiny-Base Mistral-Tiny-v0.3 \
-    Mixtral-Tiny-4x1K Phi-3-mini-4k-instruct TinyLlama-1.1B-Chat-v1.0 Llama-3.1-8B-Instruct \
+    Mixtral-Tiny-4x1K Phi-3-mini-4k-instruct Phi-3-mini-128k-instruct TinyLlama-1.1B-Chat-v1.0 \
+    Llama-3.1-8B-Instruct \
     Gemma-2-Tiny-2B Gemma-3-Tiny-it gemma-tiny-it gemma-3-tiny-mm; do
   mkdir -p "$work/$c/out"
   a=$work/$c/a.gguf b=$work/$c/b.gguf out=$work/$c/out/$c
