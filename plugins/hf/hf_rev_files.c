@@ -162,8 +162,76 @@ static json_object *phi3_rope(const hf_rev *r) {
     return o;
 }
 
+/* The rope_freqs the converter generates for llama3 rope scaling
+ * (hf_params.c's llama3_rope, the same float arithmetic). */
+static void llama3_freqs(float base, float factor, float lo, float hi, float old, uint32_t dim,
+                         float *v, uint32_t n) {
+    const float lo_wave = (float)((double)old / (double)lo),
+                hi_wave = (float)((double)old / (double)hi);
+    const float two_pi = (float)(2 * 3.14159265358979323846);
+    for (uint32_t k = 0; k < n; k++) {
+        const float e = (float)(2 * k) / (float)dim;
+        const float freq = 1.0f / powf(base, e);
+        const float wavelen = (1.0f / freq) * two_pi;
+        if (wavelen < hi_wave) {
+            v[k] = 1.0f;
+        } else if (wavelen > lo_wave) {
+            v[k] = factor;
+        } else {
+            const float smooth = ((1.0f / wavelen) * old - lo) / (hi - lo);
+            v[k] = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+    }
+}
+
+/* Llama 3's rope_scaling, which the GGUF holds only as the generated
+ * rope_freqs: the parameters (Llama 3's own first) whose rope_freqs equals
+ * the GGUF's bit for bit, or NULL when none does. */
+static json_object *llama3_rope(const hf_rev *r) {
+    json_object *arr = f32_array(r->model, "rope_freqs.weight");
+    const size_t n = arr ? json_object_array_length(arr) : 0;
+    double base = 10000, hd = 0, emb = 0, nh = 0;
+    hf_rev_num(hf_rev_kv(r->model, "llama", "rope.freq_base"), &base);
+    if (!hf_rev_num(hf_rev_kv(r->model, "llama", "attention.key_length"), &hd) &&
+        hf_rev_num(hf_rev_kv(r->model, "llama", "embedding_length"), &emb) &&
+        hf_rev_num(hf_rev_kv(r->model, "llama", "attention.head_count"), &nh) && nh >= 1)
+        hd = (double)((uint32_t)emb / (uint32_t)nh);
+    const uint32_t dim = hd >= 2 && hd <= 65536 ? (uint32_t)hd : 0;
+    if (!n || n > 4096 || !dim || (dim + 1) / 2 != n) {
+        json_object_put(arr);
+        return NULL;
+    }
+    float want[4096], got[4096], factor = 1.0f;
+    for (size_t k = 0; k < n; k++) {
+        want[k] = (float)json_object_get_double(json_object_array_get_idx(arr, k));
+        if (want[k] > factor) factor = want[k];
+    }
+    json_object_put(arr);
+    static const float los[] = {1, 2, 0.5f}, his[] = {4, 2, 8, 1, 16},
+                       olds[] = {8192, 256, 512, 1024, 2048, 4096, 16384, 32768, 65536};
+    json_object *o = NULL;
+    for (size_t c = 0; c < sizeof olds / sizeof *olds && !o; c++)
+        for (size_t a = 0; a < 3 && !o; a++)
+            for (size_t b = 0; b < 5 && !o; b++) {
+                if (his[b] <= los[a]) continue;
+                llama3_freqs((float)base, factor, los[a], his[b], olds[c], dim, got, (uint32_t)n);
+                if (memcmp(got, want, n * sizeof *got) != 0) continue;
+                o = json_object_new_object();
+                json_object_object_add(o, "factor", float_json(factor));
+                json_object_object_add(o, "low_freq_factor", float_json(los[a]));
+                json_object_object_add(o, "high_freq_factor", float_json(his[b]));
+                json_object_object_add(o, "original_max_position_embeddings",
+                                       json_object_new_int64((int64_t)olds[c]));
+                json_object_object_add(o, "rope_type", json_object_new_string("llama3"));
+            }
+    return o;
+}
+
 static json_object *rope_scaling(const hf_rev *r) {
     if (strcmp(r->arch->gguf_arch, "phi3") == 0) return phi3_rope(r);
+    if (strcmp(r->arch->gguf_arch, "llama") == 0 &&
+        amn_model_find(r->model, "rope_freqs.weight") >= 0)
+        return llama3_rope(r);
     const amn_str *t = NULL;
     char key[96];
     snprintf(key, sizeof key, "%s.rope.scaling.type", r->arch->gguf_arch);
