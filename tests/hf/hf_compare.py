@@ -2,7 +2,9 @@
 """Compare a Hugging Face folder written from a GGUF with the folder the
 GGUF was made from: every tensor's values (the original's upcast to F32,
 the written F32 folder's as they are) byte for byte, and config.json's
-fields. Usage: hf_compare.py ORIGINAL_DIR WRITTEN_DIR. Exit 0 when equal."""
+fields. With --same-dtype the written tensors must have the original's
+dtype and bytes (a BF16 / F16 GGUF of the same dtype). Usage: hf_compare.py
+[--same-dtype] ORIGINAL_DIR WRITTEN_DIR. Exit 0 when equal."""
 import json
 import os
 import struct
@@ -34,7 +36,9 @@ def tensors(folder):
 
 
 def main():
-    orig_dir, new_dir = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    same = args[0] == "--same-dtype"
+    orig_dir, new_dir = args[1:3] if same else args[0:2]
     orig, new = tensors(orig_dir), tensors(new_dir)
     cfg_o = json.load(open(os.path.join(orig_dir, "config.json")))
     cfg_n = json.load(open(os.path.join(new_dir, "config.json")))
@@ -47,8 +51,11 @@ def main():
               "only written", sorted(set(new) - set(orig))[:5])
         bad += 1
     for name in sorted(set(orig) & set(new)):
-        a, b = orig[name].to(torch.float32), new[name]
-        if b.dtype != torch.float32 or a.shape != b.shape or not torch.equal(a.view(torch.int32), b.view(torch.int32)):
+        a, b = orig[name], new[name]
+        if not same:
+            a = a.to(torch.float32)
+        bits = torch.int32 if a.dtype == torch.float32 else torch.int16
+        if b.dtype != a.dtype or a.shape != b.shape or not torch.equal(a.view(bits), b.view(bits)):
             print("tensor differs:", name, a.shape, b.shape, b.dtype)
             bad += 1
     for k in ("architectures", "hidden_size", "intermediate_size", "num_attention_heads",
@@ -63,7 +70,7 @@ def main():
         if k in ("hidden_size", "num_hidden_layers", "num_attention_heads") and k not in cfg_n:
             print("config.json lacks", k)
             bad += 1
-    if cfg_n.get("torch_dtype") != "float32":
+    if not same and cfg_n.get("torch_dtype") != "float32":
         print("torch_dtype", cfg_n.get("torch_dtype"))
         bad += 1
     print("%s: %d tensors compared, %d problems" % (os.path.basename(orig_dir.rstrip("/")), len(new), bad))

@@ -46,5 +46,19 @@ for c in qwen2-tiny Qwen2.5-Tiny-Instruct qwen3-tiny-noindex Qwen3-Tiny-Base Mis
   fi
   cmp -s "$a" "$b" && passes=$((passes + 1)) || fail "$c: the GGUF made again differs"
 done
+# A BF16 GGUF of BF16 weights (and F16 of F16) comes back in that dtype (the
+# default: the GGUF's float type), its tensors the original's bytes.
+for ct in qwen2-tiny/bf16 Mistral-Tiny-v0.3/f16 Mixtral-Tiny-4x1K/bf16; do
+  c=${ct%/*} t=${ct#*/}
+  a=$work/$c-$t.gguf out=$work/$c/same/$c
+  mkdir -p "$work/$c/same"
+  if "$amn" convert "$src/fixtures/hf/$c" --to gguf --out-dtype "$t" -o "$a" --quiet >"$work/log" 2>&1 &&
+      "$amn" convert "$a" --to hf -o "$out/" --quiet >>"$work/log" 2>&1; then
+    /usr/bin/python3 "$src/tests/hf/hf_compare.py" --same-dtype "$src/fixtures/hf/$c" "$out" &&
+      passes=$((passes + 1)) || fail "$c $t: not the original tensors"
+  else
+    fail "$c $t: amn failed"; sed 's/^/    /' "$work/log"
+  fi
+done
 echo "hf_to_hf: $passes passed, $fails failed"
 [ $fails -eq 0 ] && [ $passes -gt 0 ]
