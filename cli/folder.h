@@ -40,6 +40,9 @@ typedef struct cli_folder_req {
     /* --dedup-tied: no lm_head.weight when it holds the input embeddings'
      * bytes and config.json has "tie_word_embeddings": true. */
     bool dedup_tied;
+    /* The encoder's config() is the folder's other files, a JSON object of
+     * file name -> content (amn-hf's hfdir targets: a GGUF made a folder). */
+    bool side_files;
 } cli_folder_req;
 
 typedef struct cli_folder_result {
@@ -74,6 +77,11 @@ const char *cli_folder_args(const cli_args *a, cli_folder_req *fr);
 /* Write the folder; an AMN_E_* code with err set. */
 int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *p,
                    const cli_folder_req *rq, cli_folder_result *res, amn_error *err);
+/* folder_side.c: the encoder's folder files (cli_folder_req.side_files)
+ * into dir; and `--to hf` (a GGUF to a folder; -1 when not asked). */
+int cli_folder_side_files(const char *dir, const char *json, bool sync, cli_folder_result *res,
+                          amn_error *err);
+int cli_convert_to_hf(const amn_ctx *ctx, const cli_args *a);
 /* Async-signal-safe: remove the temporary folder being written. */
 void cli_folder_on_signal(void);
 

@@ -632,6 +632,7 @@ static int write_index(const fo_plan *p, bool sync, amn_error *err) {
 
 static int write_others(const cli_folder_req *rq, const char *qc, cli_folder_result *res,
                         amn_error *err) {
+    if (rq->side_files) return cli_folder_side_files(tmp_dir, qc, !rq->base.no_sync, res, err);
     if (!rq->in_dir) return AMN_OK;
     const bool sync = !rq->base.no_sync;
     char src[PATH_MAX + 16], dst[PATH_MAX + 16];

@@ -91,6 +91,8 @@ int cli_convert_encode(const amn_ctx *ctx, const cli_args *a) {
     if (a->via)
         return cli_usage_fail(a->command, "--via needs a model folder and a GGUF file type "
                                           "(amn convert DIR --to gguf-Q4_K_M)");
+    const int to_hf = cli_convert_to_hf(ctx, a);
+    if (to_hf >= 0) return to_hf;
     /* gguf-Q4_K_M: the GGUF file type Q4_K_M. A bare file type is not taken
      * here: bf16 / f16 / f32 name convert's safetensors output. */
     if (strncasecmp(a->to, "gguf-", 5) == 0 && cli_is_encode_target(ctx, a->to + 5) &&
@@ -273,7 +275,8 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
             .out_dir = output,
             .in_dir = cli_folder_input_dir(in->path, in->resolved, in_dir, sizeof in_dir),
             .in_path = in->path,
-            .forget = true};
+            .forget = true,
+            .side_files = strncmp(a->to, "hfdir", 5) == 0};
         cli_folder_args(a, &fr); /* checked by parse_request */
         int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
         *st = res.st;
@@ -307,7 +310,8 @@ static void print_report(const cli_args *a, const char *output, const amn_conver
         return;
     }
     char b1[32];
-    if (strncmp(a->to, "hf-", 3) == 0 && !a->then) { /* a folder made a GGUF: nothing forgotten */
+    /* A model folder made a GGUF, or a GGUF a model folder: nothing forgotten. */
+    if ((strncmp(a->to, "hf-", 3) == 0 && !a->then) || strncmp(a->to, "hfdir", 5) == 0) {
         printf("  Wrote %zu tensors, %s in %.2f s\n", st->tensors_written,
                cli_size(st->bytes_written, b1, sizeof b1), dt);
         return;
@@ -360,7 +364,9 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
             printf("Converting %s -> %s (GGUF as convert_hf_to_gguf.py --outtype %s", a->input,
                    output, a->to + 3);
             if (a->then) printf(" then llama-quantize %s", a->then);
-        } else
+        } else if (strncmp(a->to, "hfdir", 5) == 0)
+            printf("Converting %s -> %s (a Hugging Face model folder", a->input, output);
+        else
             printf("Forgetting %s -> %s (%s", a->input, output, a->to);
         if (block) printf(", block %llu", (unsigned long long)block);
         printf(")\n");

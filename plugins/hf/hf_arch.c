@@ -151,25 +151,60 @@ static bool match(const char *pat, const char *name, size_t len, const char **bi
     return true;
 }
 
-bool hf_arch_map(const hf_arch *a, const char *hf_name, char *out, size_t size, uint8_t *xform) {
+/* One direction of the family's tables: Hugging Face -> GGUF names, or
+ * (reverse) GGUF -> Hugging Face. */
+static bool map_dir(const hf_arch *a, const char *name, bool reverse, char *out, size_t size,
+                    uint8_t *xform) {
     static const char *const suffixes[] = {".weight", ".bias"};
-    const size_t n = strlen(hf_name);
+    const size_t n = strlen(name);
     for (size_t s = 0; s < 2; s++) {
         const size_t sl = strlen(suffixes[s]);
-        if (n <= sl || strcmp(hf_name + n - sl, suffixes[s]) != 0) continue;
+        if (n <= sl || strcmp(name + n - sl, suffixes[s]) != 0) continue;
         for (const hf_tensor_map *const *t = a->maps; *t; t++)
             for (const hf_tensor_map *m = *t; m->hf; m++) {
+                const char *from = reverse ? m->gguf : m->hf, *to = reverse ? m->hf : m->gguf;
                 const char *bid = NULL;
                 size_t bl = 0;
-                if (!match(m->hf, hf_name, n - sl, &bid, &bl)) continue;
-                const char *g = strstr(m->gguf, "{bid}");
-                int w = g ? snprintf(out, size, "%.*s%.*s%s%s", (int)(g - m->gguf), m->gguf,
-                                     (int)bl, bid, g + 5, suffixes[s])
-                          : snprintf(out, size, "%s%s", m->gguf, suffixes[s]);
+                if (!match(from, name, n - sl, &bid, &bl)) continue;
+                const char *g = strstr(to, "{bid}");
+                int w = g ? snprintf(out, size, "%.*s%.*s%s%s", (int)(g - to), to, (int)bl, bid,
+                                     g + 5, suffixes[s])
+                          : snprintf(out, size, "%s%s", to, suffixes[s]);
                 if (w < 0 || (size_t)w >= size) return false;
                 *xform = m->xform;
                 return true;
             }
     }
     return false;
+}
+
+bool hf_arch_map(const hf_arch *a, const char *hf_name, char *out, size_t size, uint8_t *xform) {
+    return map_dir(a, hf_name, false, out, size, xform);
+}
+
+bool hf_arch_unmap(const hf_arch *a, const char *gguf_name, char *out, size_t size,
+                   uint8_t *xform) {
+    return map_dir(a, gguf_name, true, out, size, xform);
+}
+
+/* The families a GGUF converts back from: one table entry each. */
+static const char *const reversible[] = {"llama", "qwen2",  "qwen3",  "phi3",
+                                         "gemma", "gemma2", "gemma3", NULL};
+
+const hf_arch *hf_arch_by_gguf(const char *gguf_arch) {
+    for (const char *const *r = reversible; *r; r++)
+        if (strcmp(*r, gguf_arch) == 0)
+            for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+                if (strcmp(archs[i].gguf_arch, gguf_arch) == 0) return &archs[i];
+    return NULL;
+}
+
+void hf_arch_gguf_list(char *buf, size_t size) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (const char *const *r = reversible; *r; r++) {
+        int w = snprintf(buf + at, size - at, "%s%s", at ? ", " : "", *r);
+        if (w < 0 || (size_t)w >= size - at) return;
+        at += (size_t)w;
+    }
 }

@@ -62,4 +62,12 @@ void hf_arch_list(char *buf, size_t size);
  * transform; false when the family has no mapping for it. */
 bool hf_arch_map(const hf_arch *a, const char *hf_name, char *out, size_t size, uint8_t *xform);
 
+/* The reverse: the Hugging Face name of a GGUF tensor name and the
+ * transform its forward direction applied. */
+bool hf_arch_unmap(const hf_arch *a, const char *gguf_name, char *out, size_t size, uint8_t *xform);
+/* The family a GGUF of this general.architecture converts back from, or
+ * NULL; and their list ("llama, qwen2, ...") for the unsupported message. */
+const hf_arch *hf_arch_by_gguf(const char *gguf_arch);
+void hf_arch_gguf_list(char *buf, size_t size);
+
 #endif

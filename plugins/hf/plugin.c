@@ -13,6 +13,7 @@
 
 #include "amn/plugin.h"
 #include "hf_convert.h"
+#include "hf_rev.h"
 
 static int detect(const amn_model *m, amn_claimset *cs, amn_error *err) {
     (void)m;
@@ -119,8 +120,84 @@ static const amn_scheme hf_scheme = {
     .detect_keys = no_keys,
 };
 
+/* The reverse: scheme "hfdir" encodes a GGUF as a Hugging Face folder's
+ * safetensors (targets hfdir, hfdir-f32, hfdir-f16, hfdir-bf16; `amn
+ * convert MODEL.gguf --to hf` picks them), its config() giving the folder's
+ * other files (hf_rev.h). */
+static int rev_begin(const amn_encode_options *o, const amn_encode_source *src, size_t n,
+                     void **model_state, amn_error *err) {
+    hf_rev *r;
+    int rc = hf_rev_new(o, src, n, &r, err);
+    *model_state = rc ? NULL : r;
+    return rc;
+}
+
+static int rev_tensor(void *ms, size_t i, amn_encode_out *outs, size_t *n_outs, void **ts,
+                      amn_error *err) {
+    hf_rev *r = ms;
+    if (i >= r->n_src) return amn_error_set(err, AMN_E_INVALID, "hf: bad tensor index");
+    const hf_rslot *sl = &r->slots[i];
+    *ts = (void *)sl;
+    if (!sl->n) {
+        *n_outs = AMN_ENCODE_DROP;
+        return AMN_OK;
+    }
+    for (size_t k = 0; k < sl->n; k++) {
+        const hf_rout *t = &sl->o[k];
+        outs[k].name = t->name;
+        outs[k].dtype = t->dtype;
+        outs[k].ndim = t->ndim;
+        memcpy(outs[k].shape, t->shape, sizeof outs[k].shape);
+        outs[k].nbytes = t->nbytes;
+        outs[k].unit_bytes = t->rows ? t->nbytes / t->rows : 1;
+        if (!outs[k].unit_bytes) outs[k].unit_bytes = 1;
+    }
+    *n_outs = sl->n;
+    return AMN_OK;
+}
+
+static int rev_fill(const void *ts, size_t out, uint64_t unit0, uint64_t n, const amn_values *v,
+                    void *dst, double *abs_err, amn_error *err) {
+    const hf_rslot *sl = ts;
+    if (abs_err) *abs_err = 0;
+    if (out >= sl->n) return amn_error_set(err, AMN_E_INVALID, "hf: bad output index");
+    return hf_rev_fill(&sl->o[out], unit0, n, v, dst, err);
+}
+
+static int rev_config(void *ms, char **json, amn_error *err) {
+    return hf_rev_files(ms, json, err);
+}
+
+static void rev_end(void *ms) {
+    hf_rev_free(ms);
+}
+
+static const char *const rev_targets[] = {"hfdir", "hfdir-f32", "hfdir-f16", "hfdir-bf16", NULL};
+
+static const amn_encoder rev_encoder = {
+    .struct_size = sizeof(amn_encoder),
+    .targets = rev_targets,
+    .begin = rev_begin,
+    .tensor = rev_tensor,
+    .fill = rev_fill,
+    .tensor_free = tensor_free,
+    .config = rev_config,
+    .end = rev_end,
+};
+
+static const amn_scheme rev_scheme = {
+    .struct_size = sizeof(amn_scheme),
+    .name = "hfdir",
+    .description = "GGUF models to Hugging Face model folders",
+    .detect = detect,
+    .dequantize = dequantize,
+    .encoder = &rev_encoder,
+    .detect_keys = no_keys,
+};
+
 static int init(amn_registrar *r) {
-    return amn_register_scheme(r, &hf_scheme);
+    int rc = amn_register_scheme(r, &hf_scheme);
+    return rc ? rc : amn_register_scheme(r, &rev_scheme);
 }
 
 AMN_PLUGIN_DEFINE(hf, AMN_VERSION_STRING,

@@ -1,0 +1,221 @@
+/* Planning and writing a GGUF's tensors as a Hugging Face folder's
+ * (hf_rev.h). */
+#include "hf_rev.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amn/checked.h"
+
+void hf_rev_free(hf_rev *r) {
+    if (!r) return;
+    free(r->slots);
+    free(r);
+}
+
+/* general.file_type's float types; quantized files default to bf16. */
+static amn_dtype default_dtype(const amn_model *m) {
+    double ft = -1;
+    const amn_kv *kv = amn_model_find_kv(m, "general.file_type");
+    if (!kv || !hf_rev_num(kv, &ft)) return AMN_DTYPE_BF16;
+    return ft == 0 ? AMN_DTYPE_F32 : ft == 1 ? AMN_DTYPE_F16 : AMN_DTYPE_BF16;
+}
+
+static int target_dtype(const amn_encode_options *o, amn_dtype *d, amn_error *err) {
+    const char *t = o->target;
+    if (strcmp(t, "hfdir") == 0)
+        *d = default_dtype(o->model);
+    else if (strcmp(t, "hfdir-f32") == 0)
+        *d = AMN_DTYPE_F32;
+    else if (strcmp(t, "hfdir-f16") == 0)
+        *d = AMN_DTYPE_F16;
+    else if (strcmp(t, "hfdir-bf16") == 0)
+        *d = AMN_DTYPE_BF16;
+    else
+        return amn_error_set(err, AMN_E_INVALID, "hf: unknown target %s", t);
+    return AMN_OK;
+}
+
+static int head_count(const hf_rev *r, const char *suffix, uint32_t *n, amn_error *err) {
+    double v;
+    const amn_kv *kv = hf_rev_kv(r->model, r->arch->gguf_arch, suffix);
+    if (!kv || !hf_rev_num(kv, &v) || v < 1 || v > 65536)
+        return amn_error_set(err, AMN_E_PARSE, "GGUF: %s.%s missing or bad", r->arch->gguf_arch,
+                             suffix);
+    *n = (uint32_t)v;
+    return AMN_OK;
+}
+
+static int set_shape(hf_rout *t, const amn_encode_source *s, uint64_t rows, amn_error *err) {
+    t->ndim = s->ndim;
+    memcpy(t->shape, s->shape, sizeof t->shape);
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < s->ndim; d++)
+        if (!amn_mul_u64(numel, s->shape[d], &numel))
+            return amn_error_set(err, AMN_E_PARSE, "%s: shape overflows", s->name);
+    if (s->ndim >= 2) {
+        t->rows = rows ? rows : s->shape[0];
+        t->cols = t->rows ? numel / s->shape[0] : 0;
+    } else {
+        t->rows = numel;
+        t->cols = 1;
+    }
+    uint64_t n;
+    if (!amn_mul_u64(t->rows, t->cols, &n) || !amn_mul_u64(n, amn_dtype_size(t->dtype), &n))
+        return amn_error_set(err, AMN_E_PARSE, "%s: size overflows", s->name);
+    t->nbytes = n;
+    return AMN_OK;
+}
+
+/* blk.N.ffn_{gate,down,up}_exps: Mixtral's experts, one output each. */
+/* 1 when s is not an expert stack. */
+static int plan_experts(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, amn_error *err) {
+    static const char *const kinds[][2] = {
+        {"ffn_gate_exps", "w1"}, {"ffn_down_exps", "w2"}, {"ffn_up_exps", "w3"}};
+    unsigned bid;
+    char kind[32], suffix[16];
+    if (sscanf(s->name, "blk.%u.%31[a-z_].%15s", &bid, kind, suffix) != 3)
+        return 1; /* not an expert stack */
+    const char *w = NULL;
+    for (size_t k = 0; k < 3; k++)
+        if (strcmp(kind, kinds[k][0]) == 0) w = kinds[k][1];
+    if (!w || strcmp(suffix, "weight") != 0) return 1; /* not an expert stack */
+    if (s->ndim != 3 || s->shape[0] == 0 || s->shape[0] > AMN_ENCODE_MAX_OUTS)
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: %llu experts (at most %d convert back)",
+                             s->name, (unsigned long long)s->shape[0], AMN_ENCODE_MAX_OUTS);
+    r->n_experts = s->shape[0];
+    sl->n = (size_t)s->shape[0];
+    for (size_t e = 0; e < sl->n; e++) {
+        hf_rout *t = &sl->o[e];
+        snprintf(t->name, sizeof t->name, "model.layers.%u.block_sparse_moe.experts.%zu.%s.weight",
+                 bid, e, w);
+        t->dtype = r->dtype;
+        const amn_encode_source one = {
+            .name = s->name, .ndim = 2, .shape = {s->shape[1], s->shape[2]}};
+        int rc = set_shape(t, &one, 0, err);
+        if (rc) return rc;
+        t->row0 = e * s->shape[1];
+    }
+    return AMN_OK;
+}
+
+static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_t nh, uint32_t nkv,
+                    amn_error *err) {
+    /* generated from config.json: left out (Phi-3's factors go back there) */
+    if (strcmp(s->name, "rope_freqs.weight") == 0 ||
+        strcmp(s->name, "rope_factors_long.weight") == 0 ||
+        strcmp(s->name, "rope_factors_short.weight") == 0)
+        return AMN_OK;
+    int rc = plan_experts(r, s, sl, err);
+    if (rc <= 0) return rc;
+    hf_rout *t = &sl->o[0];
+    uint8_t x = 0;
+    if (!hf_arch_unmap(r->arch, s->name, t->name, sizeof t->name, &x))
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: no Hugging Face name for this %s tensor",
+                             s->name, r->arch->gguf_arch);
+    t->dtype = r->dtype;
+    /* weights and biases alike, as LlamaModel permutes both */
+    t->xform = x == HF_X_PERMUTE_Q || x == HF_X_PERMUTE_K ? x : HF_X_NONE;
+    t->n_head = x == HF_X_PERMUTE_K ? nkv : nh;
+    const size_t nl = strlen(t->name);
+    t->minus1 = (r->arch->flags & HF_A_NORM_PLUS1) && nl >= 11 &&
+                strcmp(t->name + nl - 11, "norm.weight") == 0;
+    if ((rc = set_shape(t, s, 0, err))) return rc;
+    if (t->xform && (t->rows % (2ull * t->n_head)) != 0)
+        return amn_error_set(err, AMN_E_PARSE, "%s: %llu rows do not split into %u heads", s->name,
+                             (unsigned long long)t->rows, t->n_head);
+    if (strcmp(s->name, "token_embd.weight") == 0) r->vocab_rows = t->rows;
+    sl->n = 1;
+    return AMN_OK;
+}
+
+int hf_rev_new(const amn_encode_options *o, const amn_encode_source *src, size_t n, hf_rev **out,
+               amn_error *err) {
+    *out = NULL;
+    if (!o->model) return amn_error_set(err, AMN_E_INVALID, "hf: no input model");
+    const amn_kv *ak = amn_model_find_kv(o->model, "general.architecture");
+    const amn_str *as = ak && ak->type == AMN_KV_STRING ? ak->data : NULL;
+    if (!as)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: not a GGUF model (no general.architecture)");
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.*s", (int)(as->len < 63 ? as->len : 63), as->ptr);
+    hf_rev *r = calloc(1, sizeof *r);
+    if (!r) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    r->model = o->model;
+    r->arch = hf_arch_by_gguf(arch);
+    int rc = AMN_OK;
+    if (!r->arch) {
+        char list[256];
+        hf_arch_gguf_list(list, sizeof list);
+        rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                           "unsupported: GGUF architecture '%s' to a Hugging Face folder "
+                           "(supported: %s)",
+                           arch, list);
+    }
+    uint32_t nh = 0, nkv = 0;
+    const amn_kv *vk = amn_model_find_kv(o->model, "tokenizer.ggml.model");
+    const amn_str *vm = vk && vk->type == AMN_KV_STRING ? vk->data : NULL;
+    if (!rc && vm && !(vm->len == 4 && memcmp(vm->ptr, "gpt2", 4) == 0) &&
+        !(vm->len == 5 && memcmp(vm->ptr, "llama", 5) == 0) &&
+        !(vm->len == 4 && memcmp(vm->ptr, "none", 4) == 0)) /* checked before any output */
+        rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                           "unsupported: a '%.*s' vocabulary to tokenizer files (gpt2 and llama "
+                           "convert)",
+                           (int)(vm->len > 32 ? 32 : vm->len), vm->ptr);
+    if (!rc) rc = target_dtype(o, &r->dtype, err);
+    if (!rc) rc = head_count(r, "attention.head_count", &nh, err);
+    if (!rc && hf_rev_kv(o->model, arch, "attention.head_count_kv"))
+        rc = head_count(r, "attention.head_count_kv", &nkv, err);
+    if (!rc && !nkv) nkv = nh;
+    if (!rc && !(r->slots = calloc(n ? n : 1, sizeof *r->slots)))
+        rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    r->n_src = n;
+    bool has_output = false;
+    for (size_t i = 0; !rc && i < n; i++) {
+        rc = plan_one(r, &src[i], &r->slots[i], nh, nkv, err);
+        if (strcmp(src[i].name, "output.weight") == 0) has_output = true;
+    }
+    if (!rc && !r->vocab_rows) rc = amn_error_set(err, AMN_E_PARSE, "GGUF: no token_embd.weight");
+    r->tied = !has_output;
+    if (rc) {
+        hf_rev_free(r);
+        return rc;
+    }
+    *out = r;
+    return AMN_OK;
+}
+
+/* The GGUF row holding Hugging Face row s: LlamaModel.permute's inverse
+ * (each head's rows were the halves interleaved). */
+static uint64_t gguf_row(const hf_rout *t, uint64_t s) {
+    if (!t->xform) return s;
+    const uint64_t half = t->rows / t->n_head / 2;
+    const uint64_t h = s / (2 * half), in = s % (2 * half);
+    return h * 2 * half + 2 * (in % half) + in / half;
+}
+
+int hf_rev_fill(const hf_rout *t, uint64_t unit0, uint64_t n, const amn_values *v, void *dst,
+                amn_error *err) {
+    if (unit0 > t->rows || n > t->rows - unit0)
+        return amn_error_set(err, AMN_E_INVALID, "%s: rows out of range", t->name);
+    const uint64_t cols = t->cols;
+    float *tmp = malloc((size_t)(n * cols) * sizeof *tmp + 1);
+    if (!tmp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = AMN_OK;
+    if (t->xform) {
+        for (uint64_t r = 0; !rc && r < n; r++)
+            rc = v->read(v->ctx, gguf_row(t, unit0 + r) * cols, cols, tmp + r * cols, err);
+    } else {
+        rc = v->read(v->ctx, (t->row0 + unit0) * cols, n * cols, tmp, err);
+    }
+    /* x + 1 was rounded to the GGUF's float type; from F32 of BF16 or F16
+     * weights of moderate size the minus one is exact. */
+    for (uint64_t i = 0; !rc && t->minus1 && i < n * cols; i++) tmp[i] -= 1.0f;
+    if (!rc && amn_store_f32(tmp, t->dtype, dst, (size_t)(n * cols)))
+        rc = amn_error_set(err, AMN_E_INVALID, "%s: cannot store as %s", t->name,
+                           amn_dtype_name(t->dtype));
+    free(tmp);
+    return rc;
+}

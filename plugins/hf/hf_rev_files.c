@@ -1,0 +1,640 @@
+/* A GGUF's key/values as a Hugging Face folder's files (hf_rev.h):
+ * config.json with the family's hyperparameters under transformers' names,
+ * generation_config.json, tokenizer_config.json with the special tokens and
+ * the chat template, and for BPE (gpt2) vocabularies tokenizer.json. */
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_rev.h"
+
+const amn_kv *hf_rev_kv(const amn_model *m, const char *arch, const char *suffix) {
+    char key[160];
+    if (snprintf(key, sizeof key, "%s.%s", arch, suffix) >= (int)sizeof key) return NULL;
+    return amn_model_find_kv(m, key);
+}
+
+bool hf_rev_num(const amn_kv *kv, double *v) {
+    if (!kv || !kv->data) return false;
+    const void *d = kv->data;
+    switch (kv->type) {
+    case AMN_KV_U8:
+        *v = *(const uint8_t *)d;
+        return true;
+    case AMN_KV_I8:
+        *v = *(const int8_t *)d;
+        return true;
+    case AMN_KV_U16:
+        *v = *(const uint16_t *)d;
+        return true;
+    case AMN_KV_I16:
+        *v = *(const int16_t *)d;
+        return true;
+    case AMN_KV_U32:
+        *v = *(const uint32_t *)d;
+        return true;
+    case AMN_KV_I32:
+        *v = *(const int32_t *)d;
+        return true;
+    case AMN_KV_U64:
+        *v = (double)*(const uint64_t *)d;
+        return true;
+    case AMN_KV_I64:
+        *v = (double)*(const int64_t *)d;
+        return true;
+    case AMN_KV_F32:
+        *v = *(const float *)d;
+        return true;
+    case AMN_KV_F64:
+        *v = *(const double *)d;
+        return true;
+    case AMN_KV_BOOL:
+        *v = *(const uint8_t *)d != 0;
+        return true;
+    default:
+        return false;
+    }
+}
+
+static json_object *str_of(const amn_str *s) {
+    return json_object_new_string_len(s->ptr, (int)(s->len > 0x7fffffff ? 0x7fffffff : s->len));
+}
+
+/* An arch key as an integer field; false when absent. */
+static bool put_int(json_object *o, const hf_rev *r, const char *suffix, const char *field) {
+    double v;
+    if (!hf_rev_num(hf_rev_kv(r->model, r->arch->gguf_arch, suffix), &v)) return false;
+    json_object_object_add(o, field, json_object_new_int64((int64_t)v));
+    return true;
+}
+
+/* F32 keys as the shortest decimal that reads back as the same float. */
+static json_object *float_json(double v) {
+    char buf[64];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, v);
+        if ((float)strtod(buf, NULL) == (float)v) break;
+    }
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+    return json_object_new_double_s(strtod(buf, NULL), buf);
+}
+
+static bool put_float(json_object *o, const hf_rev *r, const char *suffix, const char *field) {
+    double v;
+    if (!hf_rev_num(hf_rev_kv(r->model, r->arch->gguf_arch, suffix), &v)) return false;
+    json_object_object_add(o, field, float_json(v));
+    return true;
+}
+
+static const amn_str *kv_str(const amn_model *m, const char *key) {
+    const amn_kv *kv = amn_model_find_kv(m, key);
+    return kv && kv->type == AMN_KV_STRING ? kv->data : NULL;
+}
+
+static bool token_id(const amn_model *m, const char *which, double *id) {
+    char key[96];
+    snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", which);
+    return hf_rev_num(amn_model_find_kv(m, key), id);
+}
+
+static const char *torch_name(amn_dtype d) {
+    return d == AMN_DTYPE_F32 ? "float32" : d == AMN_DTYPE_F16 ? "float16" : "bfloat16";
+}
+
+/* The Hugging Face class and model_type of the GGUF's family. */
+static void class_of(const hf_rev *r, const char **cls, const char **type) {
+    const char *a = r->arch->gguf_arch;
+    if (strcmp(a, "llama") == 0 && r->n_experts) {
+        *cls = "MixtralForCausalLM", *type = "mixtral";
+    } else if (strcmp(a, "llama") == 0) {
+        *cls = "LlamaForCausalLM", *type = "llama";
+    } else if (strcmp(a, "gemma3") == 0) {
+        *cls = "Gemma3ForCausalLM", *type = "gemma3_text";
+    } else {
+        *cls = r->arch->hf_names[0], *type = a;
+    }
+}
+
+/* A 1-D F32 tensor of the GGUF (Phi-3's rope factors) as a JSON array, or
+ * NULL when absent or not that. */
+static json_object *f32_array(const amn_model *m, const char *name) {
+    const int64_t i = amn_model_find(m, name);
+    const amn_tensor *t = i >= 0 ? amn_model_tensor(m, (size_t)i) : NULL;
+    if (!t || t->dtype != AMN_DTYPE_F32 || t->ndim != 1 || !t->data || t->shape[0] > 65536 ||
+        (t->flags & AMN_TENSOR_STRIDED) || t->extent < t->shape[0] * 4)
+        return NULL;
+    amn_error err = {0};
+    const float *v = amn_model_fetch(m, t->data, (size_t)t->shape[0] * 4, 0, &err);
+    if (!v) return NULL;
+    json_object *a = json_object_new_array();
+    for (uint64_t k = 0; k < t->shape[0]; k++) {
+        float f;
+        memcpy(&f, (const char *)v + k * 4, 4); /* not necessarily aligned */
+        json_object_array_add(a, float_json(f));
+    }
+    return a;
+}
+
+/* Phi-3's long context: rope_scaling from the factor tensors; the
+ * attention factor tells the converter's yarn from longrope. */
+static json_object *phi3_rope(const hf_rev *r) {
+    json_object *lf = f32_array(r->model, "rope_factors_long.weight"),
+                *sf = lf ? f32_array(r->model, "rope_factors_short.weight") : NULL;
+    if (!lf || !sf) {
+        json_object_put(lf);
+        return NULL;
+    }
+    double ctx = 0, orig = 0, attn = 0;
+    hf_rev_num(hf_rev_kv(r->model, "phi3", "context_length"), &ctx);
+    hf_rev_num(hf_rev_kv(r->model, "phi3", "rope.scaling.original_context_length"), &orig);
+    const bool have_attn =
+        hf_rev_num(hf_rev_kv(r->model, "phi3", "rope.scaling.attn_factor"), &attn);
+    const double scale = orig > 0 ? ctx / orig : 1.0;
+    const bool yarn = have_attn && scale > 1.0 && orig > 1.0 &&
+                      (float)attn == (float)(0.1 * log(scale) + 1.0) &&
+                      (float)attn != (float)sqrt(1 + log(scale) / log(orig));
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "type", json_object_new_string(yarn ? "yarn" : "longrope"));
+    json_object_object_add(o, "long_factor", lf);
+    json_object_object_add(o, "short_factor", sf);
+    return o;
+}
+
+/* The rope_freqs the converter generates for llama3 rope scaling
+ * (hf_params.c's llama3_rope, the same float arithmetic). */
+static void llama3_freqs(float base, float factor, float lo, float hi, float old, uint32_t dim,
+                         float *v, uint32_t n) {
+    const float lo_wave = (float)((double)old / (double)lo),
+                hi_wave = (float)((double)old / (double)hi);
+    const float two_pi = (float)(2 * 3.14159265358979323846);
+    for (uint32_t k = 0; k < n; k++) {
+        const float e = (float)(2 * k) / (float)dim;
+        const float freq = 1.0f / powf(base, e);
+        const float wavelen = (1.0f / freq) * two_pi;
+        if (wavelen < hi_wave) {
+            v[k] = 1.0f;
+        } else if (wavelen > lo_wave) {
+            v[k] = factor;
+        } else {
+            const float smooth = ((1.0f / wavelen) * old - lo) / (hi - lo);
+            v[k] = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+    }
+}
+
+/* Llama 3's rope_scaling, which the GGUF holds only as the generated
+ * rope_freqs: the parameters (Llama 3's own first) whose rope_freqs equals
+ * the GGUF's bit for bit, or NULL when none does. */
+static json_object *llama3_rope(const hf_rev *r) {
+    json_object *arr = f32_array(r->model, "rope_freqs.weight");
+    const size_t n = arr ? json_object_array_length(arr) : 0;
+    double base = 10000, hd = 0, emb = 0, nh = 0;
+    hf_rev_num(hf_rev_kv(r->model, "llama", "rope.freq_base"), &base);
+    if (!hf_rev_num(hf_rev_kv(r->model, "llama", "attention.key_length"), &hd) &&
+        hf_rev_num(hf_rev_kv(r->model, "llama", "embedding_length"), &emb) &&
+        hf_rev_num(hf_rev_kv(r->model, "llama", "attention.head_count"), &nh) && nh >= 1)
+        hd = (double)((uint32_t)emb / (uint32_t)nh);
+    const uint32_t dim = hd >= 2 && hd <= 65536 ? (uint32_t)hd : 0;
+    if (!n || n > 4096 || !dim || (dim + 1) / 2 != n) {
+        json_object_put(arr);
+        return NULL;
+    }
+    float want[4096], got[4096], factor = 1.0f;
+    for (size_t k = 0; k < n; k++) {
+        want[k] = (float)json_object_get_double(json_object_array_get_idx(arr, k));
+        if (want[k] > factor) factor = want[k];
+    }
+    json_object_put(arr);
+    static const float los[] = {1, 2, 0.5f}, his[] = {4, 2, 8, 1, 16},
+                       olds[] = {8192, 256, 512, 1024, 2048, 4096, 16384, 32768, 65536};
+    json_object *o = NULL;
+    for (size_t c = 0; c < sizeof olds / sizeof *olds && !o; c++)
+        for (size_t a = 0; a < 3 && !o; a++)
+            for (size_t b = 0; b < 5 && !o; b++) {
+                if (his[b] <= los[a]) continue;
+                llama3_freqs((float)base, factor, los[a], his[b], olds[c], dim, got, (uint32_t)n);
+                if (memcmp(got, want, n * sizeof *got) != 0) continue;
+                o = json_object_new_object();
+                json_object_object_add(o, "factor", float_json(factor));
+                json_object_object_add(o, "low_freq_factor", float_json(los[a]));
+                json_object_object_add(o, "high_freq_factor", float_json(his[b]));
+                json_object_object_add(o, "original_max_position_embeddings",
+                                       json_object_new_int64((int64_t)olds[c]));
+                json_object_object_add(o, "rope_type", json_object_new_string("llama3"));
+            }
+    return o;
+}
+
+static json_object *rope_scaling(const hf_rev *r) {
+    if (strcmp(r->arch->gguf_arch, "phi3") == 0) return phi3_rope(r);
+    if (strcmp(r->arch->gguf_arch, "llama") == 0 &&
+        amn_model_find(r->model, "rope_freqs.weight") >= 0)
+        return llama3_rope(r);
+    const amn_str *t = NULL;
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", r->arch->gguf_arch);
+    t = kv_str(r->model, key);
+    if (!t || (t->len == 4 && memcmp(t->ptr, "none", 4) == 0)) return NULL;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "rope_type", str_of(t));
+    json_object_object_add(o, "type", str_of(t));
+    put_float(o, r, "rope.scaling.factor", "factor");
+    put_int(o, r, "rope.scaling.original_context_length", "original_max_position_embeddings");
+    return o;
+}
+
+static json_object *config_json(const hf_rev *r) {
+    json_object *c = json_object_new_object();
+    const char *cls, *type;
+    class_of(r, &cls, &type);
+    json_object *archs = json_object_new_array();
+    json_object_array_add(archs, json_object_new_string(cls));
+    json_object_object_add(c, "architectures", archs);
+    json_object_object_add(c, "model_type", json_object_new_string(type));
+    put_int(c, r, "embedding_length", "hidden_size");
+    put_int(c, r, "feed_forward_length", "intermediate_size");
+    put_int(c, r, "attention.head_count", "num_attention_heads");
+    put_int(c, r, "attention.head_count_kv", "num_key_value_heads");
+    put_int(c, r, "block_count", "num_hidden_layers");
+    put_int(c, r, "context_length", "max_position_embeddings");
+    put_float(c, r, "attention.layer_norm_rms_epsilon", "rms_norm_eps");
+    put_float(c, r, "rope.freq_base", "rope_theta");
+    put_int(c, r, "attention.key_length", "head_dim");
+    put_int(c, r, "attention.sliding_window", "sliding_window");
+    put_float(c, r, "rope.freq_base_swa", "rope_local_base_freq");
+    put_float(c, r, "attn_logit_softcapping", "attn_logit_softcapping");
+    put_float(c, r, "final_logit_softcapping", "final_logit_softcapping");
+    if (strcmp(r->arch->gguf_arch, "gemma2") == 0) /* not in the GGUF: Gemma 2's usual value */
+        put_int(c, r, "attention.key_length", "query_pre_attn_scalar");
+    if (r->n_experts) {
+        put_int(c, r, "expert_count", "num_local_experts");
+        put_int(c, r, "expert_used_count", "num_experts_per_tok");
+    }
+    if (strcmp(r->arch->gguf_arch, "phi3") == 0)
+        put_int(c, r, "rope.scaling.original_context_length", "original_max_position_embeddings");
+    json_object_object_add(c, "vocab_size", json_object_new_int64((int64_t)r->vocab_rows));
+    json_object *rs = rope_scaling(r);
+    if (rs) json_object_object_add(c, "rope_scaling", rs);
+    double id;
+    if (token_id(r->model, "bos", &id))
+        json_object_object_add(c, "bos_token_id", json_object_new_int64((int64_t)id));
+    if (token_id(r->model, "eos", &id))
+        json_object_object_add(c, "eos_token_id", json_object_new_int64((int64_t)id));
+    if (token_id(r->model, "padding", &id))
+        json_object_object_add(c, "pad_token_id", json_object_new_int64((int64_t)id));
+    const bool gemma = strncmp(r->arch->gguf_arch, "gemma", 5) == 0;
+    json_object_object_add(c, gemma ? "hidden_activation" : "hidden_act",
+                           json_object_new_string(gemma ? "gelu_pytorch_tanh" : "silu"));
+    json_object_object_add(c, "tie_word_embeddings", json_object_new_boolean(r->tied));
+    json_object_object_add(c, "torch_dtype", json_object_new_string(torch_name(r->dtype)));
+    return c;
+}
+
+/* general.sampling.* under generation_config.json's names. */
+static const char *const sampling_keys[][2] = {
+    {"sequence", "sequence"},
+    {"top_k", "top_k"},
+    {"top_p", "top_p"},
+    {"min_p", "min_p"},
+    {"xtc_probability", "xtc_probability"},
+    {"xtc_threshold", "xtc_threshold"},
+    {"temp", "temperature"},
+    {"penalty_last_n", "penalty_last_n"},
+    {"penalty_repeat", "penalty_repeat"},
+    {"mirostat", "mirostat"},
+    {"mirostat_tau", "mirostat_tau"},
+    {"mirostat_eta", "mirostat_eta"},
+};
+
+static json_object *generation_json(const hf_rev *r) {
+    json_object *g = json_object_new_object();
+    for (size_t k = 0; k < sizeof sampling_keys / sizeof *sampling_keys; k++) {
+        char key[96];
+        snprintf(key, sizeof key, "general.sampling.%s", sampling_keys[k][0]);
+        const amn_kv *kv = amn_model_find_kv(r->model, key);
+        double v;
+        if (kv && kv->type == AMN_KV_STRING)
+            json_object_object_add(g, sampling_keys[k][1], str_of(kv->data));
+        else if (kv && kv->type == AMN_KV_F32 && hf_rev_num(kv, &v))
+            json_object_object_add(g, sampling_keys[k][1], float_json(v));
+        else if (kv && hf_rev_num(kv, &v))
+            json_object_object_add(g, sampling_keys[k][1], json_object_new_int64((int64_t)v));
+    }
+    double id;
+    if (token_id(r->model, "bos", &id))
+        json_object_object_add(g, "bos_token_id", json_object_new_int64((int64_t)id));
+    if (token_id(r->model, "eos", &id))
+        json_object_object_add(g, "eos_token_id", json_object_new_int64((int64_t)id));
+    if (token_id(r->model, "padding", &id))
+        json_object_object_add(g, "pad_token_id", json_object_new_int64((int64_t)id));
+    return g;
+}
+
+/* tokenizer.ggml.tokens / token_type as arrays, or NULL. */
+static const amn_kv *arr(const amn_model *m, const char *key, amn_kv_type t) {
+    const amn_kv *kv = amn_model_find_kv(m, key);
+    return kv && kv->type == AMN_KV_ARRAY && kv->elem_type == t ? kv : NULL;
+}
+
+static json_object *token_of(const amn_kv *toks, const amn_model *m, const char *which) {
+    double id;
+    if (!token_id(m, which, &id) || id < 0 || id >= (double)toks->count) return NULL;
+    return str_of((const amn_str *)toks->data + (uint64_t)id);
+}
+
+/* Control and user-defined tokens as tokenizer_config.json's
+ * added_tokens_decoder; of a SentencePiece model's own pieces (below
+ * pieces) only those the converter scored -1000, as it scores the tokens
+ * it takes from there. */
+static json_object *added_decoder(const amn_kv *toks, const amn_kv *types, const amn_kv *scores,
+                                  uint64_t pieces) {
+    json_object *d = json_object_new_object();
+    const amn_str *s = toks->data;
+    for (uint64_t i = 0; types && i < toks->count && i < types->count; i++) {
+        const int32_t ty = ((const int32_t *)types->data)[i];
+        if (ty != 3 && ty != 4) continue;
+        if (scores && i < pieces && i < scores->count &&
+            ((const float *)scores->data)[i] != -1000.0f)
+            continue;
+        json_object *a = json_object_new_object();
+        json_object_object_add(a, "content", str_of(&s[i]));
+        json_object_object_add(a, "lstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "normalized", json_object_new_boolean(false));
+        json_object_object_add(a, "rstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "single_word", json_object_new_boolean(false));
+        json_object_object_add(a, "special", json_object_new_boolean(ty == 3));
+        char id[32];
+        snprintf(id, sizeof id, "%llu", (unsigned long long)i);
+        json_object_object_add(d, id, a);
+    }
+    return d;
+}
+
+/* Which special tokens tokenizer_config.json names (bit k: which[k] of
+ * tokenizer_config_json). gguf-py's SpecialVocab sets them from there in
+ * the order bos, eos, unk, sep, pad, then the ids config.json adds; so the
+ * GGUF's *_token_id keys in ascending order form the first group, and a key
+ * out of that order came from config.json (Qwen's null bos_token). */
+static unsigned named_specials(const amn_model *m) {
+    static const char *const order[] = {"bos", "eos", "unknown", "seperator", "padding"};
+    static const int bit[] = {0, 1, 2, -1, 3};
+    unsigned named = 0;
+    int last = -1;
+    for (size_t i = 0; i < amn_model_kv_count(m); i++) {
+        const char *k = amn_model_kv(m, i)->key;
+        if (strncmp(k, "tokenizer.ggml.", 15) != 0) continue;
+        for (int o = 0; o < 5; o++) {
+            char want[64];
+            snprintf(want, sizeof want, "tokenizer.ggml.%s_token_id", order[o]);
+            if (strcmp(k, want) != 0) continue;
+            if (o < last) return named;
+            last = o;
+            if (bit[o] >= 0) named |= 1u << bit[o];
+        }
+    }
+    return named;
+}
+
+static json_object *tokenizer_config_json(const hf_rev *r, const amn_kv *toks, const amn_kv *types,
+                                          const amn_kv *scores, uint64_t pieces, const char *cls) {
+    json_object *t = json_object_new_object();
+    static const char *const which[][2] = {{"bos", "bos_token"},
+                                           {"eos", "eos_token"},
+                                           {"unknown", "unk_token"},
+                                           {"padding", "pad_token"}};
+    double v;
+    if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_bos_token"), &v))
+        json_object_object_add(t, "add_bos_token", json_object_new_boolean(v != 0));
+    if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_eos_token"), &v))
+        json_object_object_add(t, "add_eos_token", json_object_new_boolean(v != 0));
+    if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_space_prefix"), &v))
+        json_object_object_add(t, "add_prefix_space", json_object_new_boolean(v != 0));
+    json_object_object_add(t, "added_tokens_decoder", added_decoder(toks, types, scores, pieces));
+    const unsigned named = named_specials(r->model);
+    for (size_t k = 0; k < 4; k++)
+        json_object_object_add(t, which[k][1],
+                               named & (1u << k) ? token_of(toks, r->model, which[k][0]) : NULL);
+    const amn_str *tmpl = kv_str(r->model, "tokenizer.chat_template");
+    if (tmpl) json_object_object_add(t, "chat_template", str_of(tmpl));
+    json_object_object_add(t, "clean_up_tokenization_spaces", json_object_new_boolean(false));
+    json_object_object_add(t, "model_max_length", json_object_new_int64(1000000000000000019LL));
+    json_object_object_add(t, "tokenizer_class", json_object_new_string(cls));
+    return t;
+}
+
+/* tokenizer.model (and added_tokens.json for the tokens past its pieces). */
+static int spm_files(const hf_rev *r, json_object *files, const amn_kv *toks, const amn_kv *types,
+                     amn_error *err) {
+    const amn_kv *scores = arr(r->model, "tokenizer.ggml.scores", AMN_KV_F32);
+    uint8_t *pb = NULL;
+    size_t n = 0;
+    int rc = hf_rev_spm(r->model, toks, types, scores, &pb, &n, err);
+    if (rc) return rc;
+    char *b64 = hf_rev_base64(pb, n);
+    free(pb);
+    if (!b64) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    json_object *bin = json_object_new_object();
+    json_object_object_add(bin, "base64", json_object_new_string(b64));
+    free(b64);
+    json_object_object_add(files, "tokenizer.model", bin);
+    const uint64_t pieces = hf_rev_spm_pieces(toks, types), ntok = hf_rev_spm_tokens(toks, types);
+    if (pieces < ntok) {
+        json_object *added = json_object_new_object();
+        const amn_str *s = toks->data;
+        for (uint64_t i = pieces; i < ntok; i++) {
+            char *k = strndup(s[i].ptr, s[i].len);
+            if (!k) continue;
+            json_object_object_add(added, k, json_object_new_int64((int64_t)i));
+            free(k);
+        }
+        json_object_object_add(files, "added_tokens.json", added);
+    }
+    json_object_object_add(files, "tokenizer_config.json",
+                           tokenizer_config_json(r, toks, types, scores, pieces, "LlamaTokenizer"));
+    return AMN_OK;
+}
+
+/* ByteLevel pre-tokenizer / decoder. */
+static json_object *byte_level(bool prefix, bool use_regex) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "type", json_object_new_string("ByteLevel"));
+    json_object_object_add(o, "add_prefix_space", json_object_new_boolean(prefix));
+    json_object_object_add(o, "trim_offsets", json_object_new_boolean(true));
+    json_object_object_add(o, "use_regex", json_object_new_boolean(use_regex));
+    return o;
+}
+
+/* tokenizer.ggml.pre -> the pre-tokenizer's split regex (and whether the
+ * model ignores merges for whole-vocabulary words, NFC normalizer), as the
+ * tokenizers llama.cpp names so write them; the converter recognises the
+ * tokenizer again by how it splits. Others: plain ByteLevel (GPT-2's). */
+static const struct {
+    const char *pre, *regex;
+    bool ignore_merges, nfc;
+} pre_table[] = {
+    {"llama-bpe",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     true, false},
+    {"smaug-bpe",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     true, false},
+    {"qwen2",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     false, true},
+};
+
+static json_object *pre_tokenizer(int k) {
+    if (k < 0) return byte_level(false, true);
+    json_object *split = json_object_new_object(), *pat = json_object_new_object();
+    json_object_object_add(split, "type", json_object_new_string("Split"));
+    json_object_object_add(pat, "Regex", json_object_new_string(pre_table[k].regex));
+    json_object_object_add(split, "pattern", pat);
+    json_object_object_add(split, "behavior", json_object_new_string("Isolated"));
+    json_object_object_add(split, "invert", json_object_new_boolean(false));
+    json_object *seq = json_object_new_object(), *list = json_object_new_array();
+    json_object_array_add(list, split);
+    json_object_array_add(list, byte_level(false, false));
+    json_object_object_add(seq, "type", json_object_new_string("Sequence"));
+    json_object_object_add(seq, "pretokenizers", list);
+    return seq;
+}
+
+static int pre_index(const amn_model *m) {
+    const amn_str *pre = kv_str(m, "tokenizer.ggml.pre");
+    for (size_t k = 0; pre && k < sizeof pre_table / sizeof *pre_table; k++)
+        if (strlen(pre_table[k].pre) == pre->len &&
+            memcmp(pre_table[k].pre, pre->ptr, pre->len) == 0)
+            return (int)k;
+    return -1;
+}
+
+/* tokenizer.json for a BPE (gpt2) vocabulary: the vocabulary with its
+ * merges; control and user-defined tokens as added tokens. */
+static json_object *tokenizer_json(const amn_model *mdl, const amn_kv *toks, const amn_kv *types,
+                                   const amn_kv *merges) {
+    const int pk = pre_index(mdl);
+    json_object *t = json_object_new_object(), *added = json_object_new_array();
+    json_object *vocab = json_object_new_object(), *ml = json_object_new_array();
+    const amn_str *s = toks->data;
+    const uint64_t n = hf_rev_spm_tokens(toks, types); /* without the [PAD<i>] filler */
+    for (uint64_t i = 0; i < n; i++) {
+        char *k = strndup(s[i].ptr, s[i].len);
+        if (!k) continue;
+        json_object_object_add(vocab, k, json_object_new_int64((int64_t)i));
+        free(k);
+        const int32_t ty = types && i < types->count ? ((const int32_t *)types->data)[i] : 1;
+        if (ty != 3 && ty != 4) continue;
+        json_object *a = json_object_new_object();
+        json_object_object_add(a, "id", json_object_new_int64((int64_t)i));
+        json_object_object_add(a, "content", str_of(&s[i]));
+        json_object_object_add(a, "single_word", json_object_new_boolean(false));
+        json_object_object_add(a, "lstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "rstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "normalized", json_object_new_boolean(ty == 4));
+        json_object_object_add(a, "special", json_object_new_boolean(ty == 3));
+        json_object_array_add(added, a);
+    }
+    for (uint64_t i = 0; merges && i < merges->count; i++)
+        json_object_array_add(ml, str_of((const amn_str *)merges->data + i));
+    json_object *m = json_object_new_object();
+    json_object_object_add(m, "type", json_object_new_string("BPE"));
+    json_object_object_add(m, "dropout", NULL);
+    json_object_object_add(m, "unk_token", NULL);
+    json_object_object_add(m, "continuing_subword_prefix", NULL);
+    json_object_object_add(m, "end_of_word_suffix", NULL);
+    json_object_object_add(m, "fuse_unk", json_object_new_boolean(false));
+    json_object_object_add(m, "byte_fallback", json_object_new_boolean(false));
+    json_object_object_add(m, "ignore_merges",
+                           json_object_new_boolean(pk >= 0 && pre_table[pk].ignore_merges));
+    json_object_object_add(m, "vocab", vocab);
+    json_object_object_add(m, "merges", ml);
+    json_object_object_add(t, "version", json_object_new_string("1.0"));
+    json_object_object_add(t, "truncation", NULL);
+    json_object_object_add(t, "padding", NULL);
+    json_object_object_add(t, "added_tokens", added);
+    json_object *nfc = NULL;
+    if (pk >= 0 && pre_table[pk].nfc) {
+        nfc = json_object_new_object();
+        json_object_object_add(nfc, "type", json_object_new_string("NFC"));
+    }
+    json_object_object_add(t, "normalizer", nfc);
+    json_object_object_add(t, "pre_tokenizer", pre_tokenizer(pk));
+    json_object_object_add(t, "post_processor", NULL);
+    json_object_object_add(t, "decoder", byte_level(true, true));
+    json_object_object_add(t, "model", m);
+    return t;
+}
+
+/* README.md: a model card whose front matter carries the general.* names
+ * (as the converter's model card reader takes them back). Values needing
+ * YAML escapes are left out. */
+static json_object *card_text(const hf_rev *r) {
+    static const char *const keys[][2] = {
+        {"general.name", "name"},
+        {"general.author", "author"},
+        {"general.version", "version"},
+        {"general.organization", "organization"},
+        {"general.description", "description"},
+        {"general.finetune", "finetune"},
+        {"general.basename", "basename"},
+        {"general.size_label", "size_label"},
+        {"general.license", "license"},
+        {"general.license.name", "license_name"},
+        {"general.license.link", "license_link"},
+    };
+    char buf[8192];
+    size_t at = (size_t)snprintf(buf, sizeof buf, "---\n");
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        const amn_str *v = kv_str(r->model, keys[k][0]);
+        if (!v || !v->len || v->len > 1024 || memchr(v->ptr, '\'', v->len) ||
+            memchr(v->ptr, '\n', v->len) || memchr(v->ptr, '\0', v->len))
+            continue;
+        const int w =
+            snprintf(buf + at, sizeof buf - at, "%s: '%.*s'\n", keys[k][1], (int)v->len, v->ptr);
+        if (w < 0 || (size_t)w >= sizeof buf - at - 8) break;
+        at += (size_t)w;
+    }
+    snprintf(buf + at, sizeof buf - at, "---\n");
+    return json_object_new_string(buf);
+}
+
+int hf_rev_files(const hf_rev *r, char **json, amn_error *err) {
+    *json = NULL;
+    json_object *files = json_object_new_object();
+    if (!files) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    json_object_object_add(files, "config.json", config_json(r));
+    json_object_object_add(files, "generation_config.json", generation_json(r));
+    json_object_object_add(files, "README.md", card_text(r));
+    const amn_kv *toks = arr(r->model, "tokenizer.ggml.tokens", AMN_KV_STRING);
+    const amn_str *model = kv_str(r->model, "tokenizer.ggml.model");
+    int rc = AMN_OK;
+    if (toks && model) {
+        const amn_kv *types = arr(r->model, "tokenizer.ggml.token_type", AMN_KV_I32);
+        if (model->len == 4 && memcmp(model->ptr, "gpt2", 4) == 0) {
+            const amn_kv *merges = arr(r->model, "tokenizer.ggml.merges", AMN_KV_STRING);
+            json_object_object_add(files, "tokenizer.json",
+                                   tokenizer_json(r->model, toks, types, merges));
+            json_object_object_add(
+                files, "tokenizer_config.json",
+                tokenizer_config_json(r, toks, types, NULL, 0, "PreTrainedTokenizerFast"));
+        } else if (model->len == 5 && memcmp(model->ptr, "llama", 5) == 0) {
+            rc = spm_files(r, files, toks, types, err);
+        } else {
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "unsupported: a '%.*s' vocabulary to tokenizer files (gpt2 and "
+                               "llama convert)",
+                               (int)(model->len > 32 ? 32 : model->len), model->ptr);
+        }
+    }
+    if (!rc) {
+        const char *text = json_object_to_json_string_ext(files, JSON_C_TO_STRING_PLAIN);
+        if (!text || !(*json = strdup(text))) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
+    json_object_put(files);
+    return rc;
+}
