@@ -248,6 +248,26 @@ static int text_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t
     return rc;
 }
 
+void hf_llama3_freqs(float base, float factor, float lo, float hi, float old, uint32_t dim,
+                     float *v, uint32_t n) {
+    const float lo_wave = (float)((double)old / (double)lo),
+                hi_wave = (float)((double)old / (double)hi);
+    const float two_pi = (float)(2 * M_PI);
+    for (uint32_t k = 0; k < n; k++) {
+        const float e = (float)(2 * k) / (float)dim;
+        const float freq = 1.0f / powf(base, e);
+        const float wavelen = (1.0f / freq) * two_pi;
+        if (wavelen < hi_wave) {
+            v[k] = 1.0f;
+        } else if (wavelen > lo_wave) {
+            v[k] = factor;
+        } else {
+            const float smooth = ((1.0f / wavelen) * old - lo) / (hi - lo);
+            v[k] = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+    }
+}
+
 /* LlamaModel.generate_extra_tensors: llama3's rope_freqs, in float32 as
  * torch computes it (a Python scalar over a tensor is the tensor's
  * reciprocal times the scalar). */
@@ -283,22 +303,7 @@ static int llama3_rope(const hf_arch *a, const hf_params *p, hf_out *t, float **
     const uint32_t n = (dim + 1) / 2;
     float *v = malloc(n * sizeof *v);
     if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    const float lo_wave = (float)((double)old / (double)lo),
-                hi_wave = (float)((double)old / (double)hi);
-    const float two_pi = (float)(2 * M_PI);
-    for (uint32_t k = 0; k < n; k++) {
-        const float e = (float)(2 * k) / (float)dim;
-        const float freq = 1.0f / powf(base, e);
-        const float wavelen = (1.0f / freq) * two_pi;
-        if (wavelen < hi_wave) {
-            v[k] = 1.0f;
-        } else if (wavelen > lo_wave) {
-            v[k] = factor;
-        } else {
-            const float smooth = ((1.0f / wavelen) * old - lo) / (hi - lo);
-            v[k] = 1.0f / ((1.0f - smooth) / factor + smooth);
-        }
-    }
+    hf_llama3_freqs(base, factor, lo, hi, old, dim, v, n);
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "rope_freqs.weight");
     t->dtype = AMN_DTYPE_F32;

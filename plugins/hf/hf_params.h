@@ -28,6 +28,10 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype
 struct hf_conv;
 /* The generated tensors (llama3's rope_freqs; Phi-3's long-context rope
  * factors and their attn_factor key) into c->extra / extra_val / n_extra. */
+/* The rope_freqs the converter generates for llama3 rope scaling: n =
+ * (dim + 1) / 2 factors into v, in its float arithmetic. */
+void hf_llama3_freqs(float base, float factor, float lo, float hi, float old, uint32_t dim,
+                     float *v, uint32_t n);
 int hf_params_extra(const hf_arch *a, const hf_params *p, struct hf_conv *c, amn_error *err);
 
 #endif

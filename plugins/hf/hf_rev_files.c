@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf_params.h"
 #include "hf_rev.h"
 
 const amn_kv *hf_rev_kv(const amn_model *m, const char *arch, const char *suffix) {
@@ -162,28 +163,6 @@ static json_object *phi3_rope(const hf_rev *r) {
     return o;
 }
 
-/* The rope_freqs the converter generates for llama3 rope scaling
- * (hf_params.c's llama3_rope, the same float arithmetic). */
-static void llama3_freqs(float base, float factor, float lo, float hi, float old, uint32_t dim,
-                         float *v, uint32_t n) {
-    const float lo_wave = (float)((double)old / (double)lo),
-                hi_wave = (float)((double)old / (double)hi);
-    const float two_pi = (float)(2 * 3.14159265358979323846);
-    for (uint32_t k = 0; k < n; k++) {
-        const float e = (float)(2 * k) / (float)dim;
-        const float freq = 1.0f / powf(base, e);
-        const float wavelen = (1.0f / freq) * two_pi;
-        if (wavelen < hi_wave) {
-            v[k] = 1.0f;
-        } else if (wavelen > lo_wave) {
-            v[k] = factor;
-        } else {
-            const float smooth = ((1.0f / wavelen) * old - lo) / (hi - lo);
-            v[k] = 1.0f / ((1.0f - smooth) / factor + smooth);
-        }
-    }
-}
-
 /* Llama 3's rope_scaling, which the GGUF holds only as the generated
  * rope_freqs: the parameters (Llama 3's own first) whose rope_freqs equals
  * the GGUF's bit for bit, or NULL when none does. */
@@ -214,7 +193,8 @@ static json_object *llama3_rope(const hf_rev *r) {
         for (size_t a = 0; a < 3 && !o; a++)
             for (size_t b = 0; b < 5 && !o; b++) {
                 if (his[b] <= los[a]) continue;
-                llama3_freqs((float)base, factor, los[a], his[b], olds[c], dim, got, (uint32_t)n);
+                hf_llama3_freqs((float)base, factor, los[a], his[b], olds[c], dim, got,
+                                (uint32_t)n);
                 if (memcmp(got, want, n * sizeof *got) != 0) continue;
                 o = json_object_new_object();
                 json_object_object_add(o, "factor", float_json(factor));
