@@ -16,10 +16,7 @@
 #include "hf_kv.h"
 #include "hf_meta.h"
 #include "hf_params.h"
-#if !defined(HF_NO_VOCAB) && __has_include("hf_vocab.h")
 #include "hf_vocab.h"
-#define HF_HAVE_VOCAB 1
-#endif
 
 #define CONFIG_MAX_BYTES (16u << 20)
 #define HEADER_MAX_BYTES (100u << 20)
@@ -630,9 +627,7 @@ static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_param
     if (!rc) rc = hf_params_kv(&l, c->arch, p, ftype_of(c->outtype), err);
     if (!rc) rc = hf_kv_u32(&l, "general.quantization_version", 2, err);
     if (!rc) rc = hf_kvs_flush(&l, c->kv, err);
-#ifdef HF_HAVE_VOCAB
     if (!rc) rc = hf_vocab_add(c->kv, dir, c->arch->vocab_family, p->vocab_size, NULL, err);
-#endif
     hf_kvs_free(&l);
     json_object_put(gen);
     return rc;
@@ -660,10 +655,8 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
     if (!rc) rc = find_arch(c, cfg, err);
     if (!rc) rc = hf_params_read(cfg, c->arch, &p, err);
     if (!rc) rc = hf_params_extra(c->arch, &p, c, err);
-#ifdef HF_HAVE_VOCAB
     if (!rc && (c->arch->flags & HF_A_TRIM_VOCAB))
         rc = hf_vocab_real_count(dir, p.vocab_size, NULL, &c->vocab_rows, err);
-#endif
     if (!rc) rc = plan_experts(c, &p, n, err);
     if (!rc) rc = plan_order(c, dir, src, n, &p, err);
     if (!rc) rc = plan_kv(c, dir, p.cfg, &p, err);
