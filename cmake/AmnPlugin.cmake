@@ -47,7 +47,11 @@ function(amn_simd_sources target)
         message(FATAL_ERROR "EMULATE_AVX512 needs SIMDe (libsimde-dev)")
       endif()
       # SIMDe passes 64-byte vectors by value, which gcc notes as an ABI change.
-      set(flags ${AMN_SIMD_AVX2_FLAGS} -Wno-psabi -include ${AMN_AVX512_EMULATE_HEADER})
+      # Not under AddressSanitizer: unoptimized, its redzones around SIMDe's
+      # 64-byte temporaries make stack frames of megabytes (the callers and
+      # UBSan still check these files).
+      set(flags ${AMN_SIMD_AVX2_FLAGS} -Wno-psabi -fno-sanitize=address
+          -include ${AMN_AVX512_EMULATE_HEADER})
       target_include_directories(${obj} SYSTEM PRIVATE ${AMN_SIMDE_INCLUDE_DIR})
     endif()
     target_compile_options(${obj} PRIVATE $<TARGET_PROPERTY:${target},COMPILE_OPTIONS> ${flags})
