@@ -59,7 +59,8 @@ struct amni_archive {
 };
 
 static const char *const weight_ext[] = {
-    ".safetensors", ".safetensors.index.json", ".gguf", ".npz", ".pth", ".pt", ".bin", NULL};
+    ".safetensors", ".safetensors.index.json", ".gguf", ".npz", ".pth", ".pt",
+    ".bin",         ".bin.index.json",         NULL};
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -587,9 +588,10 @@ static int choose_add(amni_archive *A, const member *mb, amn_error *err) {
     return AMN_OK;
 }
 
-/* The shards a model.safetensors.index.json names, in order of first
- * mention, each a plain *.safetensors file of the index's folder. */
-static int choose_indexed(amni_archive *A, const member *ix, amn_error *err) {
+/* The shards a model.safetensors.index.json (or pytorch_model.bin.index.json)
+ * names, in order of first mention, each a plain *.safetensors (*.bin) file
+ * of the index's folder. */
+static int choose_indexed(amni_archive *A, const member *ix, const char *ext, amn_error *err) {
     if (ix->size > A->lim->max_header_bytes)
         return amn_error_set(err, AMN_E_LIMIT, "%s: member '%s' is larger than --max-header",
                              A->path, ix->name);
@@ -613,13 +615,13 @@ static int choose_indexed(amni_archive *A, const member *ix, amn_error *err) {
         const char *file = json_object_get_string(val);
         member *mb = NULL;
         if (json_object_is_type(val, json_type_string) && !strchr(file, '/') &&
-            ends_with(file, ".safetensors") && strcmp(file, ".safetensors") != 0)
+            ends_with(file, ext) && strcmp(file, ext) != 0)
             mb = find_member(A, dir, dl, file);
         if (!mb)
             return amn_error_set(err, AMN_E_PARSE,
                                  "%s: member '%s': weight_map entry %s names a bad shard (not a "
-                                 ".safetensors file beside the index)",
-                                 A->path, ix->name, key);
+                                 "%s file beside the index)",
+                                 A->path, ix->name, key, ext);
         int rc = choose_add(A, mb, err);
         if (rc) return rc;
     }
@@ -628,7 +630,7 @@ static int choose_indexed(amni_archive *A, const member *ix, amn_error *err) {
 
 /* The weight files of the shallowest folder, as a folder's are chosen. */
 static int choose(amni_archive *A, amn_error *err) {
-    const member *first = NULL, *ix = NULL, *other = NULL;
+    const member *first = NULL, *ix = NULL, *bix = NULL, *other = NULL;
     size_t n_st = 0, n_other = 0;
     for (size_t i = 0; i < A->n; i++) {
         const member *mb = &A->m[i];
@@ -650,6 +652,11 @@ static int choose(amni_archive *A, amn_error *err) {
             ix = mb;
         } else if (ends_with(mb->name, ".safetensors")) {
             n_st++;
+        } else if (ends_with(mb->name, ".bin.index.json")) {
+            if (bix)
+                return amn_error_set(err, AMN_E_PARSE, "%s: more than one index file ('%s', '%s')",
+                                     A->path, bix->name, mb->name);
+            bix = mb;
         } else {
             if (!other) other = mb;
             n_other++;
@@ -660,7 +667,7 @@ static int choose(amni_archive *A, amn_error *err) {
                              "%s: the archive holds no model files (*.safetensors, *.gguf, "
                              "*.npz, *.pth, *.bin)",
                              A->path);
-    if (ix) return choose_indexed(A, ix, err);
+    if (ix) return choose_indexed(A, ix, ".safetensors", err);
     if (n_st) {
         member **v = malloc(n_st * sizeof *v);
         if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
@@ -674,6 +681,7 @@ static int choose(amni_archive *A, amn_error *err) {
         free(v);
         return rc;
     }
+    if (bix) return choose_indexed(A, bix, ".bin", err);
     if (n_other > 1)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: %s: %zu model files beside '%s' and no safetensors; "
@@ -909,16 +917,16 @@ static int join_all(const amn_ctx *ctx, amni_archive *A, const char *from, amn_m
             amn_model_free(sub);
             break;
         }
-        label = A->n_chosen == 1 ? amn_model_label(sub) : NULL;
+        label = i == 0 ? amn_model_label(sub) : NULL; /* the first file's, as a folder's */
         if (label && (rc = amn_model_set_label(m, label, err))) {
             amn_model_free(sub);
             break;
         }
         rc = join(m, sub, A->labels[i], err);
     }
-    if (!rc && A->n_chosen > 1) {
+    if (!rc && A->n_chosen > 1) { /* "safetensors (sharded)", "PyTorch state_dict (sharded)" */
         char text[128];
-        snprintf(text, sizeof text, "%s (sharded)", amn_model_format(m));
+        snprintf(text, sizeof text, "%s (sharded)", amn_model_label(m));
         rc = amn_model_set_label(m, text, err);
     }
     if (!rc) rc = check_held(A, m, err);

@@ -130,6 +130,48 @@ for k in gguf npz pth; do
   fi
 done
 
+# A sharded PyTorch checkpoint (pytorch_model-0000K-of-0000N.bin and its
+# index), packed: its shards in the index's order, as from the folder.
+if "$amn" plugins | grep -q "format pth"; then
+  mkdir -p bins/model
+  $py - "$amn" <<'PY' || fail "making the .bin shards"
+import json, subprocess, sys
+amn = sys.argv[1]
+ix = json.load(open("sharded/model/model.safetensors.index.json"))
+shards = sorted(set(ix["weight_map"].values()))
+name = {}
+for k, s in enumerate(shards):
+    name[s] = "pytorch_model-%05d-of-%05d.bin" % (k + 1, len(shards))
+    subprocess.run([amn, "convert", "sharded/model/" + s, "--to", "pth", "-o",
+                    "bins/model/" + name[s], "--quiet"], check=True)
+wm = {t: name[s] for t, s in ix["weight_map"].items()}
+json.dump({"metadata": {}, "weight_map": wm}, open("bins/model/pytorch_model.bin.index.json", "w"))
+# The index naming a shard outside its folder, and one naming no .bin.
+for tag, bad in (("outside", "../" + name[shards[0]]), ("notbin", shards[0])):
+    m = dict(wm)
+    m[sorted(m)[0]] = bad
+    json.dump({"weight_map": m}, open("bins-%s.json" % tag, "w"))
+PY
+  pack bins
+  "$amn" parse bins/model >ref-bins.parse
+  "$amn" convert bins/model --to safetensors -o ref-bins.safetensors --quiet || fail "convert bins/"
+  for a in bins.tar bins.tar.gz bins.tar.zst bins.zip; do
+    "$amn" parse $a | sed "s|^Parsed $a |Parsed bins/model |" >$a.parse
+    same "parse $a" ref-bins.parse $a.parse
+    expect "convert $a" 0 convert $a --to safetensors -o $a.safetensors --quiet
+    same "convert $a" ref-bins.safetensors $a.safetensors
+  done
+  for tag in outside notbin; do
+    mkdir -p bins-$tag/model
+    cp bins/model/* bins-$tag/model/
+    cp bins-$tag.json bins-$tag/model/pytorch_model.bin.index.json
+    (cd bins-$tag && tar czf ../bins-$tag.tgz model) || fail "tar bins-$tag"
+    expect "convert bins-$tag.tgz" 1 convert bins-$tag.tgz --to safetensors -o bad.safetensors
+    says "convert bins-$tag.tgz" "names a bad shard (not a .bin file beside the index)"
+    [ ! -e bad.safetensors ] && pass || fail "bins-$tag.tgz: output left behind"
+  done
+fi
+
 # scan: a hostile pickle packed in an archive is found as in the file.
 if "$amn" plugins | grep -q "format pth"; then
   mkdir -p hostile/pth
