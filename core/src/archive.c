@@ -1112,6 +1112,15 @@ int amn_model_archive_extract(const amn_model *m, const char *dir, size_t *count
             break;
         }
         member *mb = &A->m[k];
+        char *name = NULL;
+        if ((rc = normalise(A, archive_entry_pathname(e), &name, err))) break;
+        const bool same = strcmp(name, mb->name) == 0;
+        free(name);
+        if (!same) {
+            rc = amn_error_set(err, AMN_E_IO, "%s: member '%s' changed since it was opened",
+                               A->path, mb->name);
+            break;
+        }
         if (mb->dir || !side_member(mb->name, mdir, mdl)) continue;
         if ((uint64_t)archive_entry_size(e) != mb->size) {
             rc = amn_error_set(err, AMN_E_IO, "%s: member '%s' changed since it was opened",

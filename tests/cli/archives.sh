@@ -234,6 +234,13 @@ for c in "${sidecmds[@]}"; do
   done
 done
 [ -z "$(ls -A spill)" ] && pass || fail "temporary files left behind"
+# An uncompressed tar needs no temporary file for its model files, but its
+# folder's other files are unpacked into one: where none can be made, the
+# error says where, and no folder is written.
+TMPDIR=$work/no-such-dir expect "side.tar -o DIR/, TMPDIR missing" 6 convert side.tar \
+  --to safetensors -o notmp-side/
+says "side.tar -o DIR/, TMPDIR missing" "$work/no-such-dir/amn-side-"
+[ ! -e notmp-side ] && pass || fail "side.tar -o DIR/, TMPDIR missing: output left behind"
 
 # Hostile archives: each refused with its exit code, nothing written.
 $py - "$src/fixtures/example/tiny-f32.safetensors" <<'PY' || fail "making hostile archives"
