@@ -337,7 +337,31 @@ says "TMPDIR missing" "model/model.safetensors"
 says "TMPDIR missing" "$work/no-such-dir"
 [ ! -e notmp.safetensors ] && pass || fail "TMPDIR missing: output left behind"
 head -c $(($(stat -c %s one.tar.gz) * 2 / 3)) one.tar.gz >cut.tar.gz
-for a in cut.tar.gz; do
+# A member header announcing more bytes than the stream holds: 8 GiB (past
+# the ratio cap: refused before any space is reserved) and twice the tar
+# (within it: reserved, then refused as truncated, the space given back).
+$py - one.tar <<'PY' || fail "making the lying headers"
+import gzip, sys
+t = bytearray(open(sys.argv[1], "rb").read())
+off = 0
+while t[off:off + 1] != b"\0":
+    name = bytes(t[off:off + 100]).rstrip(b"\0")
+    size = int(bytes(t[off + 124:off + 136]).rstrip(b"\0 ") or b"0", 8)
+    if name.endswith(b".safetensors"):
+        break
+    off += 512 + (size + 511) // 512 * 512
+for tag, claim in (("huge", 8 << 30), ("double", 2 * len(t))):
+    h = bytearray(t)
+    h[off + 124:off + 136] = b"%011o\0" % claim
+    h[off + 148:off + 156] = b"        "
+    h[off + 148:off + 156] = b"%06o\0 " % sum(h[off:off + 512])
+    open("lying-%s.tar.gz" % tag, "wb").write(gzip.compress(bytes(h)))
+PY
+TMPDIR=$work/spill expect "lying-huge.tar.gz" 4 convert lying-huge.tar.gz --to safetensors \
+  -o lying.safetensors
+[ ! -e lying.safetensors ] && pass || fail "lying-huge.tar.gz: output left behind"
+says "lying-huge.tar.gz" "member 'model/model.safetensors' says it holds 8589934592 bytes"
+for a in cut.tar.gz lying-double.tar.gz; do
   TMPDIR=$work/spill "$amn" convert $a --to safetensors -o cut.safetensors >out 2>&1
   rc=$?
   [ $rc -eq 1 ] && pass || { fail "convert $a: exit $rc, wanted 1"; sed 's/^/    /' out; }
