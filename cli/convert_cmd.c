@@ -242,10 +242,16 @@ static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req 
         .drop_quant = true,
     };
     cli_folder_args(a, &fr); /* checked by cmd_remember */
-    cli_folder_result res;
+    cli_folder_result res = {0};
     cli_signals_input(in->path);
     amn_error err = {0};
-    int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
+    /* A packed folder's other files come out of the archive first. */
+    char side[4096];
+    const char *side_dir = NULL;
+    int rc = fr.in_dir ? AMN_OK : cli_archive_side_dir(in->m, side, sizeof side, &side_dir, &err);
+    if (side_dir) fr.in_dir = side_dir;
+    if (!rc) rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
+    if (side_dir) cli_remove_tree(side_dir);
     cli_progress_end(&prog);
     *seconds = cli_now() - in->t0;
     if (rc) return cli_fail(&err);

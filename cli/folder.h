@@ -140,6 +140,12 @@ int cli_config_rewrite(const char *src, const char *dst, const char *quant_confi
  * config, byte for byte into out_dir. */
 int cli_folder_copy_files(const char *in_dir, const char *out_dir, bool drop_quant, bool sync,
                           size_t *copied, amn_error *err);
+/* A model from an archive (amn_model_archive): its packed folder's other
+ * files extracted into a new temporary folder in $TMPDIR (path in buf),
+ * *in_dir then buf, for cli_folder_req.in_dir, to be removed by the caller
+ * with cli_remove_tree; else *in_dir NULL and nothing made. */
+int cli_archive_side_dir(const amn_model *m, char *buf, size_t size, const char **in_dir,
+                         amn_error *err);
 /* Remove a tree (no symlink followed); best effort. */
 void cli_remove_tree(const char *path);
 

@@ -165,3 +165,22 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 void cli_remove_tree(const char *path) {
     nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+int cli_archive_side_dir(const amn_model *m, char *buf, size_t size, const char **in_dir,
+                         amn_error *err) {
+    *in_dir = NULL;
+    if (!amn_model_archive(m)) return AMN_OK;
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/') tmp = "/tmp";
+    if ((size_t)snprintf(buf, size, "%s/amn-side-XXXXXX", tmp) >= size)
+        return amn_error_set(err, AMN_E_INVALID, "%s: path too long", tmp);
+    if (!mkdtemp(buf)) return amn_error_set(err, AMN_E_IO, "%s: %s", buf, strerror(errno));
+    size_t n;
+    int rc = amn_model_archive_extract(m, buf, &n, err);
+    if (rc) {
+        cli_remove_tree(buf);
+        return rc;
+    }
+    *in_dir = buf;
+    return AMN_OK;
+}

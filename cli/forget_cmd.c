@@ -268,7 +268,7 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
                              .encode_then = a->then ? &then : NULL};
     amn_error err = {0};
     if (folder) { /* folder_out.c */
-        cli_folder_result res;
+        cli_folder_result res = {0};
         char in_dir[4096];
         cli_folder_req fr = {
             .base = o,
@@ -278,7 +278,14 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
             .forget = true,
             .side_files = strncmp(a->to, "hfdir", 5) == 0};
         cli_folder_args(a, &fr); /* checked by parse_request */
-        int rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
+        /* A packed folder's other files come out of the archive first. */
+        char side[4096];
+        const char *side_dir = NULL;
+        int rc =
+            fr.in_dir ? AMN_OK : cli_archive_side_dir(in->m, side, sizeof side, &side_dir, &err);
+        if (side_dir) fr.in_dir = side_dir;
+        if (!rc) rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
+        if (side_dir) cli_remove_tree(side_dir);
         *st = res.st;
         return rc ? cli_fail(&err) : EXIT_OK;
     }

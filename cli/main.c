@@ -71,7 +71,10 @@ static const struct {
      "folder, --write-index the index, config.json and the other files.\n"
      "--resume continues an interrupted folder conversion (its verified shards\n"
      "kept); --dedup-tied leaves out lm_head.weight when it equals the input\n"
-     "embeddings and config.json has \"tie_word_embeddings\": true.\n"},
+     "embeddings and config.json has \"tie_word_embeddings\": true.\n"
+     "FILE may be a model folder packed as .tar, .tar.gz, .tar.zst, .tar.xz or .zip:\n"
+     "read without unpacking (compressed model files pass through temporary files\n"
+     "in $TMPDIR); -o DIR/ then copies the packed folder's other files.\n"},
     {"convert", NULL,
      "usage: amn convert FILE --to TARGET [--out-dtype bf16|f16|f32|keep] [-o OUT] [--force]\n"
      "                   [--threads N] [--opt KEY=VALUE]... [--gguf-kv KEY=VALUE]...\n"
@@ -85,7 +88,8 @@ static const struct {
      "is --opt kv=KEY=VALUE and --gguf-metadata FILE is --opt metadata=FILE.\n"
      "--out-dtype keep keeps every tensor's dtype (quantized weights become bf16);\n"
      "conversions from or to npz and pth keep dtypes unless --out-dtype is given.\n"
-     "A model folder as FILE, or -o DIR/, writes a model folder (see remember).\n"
+     "A model folder as FILE, or -o DIR/, writes a model folder (see remember);\n"
+     "FILE may be a packed model folder (.tar, .tar.gz, .zip, ...: see remember).\n"
      "A Hugging Face model folder --to gguf is written as llama.cpp's converter\n"
      "writes it (--out-dtype f32|f16|bf16|q8_0); --to gguf-Q4_K_M (any GGUF file\n"
      "type, with forget's llama-quantize options) quantizes it in the same pass,\n"

@@ -10,10 +10,13 @@
  * chosen as for a folder (an index, else every *.safetensors, else its one
  * weight file), opened by their formats' plugins through views of those
  * bytes, and joined into one model. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <archive.h>
@@ -29,9 +32,10 @@ enum { KIND_NONE, KIND_TAR, KIND_FILTERED, KIND_ZIP };
 typedef struct member {
     char *name; /* normalised: no "./", no empty components */
     uint64_t size;
-    const uint8_t *data; /* kept bytes (in the mapping or heap), else NULL */
+    const uint8_t *data; /* kept bytes (in the mapping, heap or spill), else NULL */
     uint8_t *heap;
-    uint64_t kept; /* bytes at data: size, or a prefix (header_only) */
+    amn_map *spill; /* a compressed model file, decompressed into a temporary file */
+    uint64_t kept;  /* bytes at data: size, or a prefix (header_only) */
     unsigned depth;
     bool weight, dir;
 } member;
@@ -39,11 +43,14 @@ typedef struct member {
 struct amni_archive {
     const char *path;
     amn_map *map;
-    const amn_limits *lim;
+    const amn_limits *lim; /* &lim_copy: the caller's may not outlive the open */
+    amn_limits lim_copy;
     bool header_only;
     int kind; /* KIND_* */
     member *m;
     size_t n, cap;
+    uint64_t csize;          /* the archive's size (its map goes to the model) */
+    uint64_t since_drop;     /* bytes read through the mapping since it was last dropped */
     uint64_t produced, held; /* bytes decompressed; bytes kept on the heap */
     unsigned min_depth;      /* of the weight files seen */
     size_t *chosen, n_chosen;
@@ -52,7 +59,8 @@ struct amni_archive {
 };
 
 static const char *const weight_ext[] = {
-    ".safetensors", ".safetensors.index.json", ".gguf", ".npz", ".pth", ".pt", ".bin", NULL};
+    ".safetensors", ".safetensors.index.json", ".gguf", ".npz", ".pth", ".pt",
+    ".bin",         ".bin.index.json",         NULL};
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -150,7 +158,7 @@ static uint64_t keep_cap(const amni_archive *A, const member *mb) {
 
 static int check_ratio(amni_archive *A, uint64_t more, const char *name, amn_error *err) {
     uint64_t most;
-    const uint64_t csize = amn_map_size(A->map) ? amn_map_size(A->map) : 1;
+    const uint64_t csize = A->csize ? A->csize : 1;
     if (!amn_add_u64(A->produced, more, &A->produced) ||
         (A->lim->max_ratio && amn_mul_u64(csize, A->lim->max_ratio, &most) && A->produced > most))
         return amn_error_set(err, AMN_E_LIMIT,
@@ -169,8 +177,7 @@ static bool in_map(const amni_archive *A, const void *p, size_t n) {
 static int heap_for(amni_archive *A, member *mb, uint64_t cap, amn_error *err) {
     const amn_limits *l = A->lim;
     uint64_t most;
-    if (l->max_ratio && amn_mul_u64(amn_map_size(A->map) + 1, l->max_ratio, &most) &&
-        mb->size > most)
+    if (l->max_ratio && amn_mul_u64(A->csize + 1, l->max_ratio, &most) && mb->size > most)
         return amn_error_set(err, AMN_E_LIMIT,
                              "%s: member '%s' says it holds %llu bytes, more than %u times the "
                              "archive (the --max-ratio cap)",
@@ -194,29 +201,150 @@ static int heap_for(amni_archive *A, member *mb, uint64_t cap, amn_error *err) {
     return AMN_OK;
 }
 
+/* ---- spilling: a compressed model file into an unlinked temporary file --
+ * A compressed member cannot be mapped where it lies, and the formats'
+ * readers and the convert pipeline read a model file at any offset (a
+ * GGUF's tensors in any order, a .pth's ZIP directory at its end). So the
+ * member is decompressed once, block by block as the archive streams past
+ * (memory: one block of libarchive's), into a file no one else can open
+ * (O_TMPFILE in $TMPDIR, else /tmp; unlinked at once where O_TMPFILE is
+ * missing), whose space is reserved first from the size its header says
+ * (capped by --max-ratio): a full disk fails before decompressing, naming
+ * the member. The file is then mapped and read as a folder's file is
+ * (pread, copy_file_range, splice: input.c), and vanishes with the model. */
+
+static const char *spill_dir(void) {
+    const char *d = getenv("TMPDIR");
+    return d && *d == '/' ? d : "/tmp";
+}
+
+static int spill_fd(const char *dir) {
+#ifdef O_TMPFILE
+    const int t = open(dir, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
+    if (t >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return t;
+#endif
+    char name[4096];
+    if (snprintf(name, sizeof name, "%s/.amn-member-XXXXXX", dir) >= (int)sizeof name) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkostemp(name, O_CLOEXEC);
+    if (fd >= 0) unlink(name);
+    return fd;
+}
+
+static int spill_open(amni_archive *A, member *mb, int *fd, amn_error *err) {
+    const amn_limits *l = A->lim;
+    uint64_t most;
+    if (l->max_ratio && amn_mul_u64(A->csize + 1, l->max_ratio, &most) && mb->size > most)
+        return amn_error_set(err, AMN_E_LIMIT,
+                             "%s: member '%s' says it holds %llu bytes, more than %u times the "
+                             "archive (the --max-ratio cap)",
+                             A->path, mb->name, (unsigned long long)mb->size, l->max_ratio);
+    const char *dir = spill_dir();
+    if ((*fd = spill_fd(dir)) < 0)
+        return amn_error_set(err, AMN_E_IO,
+                             "%s: member '%s': no temporary file in %s to decompress it into: %s "
+                             "(set TMPDIR)",
+                             A->path, mb->name, dir, strerror(errno));
+    int e = mb->size > (uint64_t)INT64_MAX ? EFBIG : posix_fallocate(*fd, 0, (off_t)mb->size);
+    if (e == EINVAL || e == EOPNOTSUPP) e = 0; /* no reservation here: writes say ENOSPC */
+    if (e) {
+        close(*fd);
+        *fd = -1;
+        return amn_error_set(err, AMN_E_IO,
+                             "%s: member '%s': no room for its %llu bytes in %s, where compressed "
+                             "model files are decompressed: %s (set TMPDIR)",
+                             A->path, mb->name, (unsigned long long)mb->size, dir, strerror(e));
+    }
+    return AMN_OK;
+}
+
+static int spill_write(const amni_archive *A, const member *mb, int fd, uint64_t at,
+                       const void *buf, size_t n, amn_error *err) {
+    const uint8_t *p = buf;
+    while (n) {
+        ssize_t w = pwrite(fd, p, n, (off_t)at);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return amn_error_set(err, AMN_E_IO, "%s: member '%s': writing it to %s: %s", A->path,
+                                 mb->name, spill_dir(), w < 0 ? strerror(errno) : "no progress");
+        p += w;
+        n -= (size_t)w;
+        at += (uint64_t)w;
+    }
+    return AMN_OK;
+}
+
+/* The whole member is in fd: map it (the map takes fd). */
+static int spill_map(amni_archive *A, member *mb, int fd, amn_error *err) {
+    const size_t n = strlen(A->path) + 1 + strlen(mb->name) + 1;
+    char *label = malloc(n);
+    if (!label) {
+        close(fd);
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
+    snprintf(label, n, "%s/%s", A->path, mb->name);
+    int rc = amni_map_open_fd(fd, label, &mb->spill, err);
+    free(label);
+    if (rc) return rc;
+    if (amn_map_size(mb->spill) != mb->size) {
+        amn_map_close(mb->spill);
+        mb->spill = NULL;
+        return amn_error_set(err, AMN_E_IO, "%s: member '%s': its temporary file changed size",
+                             A->path, mb->name);
+    }
+    mb->data = amn_map_data(mb->spill);
+    mb->kept = mb->size;
+    return AMN_OK;
+}
+
+/* A ZIP is read through the archive's mapping (its stored members are used
+ * in place), so the compressed bytes libarchive reads would stay resident
+ * in the process, as much as the archive: every DROP_EVERY bytes of data
+ * read they are dropped from the process's page tables (not from the page
+ * cache; a member used in place faults its pages back in when read). A
+ * compressed tar is read with read() and needs none of this. */
+#define DROP_EVERY (16u << 20)
+
+static void drop_resident(amni_archive *A, size_t more) {
+    if (A->kind != KIND_ZIP || (A->since_drop += more) < DROP_EVERY) return;
+    A->since_drop = 0;
+    amni_map_drop_resident(A->map);
+}
+
 /* Read a member's data blocks: checked against its header's size and the
- * ratio cap, kept (in place or copied) when `keep`. */
+ * ratio cap, kept (in place or copied) when `keep`. A model file of a
+ * compressed archive is spilled (above) rather than held in memory. */
 static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep, amn_error *err) {
     uint64_t cap = keep ? keep_cap(A, mb) : 0;
     uint64_t got = 0;
+    const bool spill = keep && !A->header_only && mb->weight && !ends_with(mb->name, ".json");
+    int fd = -1, rc = AMN_OK;
     for (;;) {
         const void *buf;
         size_t len;
         la_int64_t off;
         int r = archive_read_data_block(a, &buf, &len, &off);
         if (r == ARCHIVE_EOF) break;
-        if (r < ARCHIVE_WARN)
-            return amn_error_set(err, AMN_E_PARSE, "%s: member '%s': %s", A->path, mb->name,
-                                 archive_error_string(a) ? archive_error_string(a) : "damaged");
-        int rc = check_ratio(A, len, mb->name, err);
-        if (rc) return rc;
-        if (off < 0 || (uint64_t)off != got || len > mb->size - got)
-            return amn_error_set(err, AMN_E_PARSE,
-                                 "%s: member '%s' holds other bytes than its header says", A->path,
-                                 mb->name);
+        if (r < ARCHIVE_WARN) {
+            rc = amn_error_set(err, AMN_E_PARSE, "%s: member '%s': %s", A->path, mb->name,
+                               archive_error_string(a) ? archive_error_string(a) : "damaged");
+            break;
+        }
+        if ((rc = check_ratio(A, len, mb->name, err))) break;
+        if (off < 0 || (uint64_t)off != got || len > mb->size - got) {
+            rc = amn_error_set(err, AMN_E_PARSE,
+                               "%s: member '%s' holds other bytes than its header says", A->path,
+                               mb->name);
+            break;
+        }
         if (keep && got == 0 && len == mb->size && in_map(A, buf, len)) {
             mb->data = buf; /* stored whole in the archive: used in place */
             mb->kept = len;
+        } else if (spill && len) { /* (libarchive may end with an empty block) */
+            if (fd < 0 && (rc = spill_open(A, mb, &fd, err))) break;
+            if ((rc = spill_write(A, mb, fd, got, buf, len, err))) break;
         } else if (keep && got < cap) {
             if (!mb->heap && got == 0 && A->header_only && len >= 8 &&
                 ends_with(mb->name, ".safetensors")) {
@@ -225,16 +353,24 @@ static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep
                 for (int i = 7; i >= 0; i--) n = n << 8 | ((const uint8_t *)buf)[i];
                 if (cap >= 8 && n <= cap - 8) cap = 8 + n;
             }
-            if (!mb->heap && (rc = heap_for(A, mb, cap, err))) return rc;
+            if (!mb->heap && (rc = heap_for(A, mb, cap, err))) break;
             const uint64_t n = cap - got < len ? cap - got : len;
             memcpy(mb->heap + got, buf, (size_t)n);
         }
         got += len;
+        drop_resident(A, len);
     }
-    if (got != mb->size)
-        return amn_error_set(err, AMN_E_PARSE,
-                             "%s: member '%s' is truncated (%llu of its %llu bytes)", A->path,
-                             mb->name, (unsigned long long)got, (unsigned long long)mb->size);
+    if (!rc && got != mb->size)
+        rc =
+            amn_error_set(err, AMN_E_PARSE, "%s: member '%s' is truncated (%llu of its %llu bytes)",
+                          A->path, mb->name, (unsigned long long)got, (unsigned long long)mb->size);
+    if (fd >= 0) {
+        if (rc)
+            close(fd);
+        else
+            rc = spill_map(A, mb, fd, err);
+    }
+    if (rc) return rc;
     if (keep && mb->size == 0) {
         mb->data = (const uint8_t *)"";
         mb->kept = 0;
@@ -246,6 +382,8 @@ static void drop_data(amni_archive *A, member *mb) {
     if (mb->heap) A->held -= mb->kept;
     free(mb->heap);
     mb->heap = NULL;
+    amn_map_close(mb->spill);
+    mb->spill = NULL;
     mb->data = NULL;
     mb->kept = 0;
 }
@@ -314,9 +452,9 @@ static int entry(amni_archive *A, struct archive *a, struct archive_entry *e, bo
 
 /* Every member header once. AMNI_NOT_ARCHIVE when libarchive finds no tar
  * or ZIP at all. */
-static int pass(amni_archive *A, bool list_only, amn_error *err) {
+static struct archive *reader_new(void) {
     struct archive *a = archive_read_new();
-    if (!a) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!a) return NULL;
     /* Each decompressor only if libarchive has it built in: its fallback
      * (ARCHIVE_WARN) runs an outside program, which a library must not. */
     static int (*const filters[])(struct archive *) = {
@@ -327,11 +465,17 @@ static int pass(amni_archive *A, bool list_only, amn_error *err) {
         if (skip & 1u << i || filters[i](a) == ARCHIVE_OK) continue;
         skip |= 1u << i; /* start again without it */
         archive_read_free(a);
-        if (!(a = archive_read_new())) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+        if (!(a = archive_read_new())) return NULL;
         i = (size_t)-1;
     }
     archive_read_support_format_tar(a);
     archive_read_support_format_zip(a);
+    return a;
+}
+
+static int pass(amni_archive *A, bool list_only, amn_error *err) {
+    struct archive *a = reader_new();
+    if (!a) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     int rc = AMN_OK;
     /* A compressed stream is read with read(): nothing of it is used in
      * place, and its pages would only swell the mapping's resident set. */
@@ -444,9 +588,10 @@ static int choose_add(amni_archive *A, const member *mb, amn_error *err) {
     return AMN_OK;
 }
 
-/* The shards a model.safetensors.index.json names, in order of first
- * mention, each a plain *.safetensors file of the index's folder. */
-static int choose_indexed(amni_archive *A, const member *ix, amn_error *err) {
+/* The shards a model.safetensors.index.json (or pytorch_model.bin.index.json)
+ * names, in order of first mention, each a plain *.safetensors (*.bin) file
+ * of the index's folder. */
+static int choose_indexed(amni_archive *A, const member *ix, const char *ext, amn_error *err) {
     if (ix->size > A->lim->max_header_bytes)
         return amn_error_set(err, AMN_E_LIMIT, "%s: member '%s' is larger than --max-header",
                              A->path, ix->name);
@@ -470,13 +615,13 @@ static int choose_indexed(amni_archive *A, const member *ix, amn_error *err) {
         const char *file = json_object_get_string(val);
         member *mb = NULL;
         if (json_object_is_type(val, json_type_string) && !strchr(file, '/') &&
-            ends_with(file, ".safetensors") && strcmp(file, ".safetensors") != 0)
+            ends_with(file, ext) && strcmp(file, ext) != 0)
             mb = find_member(A, dir, dl, file);
         if (!mb)
             return amn_error_set(err, AMN_E_PARSE,
                                  "%s: member '%s': weight_map entry %s names a bad shard (not a "
-                                 ".safetensors file beside the index)",
-                                 A->path, ix->name, key);
+                                 "%s file beside the index)",
+                                 A->path, ix->name, key, ext);
         int rc = choose_add(A, mb, err);
         if (rc) return rc;
     }
@@ -485,7 +630,7 @@ static int choose_indexed(amni_archive *A, const member *ix, amn_error *err) {
 
 /* The weight files of the shallowest folder, as a folder's are chosen. */
 static int choose(amni_archive *A, amn_error *err) {
-    const member *first = NULL, *ix = NULL, *other = NULL;
+    const member *first = NULL, *ix = NULL, *bix = NULL, *other = NULL;
     size_t n_st = 0, n_other = 0;
     for (size_t i = 0; i < A->n; i++) {
         const member *mb = &A->m[i];
@@ -507,6 +652,11 @@ static int choose(amni_archive *A, amn_error *err) {
             ix = mb;
         } else if (ends_with(mb->name, ".safetensors")) {
             n_st++;
+        } else if (ends_with(mb->name, ".bin.index.json")) {
+            if (bix)
+                return amn_error_set(err, AMN_E_PARSE, "%s: more than one index file ('%s', '%s')",
+                                     A->path, bix->name, mb->name);
+            bix = mb;
         } else {
             if (!other) other = mb;
             n_other++;
@@ -517,7 +667,7 @@ static int choose(amni_archive *A, amn_error *err) {
                              "%s: the archive holds no model files (*.safetensors, *.gguf, "
                              "*.npz, *.pth, *.bin)",
                              A->path);
-    if (ix) return choose_indexed(A, ix, err);
+    if (ix) return choose_indexed(A, ix, ".safetensors", err);
     if (n_st) {
         member **v = malloc(n_st * sizeof *v);
         if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
@@ -531,6 +681,7 @@ static int choose(amni_archive *A, amn_error *err) {
         free(v);
         return rc;
     }
+    if (bix) return choose_indexed(A, bix, ".bin", err);
     if (n_other > 1)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: %s: %zu model files beside '%s' and no safetensors; "
@@ -555,6 +706,7 @@ void amni_archive_free(amni_archive *A) {
     if (!A) return;
     for (size_t i = 0; i < A->n; i++) {
         free(A->m[i].heap);
+        amn_map_close(A->m[i].spill);
         free(A->m[i].name);
     }
     for (size_t i = 0; A->labels && i < A->n_chosen; i++) free(A->labels[i]);
@@ -577,7 +729,8 @@ int amni_archive_load(const char *path, const amn_limits *lim, bool header_only,
         free(A);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
-    A->lim = lim;
+    A->lim_copy = *lim;
+    A->lim = &A->lim_copy;
     A->header_only = header_only;
     A->kind = kind;
     A->min_depth = ~0u;
@@ -585,6 +738,7 @@ int amni_archive_load(const char *path, const amn_limits *lim, bool header_only,
      * read-ahead over the whole archive (amn_map_open's). */
     int rc =
         header_only ? amni_map_open_lazy(path, &A->map, err) : amn_map_open(path, &A->map, err);
+    if (!rc) A->csize = amn_map_size(A->map);
     if (!rc && kind == KIND_ZIP) { /* names first: an npz or a .pth is not ours */
         amn_error scratch = {0};
         if (!(rc = pass(A, true, err)))
@@ -763,16 +917,16 @@ static int join_all(const amn_ctx *ctx, amni_archive *A, const char *from, amn_m
             amn_model_free(sub);
             break;
         }
-        label = A->n_chosen == 1 ? amn_model_label(sub) : NULL;
+        label = i == 0 ? amn_model_label(sub) : NULL; /* the first file's, as a folder's */
         if (label && (rc = amn_model_set_label(m, label, err))) {
             amn_model_free(sub);
             break;
         }
         rc = join(m, sub, A->labels[i], err);
     }
-    if (!rc && A->n_chosen > 1) {
+    if (!rc && A->n_chosen > 1) { /* "safetensors (sharded)", "PyTorch state_dict (sharded)" */
         char text[128];
-        snprintf(text, sizeof text, "%s (sharded)", amn_model_format(m));
+        snprintf(text, sizeof text, "%s (sharded)", amn_model_label(m));
         rc = amn_model_set_label(m, text, err);
     }
     if (!rc) rc = check_held(A, m, err);
@@ -803,6 +957,16 @@ int amni_archive_open(const amn_ctx *ctx, const char *path, const char *from, co
         amni_archive_free(A);
         amn_model_free(m);
         return rc;
+    }
+    /* So are the temporary files model files were decompressed into. */
+    for (size_t i = 0; i < A->n; i++) {
+        amn_map *spill = A->m[i].spill;
+        A->m[i].spill = NULL;
+        if (spill && (rc = amn_model_adopt(m, spill, amn_map_release, err))) {
+            amni_archive_free(A);
+            amn_model_free(m);
+            return rc;
+        }
     }
     if ((rc = amn_model_adopt(m, A, archive_release, err))) {
         amn_model_free(m);
@@ -837,4 +1001,134 @@ const uint8_t *amni_archive_settings(const amn_model *m, const char *name, size_
     if (!mb || mb->kept != mb->size) return NULL;
     *size = (size_t)mb->size;
     return mb->data;
+}
+
+/* ---- the packed folder's other files, for a model folder written out ---- */
+
+const char *amn_model_archive(const amn_model *m) {
+    return m ? amni_archive_path(m) : NULL;
+}
+
+/* A member of the model folder (no subfolder) that is not a model file. */
+static bool side_member(const char *name, const char *dir, size_t dl) {
+    const char *d;
+    size_t l;
+    dir_of(name, &d, &l);
+    if (l != dl || strncmp(d, dir, dl) != 0 || is_weight(name)) return false;
+    const char *b = base_name(name);
+    return *b && *b != '.';
+}
+
+/* Member bytes into dir/<base name>, made new (O_EXCL), its mtime the
+ * archive's: a file of the folder as tar or unzip would unpack it. */
+static int extract_one(amni_archive *A, struct archive *a, struct archive_entry *e, member *mb,
+                       const char *dir, amn_error *err) {
+    const size_t n = strlen(dir) + 1 + strlen(base_name(mb->name)) + 1;
+    char *path = malloc(n);
+    if (!path) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    snprintf(path, n, "%s/%s", dir, base_name(mb->name));
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int rc = AMN_OK;
+    if (fd < 0) {
+        rc = amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
+        free(path);
+        return rc;
+    }
+    uint64_t got = 0;
+    for (;;) {
+        const void *buf;
+        size_t len;
+        la_int64_t off;
+        int r = archive_read_data_block(a, &buf, &len, &off);
+        if (r == ARCHIVE_EOF) break;
+        if (r < ARCHIVE_WARN) {
+            rc = amn_error_set(err, AMN_E_PARSE, "%s: member '%s': %s", A->path, mb->name,
+                               archive_error_string(a) ? archive_error_string(a) : "damaged");
+            break;
+        }
+        if ((rc = check_ratio(A, len, mb->name, err))) break;
+        if (off < 0 || (uint64_t)off != got || len > mb->size - got) {
+            rc = amn_error_set(err, AMN_E_PARSE,
+                               "%s: member '%s' holds other bytes than its header says", A->path,
+                               mb->name);
+            break;
+        }
+        for (const uint8_t *p = buf; len && !rc;) {
+            ssize_t w = write(fd, p, len);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0)
+                rc = amn_error_set(err, AMN_E_IO, "%s: %s", path,
+                                   w < 0 ? strerror(errno) : "no progress");
+            else {
+                p += w;
+                len -= (size_t)w;
+                got += (uint64_t)w;
+            }
+        }
+        if (rc) break;
+    }
+    if (!rc && got != mb->size)
+        rc =
+            amn_error_set(err, AMN_E_PARSE, "%s: member '%s' is truncated (%llu of its %llu bytes)",
+                          A->path, mb->name, (unsigned long long)got, (unsigned long long)mb->size);
+    if (!rc && archive_entry_mtime_is_set(e)) {
+        const struct timespec t[2] = {
+            {.tv_nsec = UTIME_OMIT},
+            {.tv_sec = archive_entry_mtime(e), .tv_nsec = archive_entry_mtime_nsec(e)}};
+        futimens(fd, t); /* best effort: only --resume's identity notices */
+    }
+    if (close(fd) != 0 && !rc) rc = amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
+    if (rc) unlink(path);
+    free(path);
+    return rc;
+}
+
+int amn_model_archive_extract(const amn_model *m, const char *dir, size_t *count, amn_error *err) {
+    *count = 0;
+    amni_archive *A = m ? amni_model_resource(m, archive_release) : NULL;
+    if (!A || !A->n_chosen)
+        return amn_error_set(err, AMN_E_INVALID, "amn_model_archive_extract: not from an archive");
+    const char *mdir;
+    size_t mdl;
+    dir_of(A->m[A->chosen[0]].name, &mdir, &mdl);
+    /* The archive again, from its start: the ratio cap counts this pass too. */
+    struct archive *a = reader_new();
+    if (!a) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    A->produced = 0;
+    int rc = AMN_OK;
+    if (archive_read_open_filename(a, A->path, 1u << 20) != ARCHIVE_OK) {
+        rc = amn_error_set(err, AMN_E_IO, "%s: %s", A->path,
+                           archive_error_string(a) ? archive_error_string(a) : "unreadable");
+        archive_read_free(a);
+        return rc;
+    }
+    for (size_t k = 0; !rc; k++) {
+        struct archive_entry *e;
+        int r = archive_read_next_header(a, &e);
+        if (r == ARCHIVE_EOF) break;
+        if (r < ARCHIVE_WARN || k >= A->n) { /* the archive changed since it was read */
+            rc = amn_error_set(err, AMN_E_IO, "%s: damaged, or changed since it was opened",
+                               A->path);
+            break;
+        }
+        member *mb = &A->m[k];
+        char *name = NULL;
+        if ((rc = normalise(A, archive_entry_pathname(e), &name, err))) break;
+        const bool same = strcmp(name, mb->name) == 0;
+        free(name);
+        if (!same) {
+            rc = amn_error_set(err, AMN_E_IO, "%s: member '%s' changed since it was opened",
+                               A->path, mb->name);
+            break;
+        }
+        if (mb->dir || !side_member(mb->name, mdir, mdl)) continue;
+        if ((uint64_t)archive_entry_size(e) != mb->size) {
+            rc = amn_error_set(err, AMN_E_IO, "%s: member '%s' changed since it was opened",
+                               A->path, mb->name);
+            break;
+        }
+        if (!(rc = extract_one(A, a, e, mb, dir, err))) ++*count;
+    }
+    archive_read_free(a);
+    return rc;
 }

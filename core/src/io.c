@@ -31,10 +31,9 @@ struct amn_map {
     amni_input_probe probe;
 };
 
-static int map_open(const char *path, bool willneed, amn_map **out, amn_error *err) {
+/* The map of an open file descriptor, which it takes (closed on error). */
+static int map_fd(int fd, const char *path, bool willneed, amn_map **out, amn_error *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -75,6 +74,17 @@ static int map_open(const char *path, bool willneed, amn_map **out, amn_error *e
     }
     *out = m;
     return AMN_OK;
+}
+
+static int map_open(const char *path, bool willneed, amn_map **out, amn_error *err) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
+    return map_fd(fd, path, willneed, out, err);
+}
+
+int amni_map_open_fd(int fd, const char *name, amn_map **out, amn_error *err) {
+    return map_fd(fd, name, false, out, err);
 }
 
 int amn_map_open(const char *path, amn_map **out, amn_error *err) {
@@ -124,6 +134,10 @@ void amn_map_close(amn_map *m) {
 
 void amn_map_release(void *m) {
     amn_map_close(m);
+}
+
+void amni_map_drop_resident(const amn_map *m) {
+    if (m->size && !m->view) madvise((void *)m->data, (size_t)m->size, MADV_DONTNEED);
 }
 
 int amni_map_fd(const amn_map *m) {

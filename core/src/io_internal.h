@@ -71,6 +71,16 @@ int amni_prefault(const void *p, size_t n);
  * (MADV_WILLNEED alone costs milliseconds on a 300 MB file). */
 int amni_map_open_lazy(const char *path, amn_map **out, amn_error *err);
 
+/* The map of a regular file already open (an archive member decompressed
+ * into an unlinked temporary file), named `name` in messages; it takes fd,
+ * closed on error too. Reads bypass the mapping as a file's do (input.c). */
+int amni_map_open_fd(int fd, const char *name, amn_map **out, amn_error *err);
+
+/* Unmap the pages of a read-only file mapping from the process (they stay
+ * in the page cache; a later read faults them back in): for a pass over a
+ * file through its mapping that should not leave it resident. */
+void amni_map_drop_resident(const amn_map *m);
+
 /* A map over bytes someone else owns (an archive member: a range of the
  * archive's own mapping, or a buffer it was decompressed into), for format
  * plugins that read a map. No file descriptor: reads go through `data`.

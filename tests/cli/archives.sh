@@ -78,17 +78,24 @@ done
 
 # In place: the tensors of an uncompressed tar (or stored ZIP) lie in its own
 # mapping, so AMN_INPUT=pread reads them from the archive at their offsets
-# (past the 512 bytes read at 0 to recognise it); a compressed archive's are
-# in memory, read from no file.
-reads() { # reads ARCHIVE: the tensor reads from the archive file
-  AMN_INPUT=pread strace -f -y -e trace=pread64 "$amn" convert "$1" --to safetensors \
-    -o zc.safetensors --force --quiet 2>&1 >/dev/null |
-    grep -E "pread64\([0-9]+<[^>]*/$1>" | grep -cvE ", 0\) = [0-9]+$"
+# (past the 512 bytes read at 0 to recognise it); a compressed archive's
+# model files are decompressed into unlinked temporary files in $TMPDIR,
+# whence they are read the same way.
+mkdir -p spill
+reads() { # reads ARCHIVE [FILE-PATTERN]: the tensor reads from the archive (or FILE)
+  TMPDIR=$work/spill AMN_INPUT=pread strace -f -y -e trace=pread64 "$amn" convert "$1" \
+    --to safetensors -o zc.safetensors --force --quiet 2>&1 >/dev/null |
+    grep -E "pread64\([0-9]+<${2:-[^>]*/$1}>" | grep -cvE ", 0\) = [0-9]+$"
 }
 if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
   [ "$(reads one.tar)" -gt 0 ] && pass || fail "one.tar: tensors not read from the tar in place"
   [ "$(reads one-stored.zip)" -gt 0 ] && pass || fail "one-stored.zip: tensors not read in place"
   [ "$(reads one.tar.gz)" -eq 0 ] && pass || fail "one.tar.gz: tensors read from the file"
+  for a in one.tar.gz one.zip sharded.tar.zst; do
+    [ "$(reads $a "$work/spill/(#[0-9]+|\.amn-member-[^>]*)")" -gt 0 ] && pass ||
+      fail "$a: tensors not read from a temporary file in \$TMPDIR"
+  done
+  [ -z "$(ls -A spill)" ] && pass || fail "temporary files left in \$TMPDIR"
 else
   echo "note: no working strace; the in-place check is left out"
 fi
@@ -123,6 +130,48 @@ for k in gguf npz pth; do
   fi
 done
 
+# A sharded PyTorch checkpoint (pytorch_model-0000K-of-0000N.bin and its
+# index), packed: its shards in the index's order, as from the folder.
+if "$amn" plugins | grep -q "format pth"; then
+  mkdir -p bins/model
+  $py - "$amn" <<'PY' || fail "making the .bin shards"
+import json, subprocess, sys
+amn = sys.argv[1]
+ix = json.load(open("sharded/model/model.safetensors.index.json"))
+shards = sorted(set(ix["weight_map"].values()))
+name = {}
+for k, s in enumerate(shards):
+    name[s] = "pytorch_model-%05d-of-%05d.bin" % (k + 1, len(shards))
+    subprocess.run([amn, "convert", "sharded/model/" + s, "--to", "pth", "-o",
+                    "bins/model/" + name[s], "--quiet"], check=True)
+wm = {t: name[s] for t, s in ix["weight_map"].items()}
+json.dump({"metadata": {}, "weight_map": wm}, open("bins/model/pytorch_model.bin.index.json", "w"))
+# The index naming a shard outside its folder, and one naming no .bin.
+for tag, bad in (("outside", "../" + name[shards[0]]), ("notbin", shards[0])):
+    m = dict(wm)
+    m[sorted(m)[0]] = bad
+    json.dump({"weight_map": m}, open("bins-%s.json" % tag, "w"))
+PY
+  pack bins
+  "$amn" parse bins/model >ref-bins.parse
+  "$amn" convert bins/model --to safetensors -o ref-bins.safetensors --quiet || fail "convert bins/"
+  for a in bins.tar bins.tar.gz bins.tar.zst bins.zip; do
+    "$amn" parse $a | sed "s|^Parsed $a |Parsed bins/model |" >$a.parse
+    same "parse $a" ref-bins.parse $a.parse
+    expect "convert $a" 0 convert $a --to safetensors -o $a.safetensors --quiet
+    same "convert $a" ref-bins.safetensors $a.safetensors
+  done
+  for tag in outside notbin; do
+    mkdir -p bins-$tag/model
+    cp bins/model/* bins-$tag/model/
+    cp bins-$tag.json bins-$tag/model/pytorch_model.bin.index.json
+    (cd bins-$tag && tar czf ../bins-$tag.tgz model) || fail "tar bins-$tag"
+    expect "convert bins-$tag.tgz" 1 convert bins-$tag.tgz --to safetensors -o bad.safetensors
+    says "convert bins-$tag.tgz" "names a bad shard (not a .bin file beside the index)"
+    [ ! -e bad.safetensors ] && pass || fail "bins-$tag.tgz: output left behind"
+  done
+fi
+
 # scan: a hostile pickle packed in an archive is found as in the file.
 if "$amn" plugins | grep -q "format pth"; then
   mkdir -p hostile/pth
@@ -156,6 +205,42 @@ if "$amn" plugins | grep -q "format pth"; then
   "$amn" parse beside/plain.tar | tail -n +2 >plain.parse
   same "settings beside the archive" ref-pth.parse plain.parse
 fi
+
+# A model folder written from an archive (-o DIR/) holds the packed folder's
+# other files as one written from the unpacked folder does: config.json
+# rewritten, tokenizer files and the like copied byte for byte, none of a
+# subfolder and no hidden ones.
+mkdir -p side/model/sub
+cp "$src/fixtures/example/tiny-f32.safetensors" side/model/model.safetensors
+echo '{"model_type": "tiny", "torch_dtype": "float32"}' >side/model/config.json
+echo '{"version": "1.0"}' >side/model/tokenizer.json
+printf 'a b\nc d\n' >side/model/merges.txt
+echo '{"max_length": 8}' >side/model/generation_config.json
+head -c 3000 /dev/urandom >side/model/tokenizer.model
+echo x >side/model/sub/nested.txt
+echo x >side/model/.hidden
+pack side
+sidecmds=("convert --to safetensors" "remember --to bf16")
+"$amn" plugins | grep -q "encode bnb" && sidecmds+=("forget --to bnb-nf4")
+for c in "${sidecmds[@]}"; do
+  verb=${c%% *}
+  "$amn" $c side/model -o ref-side-$verb/ --quiet || fail "$verb side/model -o DIR/"
+  [ -f ref-side-$verb/tokenizer.model ] && [ -f ref-side-$verb/config.json ] && pass ||
+    fail "$verb side/model: the folder's files were not copied"
+  for a in side.tar side.tar.gz side.tar.zst side.tar.xz side.zip side-stored.zip; do
+    TMPDIR=$work/spill expect "$verb $a -o DIR/" 0 $c $a -o $a-$verb/ --quiet
+    diff -r ref-side-$verb $a-$verb >out 2>&1 && pass ||
+      { fail "$verb $a -o DIR/: not the unpacked folder's output"; sed 's/^/    /' out; }
+  done
+done
+[ -z "$(ls -A spill)" ] && pass || fail "temporary files left behind"
+# An uncompressed tar needs no temporary file for its model files, but its
+# folder's other files are unpacked into one: where none can be made, the
+# error says where, and no folder is written.
+TMPDIR=$work/no-such-dir expect "side.tar -o DIR/, TMPDIR missing" 6 convert side.tar \
+  --to safetensors -o notmp-side/
+says "side.tar -o DIR/, TMPDIR missing" "$work/no-such-dir/amn-side-"
+[ ! -e notmp-side ] && pass || fail "side.tar -o DIR/, TMPDIR missing: output left behind"
 
 # Hostile archives: each refused with its exit code, nothing written.
 $py - "$src/fixtures/example/tiny-f32.safetensors" <<'PY' || fail "making hostile archives"
@@ -232,14 +317,56 @@ refused duplicate.tar 5 "two members named 'model/model.safetensors'"
 refused empty.tar 1 "holds no model files"
 refused truncated.tar 1 "truncated"
 refused bomb.tar.gz 4 "--max-ratio" --max-ratio 100
-# Model files decompressed into memory count against the allocation caps
-# (inspect keeps only the header, which fits).
+# Model files decompressed into temporary files hold no memory: the
+# allocation caps do not count them (an index read whole still counts).
 for cap in max-total max-alloc; do
-  expect "convert one.tar.gz --$cap" 4 convert one.tar.gz --to safetensors -o capped.safetensors \
-    --$cap 1K
-  says "convert one.tar.gz --$cap" "--$cap"
-  [ ! -e capped.safetensors ] && pass || fail "--$cap: output left behind"
+  expect "convert one.tar.gz --$cap" 0 convert one.tar.gz --to safetensors \
+    -o capped-$cap.safetensors --$cap 1K --quiet
+  same "convert one.tar.gz --$cap" ref-one.safetensors capped-$cap.safetensors
   expect "inspect one.tar.gz --$cap" 0 inspect one.tar.gz --$cap 1K
+  expect "convert sharded.tar.gz --$cap" 4 convert sharded.tar.gz --to safetensors \
+    -o capped.safetensors --$cap 64
+  says "convert sharded.tar.gz --$cap" "sharded.tar.gz: member 'model/model.safetensors.index.json'"
+  [ ! -e capped.safetensors ] && pass || fail "--$cap: output left behind"
+done
+# Where no temporary file can be made, the error names the member and the
+# folder, and nothing is written; a member ending early in a compressed
+# stream is refused as in a plain tar, leaving no temporary file.
+TMPDIR=$work/no-such-dir expect "TMPDIR missing" 6 convert one.tar.gz --to safetensors -o notmp.safetensors
+says "TMPDIR missing" "model/model.safetensors"
+says "TMPDIR missing" "$work/no-such-dir"
+[ ! -e notmp.safetensors ] && pass || fail "TMPDIR missing: output left behind"
+head -c $(($(stat -c %s one.tar.gz) * 2 / 3)) one.tar.gz >cut.tar.gz
+# A member header announcing more bytes than the stream holds: 8 GiB (past
+# the ratio cap: refused before any space is reserved) and twice the tar
+# (within it: reserved, then refused as truncated, the space given back).
+$py - one.tar <<'PY' || fail "making the lying headers"
+import gzip, sys
+t = bytearray(open(sys.argv[1], "rb").read())
+off = 0
+while t[off:off + 1] != b"\0":
+    name = bytes(t[off:off + 100]).rstrip(b"\0")
+    size = int(bytes(t[off + 124:off + 136]).rstrip(b"\0 ") or b"0", 8)
+    if name.endswith(b".safetensors"):
+        break
+    off += 512 + (size + 511) // 512 * 512
+for tag, claim in (("huge", 8 << 30), ("double", 2 * len(t))):
+    h = bytearray(t)
+    h[off + 124:off + 136] = b"%011o\0" % claim
+    h[off + 148:off + 156] = b"        "
+    h[off + 148:off + 156] = b"%06o\0 " % sum(h[off:off + 512])
+    open("lying-%s.tar.gz" % tag, "wb").write(gzip.compress(bytes(h)))
+PY
+TMPDIR=$work/spill expect "lying-huge.tar.gz" 4 convert lying-huge.tar.gz --to safetensors \
+  -o lying.safetensors
+[ ! -e lying.safetensors ] && pass || fail "lying-huge.tar.gz: output left behind"
+says "lying-huge.tar.gz" "member 'model/model.safetensors' says it holds 8589934592 bytes"
+for a in cut.tar.gz lying-double.tar.gz; do
+  TMPDIR=$work/spill "$amn" convert $a --to safetensors -o cut.safetensors >out 2>&1
+  rc=$?
+  [ $rc -eq 1 ] && pass || { fail "convert $a: exit $rc, wanted 1"; sed 's/^/    /' out; }
+  [ ! -e cut.safetensors ] && pass || fail "$a: output left behind"
+  [ -z "$(ls -A spill)" ] && pass || fail "$a: temporary files left in \$TMPDIR"
 done
 refused ambiguous.zip 5 "ambiguous ZIP"
 expect "scan traversal.tar" 1 scan traversal.tar # scan: 1 = unreadable

@@ -73,6 +73,17 @@ AMN_API int amn_model_set_label(amn_model *m, const char *label, amn_error *err)
 /* Path the model was opened from (NULL for a stream). */
 AMN_API const char *amn_model_path(const amn_model *m);
 AMN_API int amn_model_set_path(amn_model *m, const char *path, amn_error *err);
+/* A model amn_open made of a packed model folder (a .tar, .tar.gz, .zip, ...
+ * holding one, doc/archives.md): the archive's path; else NULL. */
+AMN_API const char *amn_model_archive(const amn_model *m);
+/* That folder's other files (config.json, tokenizer files, ...: every plain
+ * file beside its model files, none of a subfolder, none hidden) written
+ * byte for byte into the existing folder dir, each a new file, in one more
+ * pass over the archive (under the limits it was opened with); their count
+ * in *count. AMN_E_INVALID for a model not from an archive. A file that
+ * fails is removed; those written before it are the caller's to remove. */
+AMN_API int amn_model_archive_extract(const amn_model *m, const char *dir, size_t *count,
+                                      amn_error *err);
 
 /* Tensors, in file order. add_tensor copies *t (names included): the fields
  * t->struct_size covers, later fields zero (a t->struct_size below ABI 2.0's

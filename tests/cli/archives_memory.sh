@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# A compressed model archive is read in one pass with memory bounded by a
+# block, not by the model: a 128 MiB model file packed as .tar.gz and .zip
+# (deflated) converts with a peak resident set far below its size, and
+# no larger than the unpacked folder's (+ slack); inspect reads headers only.
+set -uo pipefail
+build=$1 src=$(cd "$2" && pwd)
+amn=$(cd "$build" && pwd)/bin/amn
+"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
+  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
+[ -x /usr/bin/time ] || { echo "SKIP: needs /usr/bin/time (GNU time)"; exit 77; }
+work=$(mktemp -d /tmp/amn-archmem.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+cd "$work" || exit 1
+export TMPDIR=$work/tmp
+mkdir -p tmp model
+fails=0 passes=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { passes=$((passes + 1)); }
+rss() { # rss NAME ARGS...: runs amn, its peak RSS (KiB) into rss_NAME
+  local name=$1; shift
+  /usr/bin/time -f %M -o rss.$name "$amn" "$@" >out 2>&1 ||
+    { fail "amn $*: exit $?"; sed 's/^/    /' out; }
+  eval "rss_$name=$(tail -1 rss.$name)"
+  echo "peak RSS $name: $(tail -1 rss.$name) KiB"
+}
+
+# 128 MiB of f32 (positive, small exponents: finite values), one tensor.
+mib=128
+/usr/bin/python3 - $mib <<'PY' || fail "making the model"
+import json, random, struct, sys
+mib = int(sys.argv[1])
+rows = mib * 256  # x 1024 f32 = 4 KiB a row
+hdr = json.dumps({"w": {"dtype": "F32", "shape": [rows, 1024],
+                        "data_offsets": [0, rows * 4096]}}).encode()
+hdr += b" " * (-len(hdr) % 8)
+mask = bytes(b & 0x3F for b in range(256))
+rnd = random.Random(1)
+with open("model/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(hdr)) + hdr)
+    for _ in range(mib):
+        b = bytearray(rnd.randbytes(1 << 20))
+        b[3::4] = bytes(b[3::4]).translate(mask)
+        f.write(b)
+open("model/config.json", "w").write('{"model_type": "big"}\n')
+PY
+tar -I 'gzip -1' -cf big.tgz model || fail "tar"
+/usr/bin/python3 -c '
+import zipfile
+with zipfile.ZipFile("big.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+    for n in ("model/model.safetensors", "model/config.json"):
+        z.write(n)' || fail "zip"
+size_kib=$((mib * 1024))
+
+rss folder convert model --to safetensors -o folder.safetensors --quiet
+rss folder_bf16 remember model --to bf16 -o folder-bf16.safetensors --quiet
+for a in big.tgz big.zip; do
+  k=${a#big.}
+  rss $k convert $a --to safetensors -o $k.safetensors --quiet
+  cmp -s folder.safetensors $k.safetensors && pass || fail "convert $a: not the folder's bytes"
+  got=$(eval echo \$rss_$k)
+  # Far below the model: a quarter of it at most.
+  [ "$got" -lt $((size_kib / 4)) ] && pass ||
+    fail "convert $a: peak RSS $got KiB, not far below the model's $size_kib KiB"
+  rss ${k}_bf16 remember $a --to bf16 -o $k-bf16.safetensors --quiet
+  cmp -s folder-bf16.safetensors $k-bf16.safetensors && pass ||
+    fail "remember $a: not the folder's bytes"
+  got=$(eval echo \$rss_${k}_bf16)
+  [ "$got" -lt $((rss_folder_bf16 + 16384)) ] && pass ||
+    fail "remember $a: peak RSS $got KiB, the folder's $rss_folder_bf16 KiB"
+  rss ${k}_inspect inspect $a
+  got=$(eval echo \$rss_${k}_inspect)
+  [ "$got" -lt $((size_kib / 4)) ] && pass || fail "inspect $a: peak RSS $got KiB"
+done
+[ -z "$(ls -A tmp)" ] && pass || fail "temporary files left in \$TMPDIR"
+
+echo "archives_memory: $passes checks passed, $fails failed"
+[ $fails -eq 0 ]
