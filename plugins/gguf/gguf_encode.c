@@ -301,7 +301,7 @@ static int choose_plain(enc_model *mm, gguf_qpolicy_options *opt, amn_error *err
 
 /* ---- importance matrix ---------------------------------------------------- */
 
-static bool source_type(const enc_model *mm, size_t i, uint32_t *out);
+static bool source_type(const enc_model *mm, size_t i, uint32_t *out, uint32_t *own_out);
 
 static bool is_token_embd(const char *n) {
     return strcmp(n, "token_embd.weight") == 0 || strcmp(n, "per_layer_token_embd.weight") == 0;
@@ -318,8 +318,9 @@ static int imatrix_weights(enc_model *mm, amn_error *err) {
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     for (size_t i = 0; i < mm->n_src; i++) {
         const amn_encode_source *s = &mm->src[i];
-        uint32_t type;
-        if (!source_type(mm, i, &type) || s->ndim == 0) continue;
+        uint32_t type, own;
+        if (!source_type(mm, i, &type, &own) || s->ndim == 0) continue;
+        if (type == own) continue; /* a block tensor copied at its own type */
         const float *w = NULL;
         uint64_t n = 0;
         if (mm->im) w = gguf_imatrix_find(mm->im, s->name, &n);
@@ -349,6 +350,10 @@ static int imatrix_weights(enc_model *mm, amn_error *err) {
             return amn_error_set(err, AMN_E_INVALID,
                                  "tensor %s: %s needs importance-matrix data for it (ggml "
                                  "aborts without); nothing was written",
+                                 s->name, gguf_type_traits_get(type)->name);
+        if (!gguf_type_can_quantize(type) && !(w && gguf_qrow_weighted(type, AMN_SIMD_SCALAR)))
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "tensor %s: amn does not make %s yet; nothing was written",
                                  s->name, gguf_type_traits_get(type)->name);
         if (mm->qw) mm->qw[i] = w;
     }
@@ -459,7 +464,7 @@ static uint32_t plain_type(amn_dtype d) {
 
 /* Source i's type in the output; false when it is written as stored (no
  * encoding). */
-static bool source_type(const enc_model *mm, size_t i, uint32_t *out) {
+static bool source_type(const enc_model *mm, size_t i, uint32_t *out, uint32_t *own_out) {
     const amn_encode_source *s = &mm->src[i];
     uint32_t type, own;
     if (mm->gguf_input) {
@@ -481,6 +486,7 @@ static bool source_type(const enc_model *mm, size_t i, uint32_t *out) {
     if (s->keep && !mm->gguf_input && !mm->chained) return false;
     if (type == own && !s->dequantized) return false;
     *out = type;
+    *own_out = own;
     return true;
 }
 
@@ -492,8 +498,8 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
     if (i >= mm->n_src) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: bad tensor index");
     const amn_encode_source *s = &mm->src[i];
     const amn_tensor *t = mm->gguf_input ? amn_model_tensor(mm->m, mm->tensor_of[i]) : NULL;
-    uint32_t type;
-    if (!source_type(mm, i, &type)) return AMN_OK;
+    uint32_t type, own;
+    if (!source_type(mm, i, &type, &own)) return AMN_OK;
     const gguf_type_traits *tr = gguf_type_traits_get(type);
     if (!tr || s->ndim == 0)
         return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot write GGUF type %u",
