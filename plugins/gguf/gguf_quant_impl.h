@@ -98,6 +98,11 @@ void gq_q6_k_w(const float *restrict x, uint8_t *restrict y, const float *restri
  * weights (the legacy types' _impl searches too). */
 float gq_qx_search_w(int n, int nmax, const float *restrict x, int8_t *restrict L,
                      const float *restrict qw);
+/* make_qkx2_quants over 8 groups of n values (x, w, L at g * n), scalar;
+ * gq_qkx2_search8_avx2 below gives the same results. */
+void gq_qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,
+                     uint8_t *restrict L, float *restrict the_min, float *restrict scale,
+                     float rmin, float rdelta, int nstep, bool use_mad);
 float gq_qkx3_search(int n, int nmax, const float *restrict x, const float *restrict w,
                      uint8_t *restrict L, float *restrict the_min, float rmin, float rdelta,
                      int nstep);
@@ -198,6 +203,9 @@ float gq_iq3_block_avx2(const float *restrict xb, const float *restrict qw, floa
                         int8_t *restrict L, uint8_t *restrict signs, bool *zero);
 void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq3_s_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q2_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q4_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q5_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
 #else
 #define AMN_GGUF_QUANT_AVX2 0

@@ -202,9 +202,9 @@ typedef void (*qkx2_search_fn)(int n, int nmax, const float *restrict x, const f
                                uint8_t *restrict L, float *restrict the_min, float *restrict scale,
                                float rmin, float rdelta, int nstep, bool use_mad);
 
-static void qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,
-                         uint8_t *restrict L, float *restrict the_min, float *restrict scale,
-                         float rmin, float rdelta, int nstep, bool use_mad) {
+void gq_qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,
+                     uint8_t *restrict L, float *restrict the_min, float *restrict scale,
+                     float rmin, float rdelta, int nstep, bool use_mad) {
     for (int g = 0; g < 8; g++)
         scale[g] = qkx2_search(n, nmax, x + g * n, w + g * n, L + g * n, &the_min[g], rmin, rdelta,
                                nstep, use_mad);
@@ -463,13 +463,13 @@ static inline void q6_k_body(const float *restrict x, uint8_t *restrict y, qx_se
 }
 
 void gq_q2_k(const float *restrict x, uint8_t *restrict y) {
-    q2_k_body(x, y, qkx2_search8);
+    q2_k_body(x, y, gq_qkx2_search8);
 }
 void gq_q4_k(const float *restrict x, uint8_t *restrict y) {
-    q4_k_body(x, y, qkx2_search8);
+    q4_k_body(x, y, gq_qkx2_search8);
 }
 void gq_q5_k(const float *restrict x, uint8_t *restrict y) {
-    q5_k_body(x, y, qkx2_search8);
+    q5_k_body(x, y, gq_qkx2_search8);
 }
 void gq_q6_k(const float *restrict x, uint8_t *restrict y) {
     q6_k_body(x, y, qx_search);
@@ -680,19 +680,26 @@ static float sum_sq256(const float *x) {
     return s;
 }
 
-void gq_q2_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+/* make_qkx3_quants with weights and nstep >= 1 is make_qkx2_quants with
+ * the same weights and use_mad false (its "max <= min" is "max == min",
+ * min being at most 0 and at most max): the groups of a super-block are
+ * searched eight at a time by qkx2_search8 or its AVX2 lanes. */
+static inline void q2_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, qkx2_search_fn qkx2) {
     uint8_t *scales = y, *qs = y + 16, *d_at = y + 80, *dmin_at = y + 82;
     uint8_t L[256], Ls[16], Lm[16];
-    float mins[16], sc[16], sw[16], weight[16];
+    float mins[16], sc[16], sw[16], weight[256];
     const float sigma2 = sum_sq256(x) / 256;
     for (int j = 0; j < 16; ++j) {
         const float *q = qw + 16 * j;
-        for (int l = 0; l < 16; ++l)
-            weight[l] = q[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        float *wj = weight + 16 * j;
+        for (int l = 0; l < 16; ++l) wj[l] = q[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
         sw[j] = 0;
-        for (int l = 0; l < 16; ++l) sw[j] += weight[l];
-        sc[j] = gq_qkx3_search(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], -0.9f, 0.05f, 36);
+        for (int l = 0; l < 16; ++l) sw[j] += wj[l];
     }
+    for (int j = 0; j < 16; j += 8)
+        qkx2(16, 3, x + 16 * j, weight + 16 * j, L + 16 * j, &mins[j], &sc[j], -0.9f, 0.05f, 36,
+             false);
     const float dm0 = qp_search(16, 15, sc, Ls, sw);
     const float mm0 = qp_search(16, 15, mins, Lm, sw);
     gq_put_f16(d_at, dm0);
@@ -762,21 +769,21 @@ void gq_q3_k_w(const float *restrict x, uint8_t *restrict y, const float *restri
 
 /* Q4_K / Q5_K _impl: the codes into L; clamp63 is Q5_K's MIN(63, ...) on
  * the packed scales (Q4_K's _impl packs them unclamped). */
-static void qk45_codes_w(const float *restrict x, uint8_t *restrict y, int nmax, bool clamp63,
-                         const float *restrict qw, uint8_t *restrict L) {
+static inline void qk45_codes_w(const float *restrict x, uint8_t *restrict y, int nmax,
+                                bool clamp63, const float *restrict qw, uint8_t *restrict L,
+                                qkx2_search_fn qkx2) {
     uint8_t Ls[8], Lm[8];
-    float weights[32], sw[8], mins[8], sc[8];
+    float weights[256], sw[8], mins[8], sc[8];
     const float sigma2 = 2 * sum_sq256(x) / 256;
     for (int j = 0; j < 8; ++j) {
         const float *q = qw + 32 * j;
-        for (int l = 0; l < 32; ++l)
-            weights[l] = q[l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
+        float *wj = weights + 32 * j;
+        for (int l = 0; l < 32; ++l) wj[l] = q[l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
         float sumw = 0;
-        for (int l = 0; l < 32; ++l) sumw += weights[l];
+        for (int l = 0; l < 32; ++l) sumw += wj[l];
         sw[j] = sumw;
-        sc[j] =
-            gq_qkx3_search(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], -0.9f, 0.05f, 36);
     }
+    qkx2(32, nmax, x, weights, L, mins, sc, -0.9f, 0.05f, 36, false);
     const float d_block = qp_search(8, 63, sc, Ls, sw);
     const float m_block = qp_search(8, 63, mins, Lm, sw);
     uint8_t *scales = y + 4;
@@ -810,19 +817,42 @@ static void qk45_codes_w(const float *restrict x, uint8_t *restrict y, int nmax,
     }
 }
 
-void gq_q4_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+static inline void q4_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, qkx2_search_fn qkx2) {
     uint8_t L[256];
-    qk45_codes_w(x, y, 15, false, qw, L);
+    qk45_codes_w(x, y, 15, false, qw, L, qkx2);
     uint8_t *q = y + 16;
     for (int j = 0; j < 256; j += 64, q += 32)
         for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
 }
 
-void gq_q5_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+static inline void q5_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, qkx2_search_fn qkx2) {
     uint8_t L[256];
-    qk45_codes_w(x, y, 31, true, qw, L);
+    qk45_codes_w(x, y, 31, true, qw, L, qkx2);
     q5_k_pack(L, y);
 }
+
+void gq_q2_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q2_k_w_body(x, y, qw, gq_qkx2_search8);
+}
+void gq_q4_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q4_k_w_body(x, y, qw, gq_qkx2_search8);
+}
+void gq_q5_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q5_k_w_body(x, y, qw, gq_qkx2_search8);
+}
+#if AMN_GGUF_QUANT_AVX2
+void gq_q2_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q2_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
+}
+void gq_q4_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q4_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
+}
+void gq_q5_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q5_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
+}
+#endif
 
 void gq_q6_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
     int8_t L[256];

@@ -64,23 +64,41 @@ static void rows_q4_0_q5_0(const float *x, uint8_t *y, int64_t nrows, int64_t n,
     }
 }
 
-/* quantize_row_q4_1_impl / q5_1_impl: make_qkx3_quants over each block. */
-static void rows_q4_1_q5_1(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw,
-                           int nmax) {
+typedef void (*search8_fn)(int n, int nmax, const float *restrict x, const float *restrict w,
+                           uint8_t *restrict L, float *restrict the_min, float *restrict scale,
+                           float rmin, float rdelta, int nstep, bool use_mad);
+
+/* quantize_row_q4_1_impl / q5_1_impl: make_qkx3_quants over each block,
+ * which with weights is make_qkx2_quants without use_mad (see
+ * gguf_quant_k.c): eight blocks at a time through search8, the rest one
+ * by one. */
+static inline void rows_q4_1_q5_1(const float *x, uint8_t *y, int64_t nrows, int64_t n,
+                                  const float *qw, int nmax, search8_fn search8) {
     const size_t bb = nmax == 15 ? 20 : 24;
+    const int64_t nb = n / 32;
     for (int64_t r = 0; r < nrows; r++, x += n) {
         const float sigma2 = row_sigma2(x, n);
-        for (int64_t ib = 0; ib < n / 32; ++ib, y += bb) {
-            float weight[32], min;
-            uint8_t L[32];
-            legacy_weights(x + 32 * ib, qw + 32 * ib, sigma2, weight);
-            const float d =
-                gq_qkx3_search(32, nmax, x + 32 * ib, weight, L, &min, -0.9f, 0.05f, 36);
-            gq_put_f16(y, d);
-            gq_put_f16(y + 2, -min);
-            uint8_t *qs = y + (nmax == 15 ? 4 : 8);
-            for (int j = 0; j < 16; ++j) qs[j] = (uint8_t)((L[j] & 0x0F) | (L[j + 16] & 0x0F) << 4);
-            if (nmax == 31) put_u32(y + 4, high_bits(L));
+        for (int64_t ib = 0; ib < nb; ib += 8) {
+            const int k = nb - ib >= 8 ? 8 : (int)(nb - ib);
+            float weight[256], d[8], min[8];
+            uint8_t L[256];
+            for (int g = 0; g < k; g++)
+                legacy_weights(x + 32 * (ib + g), qw + 32 * (ib + g), sigma2, weight + 32 * g);
+            if (k == 8)
+                search8(32, nmax, x + 32 * ib, weight, L, min, d, -0.9f, 0.05f, 36, false);
+            else
+                for (int g = 0; g < k; g++)
+                    d[g] = gq_qkx3_search(32, nmax, x + 32 * (ib + g), weight + 32 * g, L + 32 * g,
+                                          &min[g], -0.9f, 0.05f, 36);
+            for (int g = 0; g < k; g++, y += bb) {
+                const uint8_t *Lg = L + 32 * g;
+                gq_put_f16(y, d[g]);
+                gq_put_f16(y + 2, -min[g]);
+                uint8_t *qs = y + (nmax == 15 ? 4 : 8);
+                for (int j = 0; j < 16; ++j)
+                    qs[j] = (uint8_t)((Lg[j] & 0x0F) | (Lg[j + 16] & 0x0F) << 4);
+                if (nmax == 31) put_u32(y + 4, high_bits(Lg));
+            }
         }
     }
 }
@@ -92,11 +110,21 @@ static void gq_q5_0_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, c
     rows_q4_0_q5_0(x, y, nrows, n, qw, 16);
 }
 static void gq_q4_1_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 15);
+    rows_q4_1_q5_1(x, y, nrows, n, qw, 15, gq_qkx2_search8);
 }
 static void gq_q5_1_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 31);
+    rows_q4_1_q5_1(x, y, nrows, n, qw, 31, gq_qkx2_search8);
 }
+#if AMN_GGUF_QUANT_AVX2
+static void gq_q4_1_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
+                              const float *qw) {
+    rows_q4_1_q5_1(x, y, nrows, n, qw, 15, gq_qkx2_search8_avx2);
+}
+static void gq_q5_1_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
+                              const float *qw) {
+    rows_q4_1_q5_1(x, y, nrows, n, qw, 31, gq_qkx2_search8_avx2);
+}
+#endif
 
 /* A type whose blocks each depend on their own values and weights only:
  * the block function over every block of every row. */
@@ -122,13 +150,36 @@ GQ_BLOCK_ROWS(gq_iq4_xs_rows, gq_iq4_xs_w, 256, 136)
 GQ_BLOCK_ROWS(gq_iq3_s_rows, gq_iq3_s_w, 256, 110)
 #if AMN_GGUF_QUANT_AVX2
 GQ_BLOCK_ROWS(gq_iq3_s_rows_avx2, gq_iq3_s_w_avx2, 256, 110)
+GQ_BLOCK_ROWS(gq_q2_k_rows_avx2, gq_q2_k_w_avx2, 256, 84)
+GQ_BLOCK_ROWS(gq_q4_k_rows_avx2, gq_q4_k_w_avx2, 256, 144)
+GQ_BLOCK_ROWS(gq_q5_k_rows_avx2, gq_q5_k_w_avx2, 256, 176)
+
+/* The vector paths with weights (the same bytes as the scalar ones). */
+static gguf_qrow_fn qrow_weighted_avx2(uint32_t type) {
+    switch (type) {
+    case GGUF_TYPE_IQ3_S:
+        return gq_iq3_s_rows_avx2;
+    case GGUF_TYPE_Q2_K:
+        return gq_q2_k_rows_avx2;
+    case GGUF_TYPE_Q4_K:
+        return gq_q4_k_rows_avx2;
+    case GGUF_TYPE_Q5_K:
+        return gq_q5_k_rows_avx2;
+    case GGUF_TYPE_Q4_1:
+        return gq_q4_1_rows_avx2;
+    case GGUF_TYPE_Q5_1:
+        return gq_q5_1_rows_avx2;
+    default:
+        return NULL;
+    }
+}
 #endif
 
 gguf_qrow_fn gguf_qrow_weighted(uint32_t type, amn_simd level) {
 #if AMN_GGUF_QUANT_AVX2
-    if (type == GGUF_TYPE_IQ3_S && AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 &&
-        gguf_simd_max() >= AMN_SIMD_AVX2)
-        return gq_iq3_s_rows_avx2;
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2 &&
+        qrow_weighted_avx2(type))
+        return qrow_weighted_avx2(type);
 #endif
     (void)level;
     switch (type) {
