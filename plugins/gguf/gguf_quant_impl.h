@@ -98,6 +98,8 @@ void gq_q6_k_w(const float *restrict x, uint8_t *restrict y, const float *restri
  * weights (the legacy types' _impl searches too). */
 float gq_qx_search_w(int n, int nmax, const float *restrict x, int8_t *restrict L,
                      const float *restrict qw);
+typedef float (*gq_qx_search_w_fn)(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                                   const float *restrict qw);
 /* make_qkx2_quants over 8 groups of n values (x, w, L at g * n), scalar;
  * gq_qkx2_search8_avx2 below gives the same results. */
 void gq_qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,
@@ -188,6 +190,10 @@ float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb);
 float gq_iq4_block_scale_avx2(const float *restrict xb, uint8_t *restrict Lb);
 void gq_iq4_codes_avx2(const float *x, int n, float id, uint8_t *L);
 float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L);
+float gq_qx_search_w_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                          const float *restrict qw);
+void gq_q3_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q6_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_iq4_nl_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y);

@@ -718,7 +718,8 @@ static inline void q2_k_w_body(const float *restrict x, uint8_t *restrict y,
     pack_2bit(L, qs);
 }
 
-void gq_q3_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+static inline void q3_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, gq_qx_search_w_fn search) {
     uint8_t *hmask = y, *qs = y + 32, *scales = y + 96, *d_at = y + 108;
     int8_t L[256], Ls[16];
     float sc[16], sw[16], weight[16];
@@ -730,10 +731,10 @@ void gq_q3_k_w(const float *restrict x, uint8_t *restrict y, const float *restri
         float sumw = 0;
         for (int l = 0; l < 16; ++l) sumw += weight[l];
         sw[j] = sumw;
-        sc[j] = gq_qx_search_w(16, 4, x + 16 * j, L + 16 * j, weight);
+        sc[j] = search(16, 4, x + 16 * j, L + 16 * j, weight);
     }
     memset(scales, 0, 12);
-    const float d_block = gq_qx_search_w(16, 32, sc, Ls, sw);
+    const float d_block = search(16, 32, sc, Ls, sw);
     for (int j = 0; j < 16; ++j) {
         int l = Ls[j];
         if (j < 8)
@@ -854,10 +855,25 @@ void gq_q5_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *r
 }
 #endif
 
-void gq_q6_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+static inline void q6_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, gq_qx_search_w_fn search) {
     int8_t L[256];
     float sc[16];
-    for (int ib = 0; ib < 16; ++ib)
-        sc[ib] = gq_qx_search_w(16, 32, x + 16 * ib, L + 16 * ib, qw + 16 * ib);
+    for (int ib = 0; ib < 16; ++ib) sc[ib] = search(16, 32, x + 16 * ib, L + 16 * ib, qw + 16 * ib);
     q6_k_finish(x, y, L, sc);
 }
+
+void gq_q3_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q3_k_w_body(x, y, qw, gq_qx_search_w);
+}
+void gq_q6_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q6_k_w_body(x, y, qw, gq_qx_search_w);
+}
+#if AMN_GGUF_QUANT_AVX2
+void gq_q3_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q3_k_w_body(x, y, qw, gq_qx_search_w_avx2);
+}
+void gq_q6_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q6_k_w_body(x, y, qw, gq_qx_search_w_avx2);
+}
+#endif

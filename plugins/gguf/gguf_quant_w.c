@@ -47,8 +47,8 @@ static void put_u32(uint8_t *p, uint32_t v) {
 }
 
 /* quantize_row_q4_0_impl / q5_0_impl: make_qx_quants over each block. */
-static void rows_q4_0_q5_0(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw,
-                           int nmax) {
+static inline void rows_q4_0_q5_0(const float *x, uint8_t *y, int64_t nrows, int64_t n,
+                                  const float *qw, int nmax, gq_qx_search_w_fn search) {
     const size_t bb = nmax == 8 ? 18 : 22;
     for (int64_t r = 0; r < nrows; r++, x += n) {
         const float sigma2 = row_sigma2(x, n);
@@ -56,7 +56,7 @@ static void rows_q4_0_q5_0(const float *x, uint8_t *y, int64_t nrows, int64_t n,
             float weight[32];
             int8_t L[32];
             legacy_weights(x + 32 * ib, qw + 32 * ib, sigma2, weight);
-            gq_put_f16(y, gq_qx_search_w(32, nmax, x + 32 * ib, L, weight));
+            gq_put_f16(y, search(32, nmax, x + 32 * ib, L, weight));
             uint8_t *qs = y + (nmax == 8 ? 2 : 6);
             for (int j = 0; j < 16; ++j) qs[j] = (uint8_t)((L[j] & 0x0F) | (L[j + 16] & 0x0F) << 4);
             if (nmax == 16) put_u32(y + 2, high_bits((const uint8_t *)L));
@@ -104,11 +104,21 @@ static inline void rows_q4_1_q5_1(const float *x, uint8_t *y, int64_t nrows, int
 }
 
 static void gq_q4_0_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 8);
+    rows_q4_0_q5_0(x, y, nrows, n, qw, 8, gq_qx_search_w);
 }
 static void gq_q5_0_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 16);
+    rows_q4_0_q5_0(x, y, nrows, n, qw, 16, gq_qx_search_w);
 }
+#if AMN_GGUF_QUANT_AVX2
+static void gq_q4_0_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
+                              const float *qw) {
+    rows_q4_0_q5_0(x, y, nrows, n, qw, 8, gq_qx_search_w_avx2);
+}
+static void gq_q5_0_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
+                              const float *qw) {
+    rows_q4_0_q5_0(x, y, nrows, n, qw, 16, gq_qx_search_w_avx2);
+}
+#endif
 static void gq_q4_1_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
     rows_q4_1_q5_1(x, y, nrows, n, qw, 15, gq_qkx2_search8);
 }
@@ -153,6 +163,8 @@ GQ_BLOCK_ROWS(gq_iq3_s_rows_avx2, gq_iq3_s_w_avx2, 256, 110)
 GQ_BLOCK_ROWS(gq_q2_k_rows_avx2, gq_q2_k_w_avx2, 256, 84)
 GQ_BLOCK_ROWS(gq_q4_k_rows_avx2, gq_q4_k_w_avx2, 256, 144)
 GQ_BLOCK_ROWS(gq_q5_k_rows_avx2, gq_q5_k_w_avx2, 256, 176)
+GQ_BLOCK_ROWS(gq_q3_k_rows_avx2, gq_q3_k_w_avx2, 256, 110)
+GQ_BLOCK_ROWS(gq_q6_k_rows_avx2, gq_q6_k_w_avx2, 256, 210)
 
 /* The vector paths with weights (the same bytes as the scalar ones). */
 static gguf_qrow_fn qrow_weighted_avx2(uint32_t type) {
@@ -165,6 +177,14 @@ static gguf_qrow_fn qrow_weighted_avx2(uint32_t type) {
         return gq_q4_k_rows_avx2;
     case GGUF_TYPE_Q5_K:
         return gq_q5_k_rows_avx2;
+    case GGUF_TYPE_Q3_K:
+        return gq_q3_k_rows_avx2;
+    case GGUF_TYPE_Q6_K:
+        return gq_q6_k_rows_avx2;
+    case GGUF_TYPE_Q4_0:
+        return gq_q4_0_rows_avx2;
+    case GGUF_TYPE_Q5_0:
+        return gq_q5_0_rows_avx2;
     case GGUF_TYPE_Q4_1:
         return gq_q4_1_rows_avx2;
     case GGUF_TYPE_Q5_1:
