@@ -264,7 +264,7 @@ static int load_gguf_model(const char *path, const amn_model *m, gguf_imatrix *i
                              "imatrix %s: imatrix.chunk_count / chunk_size must be u32", path);
     uint32_t chunks;
     memcpy(&chunks, cc->data, 4);
-    im->chunks = chunks;
+    im->chunks = (int32_t)chunks; /* quantize.cpp keeps it in an int */
     if (ds->type == AMN_KV_ARRAY && ds->elem_type == AMN_KV_STRING && ds->count > 0) {
         const amn_str *s = ds->data;
         const size_t n = strnlen(s->ptr, s->len);
