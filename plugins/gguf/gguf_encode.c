@@ -351,7 +351,7 @@ static int imatrix_weights(enc_model *mm, amn_error *err) {
                                  "tensor %s: %s needs importance-matrix data for it (ggml "
                                  "aborts without); nothing was written",
                                  s->name, gguf_type_traits_get(type)->name);
-        if (!gguf_type_can_quantize(type) && !(w && gguf_qrow_weighted(type, AMN_SIMD_SCALAR)))
+        if (!gguf_type_can_quantize_rows(type, w != NULL))
             return amn_error_set(err, AMN_E_UNSUPPORTED,
                                  "tensor %s: amn does not make %s yet; nothing was written",
                                  s->name, gguf_type_traits_get(type)->name);
@@ -595,7 +595,7 @@ static int quantize_values_w(const enc_tensor *et, const amn_values *v, uint64_t
         const uint64_t row = row0 + r;
         rc = v->read(v->ctx, row * et->ne0, et->ne0, x, err);
         if (rc) break;
-        const float *w = et->qw + (et->ne1 ? row / et->ne1 : 0) * et->ne0;
+        const float *w = et->qw ? et->qw + (et->ne1 ? row / et->ne1 : 0) * et->ne0 : NULL;
         if (gguf_quantize_rows(et->type, x, 1, (int64_t)et->ne0, w, dst, amn_simd_level()))
             rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s", et->name,
                                tr->name);
@@ -643,8 +643,9 @@ static int enc_fill(const void *tstate, size_t out, uint64_t row0, uint64_t n, c
     const enc_tensor *et = tstate;
     if (out != 0) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: bad output");
     if (et->from_values)
-        return et->qw ? quantize_values_w(et, v, row0, n, dst, abs_err, err)
-                      : quantize_values(et, v, row0, n, dst, abs_err, err);
+        return et->qw || gguf_type_needs_rows(et->type)
+                   ? quantize_values_w(et, v, row0, n, dst, abs_err, err)
+                   : quantize_values(et, v, row0, n, dst, abs_err, err);
     int rc = gguf_quantize_tensor_rows_w(et->t, et->type, row0, n, et->qw, dst, err);
     if (!rc && abs_err) rc = abs_error(et, v, row0, n, dst, abs_err, err);
     return rc;

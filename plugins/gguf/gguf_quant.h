@@ -48,6 +48,14 @@ gguf_qrow_fn gguf_qrow_weighted(uint32_t ggml_type, amn_simd level);
  * IQ2_XXS, IQ2_XS, IQ1_S. */
 bool gguf_type_needs_imatrix(uint32_t ggml_type);
 
+/* True for a type whose quantizer works on whole rows even without
+ * weights (callers then stage whole rows for gguf_quantize_rows rather
+ * than blocks for gguf_quantize). */
+bool gguf_type_needs_rows(uint32_t ggml_type);
+
+/* True when gguf_quantize_rows makes the type, with weights or without. */
+bool gguf_type_can_quantize_rows(uint32_t ggml_type, bool weighted);
+
 /* nrows rows of n_per_row values with weights qw (or NULL) into dst, as
  * ggml_quantize_chunk does, on the given path (clamped to the CPU).
  * AMN_E_UNSUPPORTED for a type amn does not make; AMN_E_INVALID for rows

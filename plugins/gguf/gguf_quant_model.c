@@ -220,8 +220,9 @@ static int copy_rows(const amn_tensor *t, const gguf_type_traits *tr, uint64_t e
     return AMN_OK;
 }
 
-/* Rows with weights: each row read whole, then quantized with its
- * matrix's weights (rows of one matrix are ne1 apart in the tensor). */
+/* Rows with weights (or of a row-level type): each row read whole, then
+ * quantized with its matrix's weights (rows of one matrix are ne1 apart in
+ * the tensor). */
 static int weighted_rows(const amn_tensor *t, uint32_t src_type, const gguf_type_traits *out,
                          uint64_t ne0, uint64_t row0, uint64_t nrows, const float *qw, uint8_t *d,
                          amn_error *err) {
@@ -240,7 +241,7 @@ static int weighted_rows(const amn_tensor *t, uint32_t src_type, const gguf_type
             rc = read_f32(t, src_type, row * ne0 + c, k, y + c, err);
         }
         if (rc) break;
-        const float *w = qw + (ne1 ? row / ne1 : 0) * ne0;
+        const float *w = qw ? qw + (ne1 ? row / ne1 : 0) * ne0 : NULL;
         rc = gguf_quantize_rows(out->id, y, 1, (int64_t)ne0, w, d, amn_simd_level());
         if (rc) rc = amn_error_set(err, rc, "tensor %s: cannot quantize to %s", t->name, out->name);
     }
@@ -266,7 +267,7 @@ int gguf_quantize_tensor_rows_w(const amn_tensor *t, uint32_t dst_type, uint64_t
                              "unsupported: tensor %s: GGUF type %s has no big-endian layout "
                              "(gguf_convert_endian.py does not convert it)",
                              t->name, src->name);
-    if (!out || (dst_type != src_type && !gguf_type_can_quantize(dst_type)))
+    if (!out || (dst_type != src_type && !gguf_type_can_quantize_rows(dst_type, qw != NULL)))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "cannot quantize to %s (type %u)",
                              out ? out->name : "?", dst_type);
     const uint64_t ne0 = t->ndim ? t->shape[t->ndim - 1] : 1;
@@ -286,7 +287,8 @@ int gguf_quantize_tensor_rows_w(const amn_tensor *t, uint32_t dst_type, uint64_t
     if (qw && t->ndim == 4 && t->shape[0] > 1)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "tensor %s: importance-matrix weights for a 4-D tensor", t->name);
-    if (qw) return weighted_rows(t, src_type, out, ne0, row0, nrows, qw, dst, err);
+    if (qw || gguf_type_needs_rows(dst_type))
+        return weighted_rows(t, src_type, out, ne0, row0, nrows, qw, dst, err);
     /* Runs of at most GGUF_QCHUNK values; every block size divides it, so
      * runs never split a block of either type (a row is whole blocks of
      * both). */

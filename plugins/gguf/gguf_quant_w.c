@@ -242,10 +242,27 @@ gguf_qrow_fn gguf_qrow_weighted(uint32_t type, amn_simd level) {
 }
 
 /* Types quantized only row by row even without weights (none yet: the
- * low-bit i-quants go here, the same functions called with qw NULL). */
+ * low-bit i-quants that ggml runs without weights go here, IQ3_XXS, IQ2_S
+ * and IQ1_M, the same functions then called with qw NULL). */
 static gguf_qrow_fn gguf_qrow_unweighted(uint32_t type) {
-    (void)type;
-    return NULL;
+    switch (type) {
+        /* ---- low-bit i-quants: the merger wires gguf_quant_iqlow.h here ----
+         * case GGUF_TYPE_IQ3_XXS: return gq_iq3_xxs_rows;
+         * case GGUF_TYPE_IQ2_S:   return gq_iq2_s_rows;
+         * case GGUF_TYPE_IQ1_M:   return gq_iq1_m_rows; */
+    default:
+        return NULL;
+    }
+}
+
+bool gguf_type_needs_rows(uint32_t type) {
+    return gguf_qrow_unweighted(type) != NULL;
+}
+
+bool gguf_type_can_quantize_rows(uint32_t type, bool weighted) {
+    if (weighted && gguf_qrow_weighted(type, AMN_SIMD_SCALAR)) return true;
+    if (!weighted && gguf_type_needs_imatrix(type)) return false;
+    return gguf_type_can_quantize(type) || gguf_qrow_unweighted(type) != NULL;
 }
 
 bool gguf_type_needs_imatrix(uint32_t type) {
