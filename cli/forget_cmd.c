@@ -118,6 +118,7 @@ static const struct {
     {"--output-tensor-type", "output_tensor_type=", true},
     {"--token-embedding-type", "token_embedding_type=", true},
     {"--tensor-type", "tensor_type=", true},
+    {"--imatrix", "imatrix=", true},
 };
 
 int cli_encode_option(cli_args *a, const char *opt, const char *value) {

@@ -31,10 +31,10 @@ _amn() {
     parse) opts="--json --full --from --help $limits" ;;
     inspect | info) opts="--json --full --to --from --help $limits" ;;
     remember | dequantize) opts="--to -o --output --force --threads --shard-size --only-shards --write-index --resume --dedup-tied --from --json --quiet --progress --no-sync --help $limits" ;;
-    convert) opts="--to --out-dtype --via -o --output --force --threads --shard-size --only-shards --write-index --opt --gguf-kv --gguf-metadata --from --json --quiet --progress --no-sync --help $limits" ;;
+    convert) opts="--to --out-dtype --via -o --output --force --threads --shard-size --only-shards --write-index --opt --gguf-kv --gguf-metadata --imatrix --from --json --quiet --progress --no-sync --help $limits" ;;
     plugins) opts="--json --help" ;;
     scan) opts="--json --from --help" ;;
-    forget | quantize) opts="--to --block-size --keep --pure --output-tensor-type --token-embedding-type --leave-output-tensor --tensor-type --allow-requantize -o --output --force --threads --shard-size --only-shards --write-index --resume --dedup-tied --from --json --quiet --progress --no-sync --help $limits" ;;
+    forget | quantize) opts="--to --block-size --keep --pure --output-tensor-type --token-embedding-type --leave-output-tensor --tensor-type --allow-requantize --imatrix -o --output --force --threads --shard-size --only-shards --write-index --resume --dedup-tied --from --json --quiet --progress --no-sync --help $limits" ;;
     esac
     case $prev in
     --plugin-dir)
@@ -52,7 +52,7 @@ _amn() {
     --via) COMPREPLY=($(compgen -W "f32 f16 bf16" -- "$cur")); return ;;
     --from)
         COMPREPLY=($("$prog" plugins 2>/dev/null | awk '$1 == "format" && /read/ { print $2 }' | grep -- "^$cur")); return ;;
-    -o | --output | --gguf-metadata)
+    -o | --output | --gguf-metadata | --imatrix)
         COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
     --threads | --opt | --gguf-kv | --block-size | --keep | --tensor-type | --shard-size | --only-shards | --max-*) COMPREPLY=(); return ;;
     esac

@@ -21,6 +21,7 @@
 #include "amn/checked.h"
 #include "gguf_dequant.h"
 #include "gguf_encode.h"
+#include "gguf_imatrix.h"
 #include "gguf_qpolicy.h"
 #include "gguf_quant.h"
 #include "gguf_quant_model.h"
@@ -43,15 +44,21 @@ typedef struct enc_model {
     size_t n_src;
     bool gguf_input; /* llama-quantize's rule; else one type for every weight */
     bool chained;    /* the sources are a GGUF-to-be (see choose_chained) */
-    char opt[32];    /* "llama_ftype=N" */
-    const char *opts[1];
+    int ftype;
+    gguf_imatrix *im; /* --imatrix, NULL without */
+    const float **qw; /* per source: its importance-matrix weights, or NULL */
+    char opt[32];     /* "llama_ftype=N" */
+    char *im_opts[4]; /* override_kv=quantize.imatrix.* (malloc'd) */
+    const char *opts[5];
+    size_t n_opts;
 } enc_model;
 
 typedef struct enc_tensor {
     const amn_tensor *t;
     uint32_t type;
     const char *name;
-    uint64_t ne0, row_bytes;
+    uint64_t ne0, ne1, row_bytes;
+    const float *qw;  /* importance-matrix weights (ne0 per matrix), or NULL */
     bool from_values; /* quantize the core's f32 values (non-GGUF input) */
 } enc_tensor;
 
@@ -60,6 +67,9 @@ static void enc_end(void *state) {
     if (!mm) return;
     free(mm->types);
     free(mm->tensor_of);
+    free(mm->qw);
+    gguf_imatrix_free(mm->im);
+    for (size_t k = 0; k < sizeof mm->im_opts / sizeof *mm->im_opts; k++) free(mm->im_opts[k]);
     free(mm);
 }
 
@@ -172,8 +182,9 @@ static int param_type(const char *key, const char *v, uint32_t *type, amn_error 
  * lowered by parse_tensor_type); *ov (malloc'd) holds the --tensor-type
  * pairs, their patterns pointing into the parameters. */
 static int parse_params(const amn_encode_options *o, gguf_qpolicy_options *opt,
-                        gguf_qpolicy_override **ov, amn_error *err) {
+                        gguf_qpolicy_override **ov, const char **imatrix, amn_error *err) {
     *ov = NULL;
+    *imatrix = NULL;
     const bool has = o->struct_size >= offsetof(amn_encode_options, n_params) + sizeof o->n_params;
     const size_t n = has ? o->n_params : 0;
     if (!n) return AMN_OK;
@@ -195,7 +206,10 @@ static int parse_params(const amn_encode_options *o, gguf_qpolicy_options *opt,
             opt->leave_output_tensor = true;
         else if (param_is(p, "allow_requantize", &v))
             opt->allow_requantize = true;
-        else if (param_is(p, "output_tensor_type", &v))
+        else if (param_is(p, "imatrix", &v)) {
+            if (!*v) rc = amn_error_set(err, AMN_E_INVALID, "--imatrix needs a file");
+            *imatrix = v;
+        } else if (param_is(p, "output_tensor_type", &v))
             rc = param_type("--output-tensor-type", v, &opt->output_tensor_type, err);
         else if (param_is(p, "token_embedding_type", &v))
             rc = param_type("--token-embedding-type", v, &opt->token_embedding_type, err);
@@ -285,6 +299,94 @@ static int choose_plain(enc_model *mm, gguf_qpolicy_options *opt, amn_error *err
     return rc;
 }
 
+/* ---- importance matrix ---------------------------------------------------- */
+
+static bool source_type(const enc_model *mm, size_t i, uint32_t *out, uint32_t *own_out);
+
+static bool is_token_embd(const char *n) {
+    return strcmp(n, "token_embd.weight") == 0 || strcmp(n, "per_layer_token_embd.weight") == 0;
+}
+
+/* Each encoded source's weights, checked as llama_model_quantize_impl checks
+ * them when it reaches the tensor (lq:1199-1227), but all before any
+ * output exists: an entry of the wrong length is an error (token_embd's is
+ * ignored); a tensor without an entry is quantized without weights unless
+ * its type needs them (tensor_requires_imatrix: llama-quantize stops
+ * halfway, leaving a partial file; IQ2_XXS / IQ2_XS / IQ1_S: ggml aborts). */
+static int imatrix_weights(enc_model *mm, amn_error *err) {
+    if (mm->im && !(mm->qw = calloc(mm->n_src ? mm->n_src : 1, sizeof *mm->qw)))
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < mm->n_src; i++) {
+        const amn_encode_source *s = &mm->src[i];
+        uint32_t type, own;
+        if (!source_type(mm, i, &type, &own) || s->ndim == 0) continue;
+        if (type == own) continue; /* a block tensor copied at its own type */
+        const float *w = NULL;
+        uint64_t n = 0;
+        if (mm->im) w = gguf_imatrix_find(mm->im, s->name, &n);
+        if (w) {
+            const uint64_t ne0 = s->shape[s->ndim - 1];
+            const uint64_t ne2 = s->ndim >= 3 ? s->shape[s->ndim - 3] : 1;
+            if (s->ndim == 4 && s->shape[0] > 1)
+                return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                     "tensor %s: importance-matrix weights for a 4-D tensor",
+                                     s->name);
+            if (n != ne0 * ne2) {
+                if (!is_token_embd(s->name))
+                    return amn_error_set(err, AMN_E_INVALID,
+                                         "imatrix size %llu is different from tensor size %llu "
+                                         "for %s",
+                                         (unsigned long long)n, (unsigned long long)(ne0 * ne2),
+                                         s->name);
+                w = NULL; /* llama-quantize: "imatrix size ... is different", then none */
+            }
+        }
+        if (!w && mm->im && gguf_qpolicy_requires_imatrix(s->name, type, mm->ftype))
+            return amn_error_set(err, AMN_E_INVALID,
+                                 "missing importance matrix for tensor %s in a very low-bit "
+                                 "quantization (%s); nothing was written",
+                                 s->name, gguf_type_traits_get(type)->name);
+        if (!w && gguf_type_needs_imatrix(type))
+            return amn_error_set(err, AMN_E_INVALID,
+                                 "tensor %s: %s needs importance-matrix data for it (ggml "
+                                 "aborts without); nothing was written",
+                                 s->name, gguf_type_traits_get(type)->name);
+        if (!gguf_type_can_quantize_rows(type, w != NULL))
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "tensor %s: amn does not make %s yet; nothing was written",
+                                 s->name, gguf_type_traits_get(type)->name);
+        if (mm->qw) mm->qw[i] = w;
+    }
+    return AMN_OK;
+}
+
+/* "override_kv=KEY=TYPE:VALUE" into mm->im_opts[k]. */
+static int im_option(enc_model *mm, size_t k, const char *key, const char *type, const char *v,
+                     amn_error *err) {
+    const size_t n = strlen("override_kv==:") + strlen(key) + strlen(type) + strlen(v) + 1;
+    if (!(mm->im_opts[k] = malloc(n))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    snprintf(mm->im_opts[k], n, "override_kv=%s=%s:%s", key, type, v);
+    mm->opts[mm->n_opts++] = mm->im_opts[k];
+    return AMN_OK;
+}
+
+/* The keys llama-quantize adds for an importance matrix, in its order
+ * (quantize.cpp main): the file name as given and the first dataset (each
+ * cut to 127 bytes by its kv-override buffer), the entry count, and the
+ * chunk count when positive. */
+static int imatrix_keys(enc_model *mm, const char *path, amn_error *err) {
+    char num[32];
+    int rc = im_option(mm, 0, "quantize.imatrix.file", "str", path, err);
+    const char *ds = gguf_imatrix_dataset(mm->im);
+    if (!rc && ds) rc = im_option(mm, 1, "quantize.imatrix.dataset", "str", ds, err);
+    snprintf(num, sizeof num, "%zu", gguf_imatrix_count(mm->im));
+    if (!rc) rc = im_option(mm, 2, "quantize.imatrix.entries_count", "int", num, err);
+    snprintf(num, sizeof num, "%lld", (long long)gguf_imatrix_chunks(mm->im));
+    if (!rc && gguf_imatrix_chunks(mm->im) > 0)
+        rc = im_option(mm, 3, "quantize.imatrix.chunks_count", "int", num, err);
+    return rc;
+}
+
 static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, size_t n,
                      void **state, amn_error *err) {
     *state = NULL;
@@ -300,12 +402,28 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
     if (!m) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: no input model");
     gguf_qpolicy_options opt = gguf_qpolicy_defaults(ftype);
     gguf_qpolicy_override *ov;
-    int rc = parse_params(o, &opt, &ov, err);
+    const char *imatrix;
+    int rc = parse_params(o, &opt, &ov, &imatrix, err);
     if (rc) return rc;
     enc_model *mm = calloc(1, sizeof *mm);
+    if (mm && imatrix) {
+        rc = gguf_imatrix_load(imatrix, &mm->im, err);
+        if (rc) {
+            free(ov);
+            free(mm);
+            return rc;
+        }
+        /* prepare_imatrix: a file without entries is no importance matrix. */
+        opt.has_imatrix = gguf_imatrix_count(mm->im) > 0;
+        if (!opt.has_imatrix) {
+            gguf_imatrix_free(mm->im);
+            mm->im = NULL;
+        }
+    }
     const size_t nt = amn_model_tensor_count(m);
     if (mm) {
         mm->m = m;
+        mm->ftype = ftype;
         mm->src = src;
         mm->n_src = n;
         mm->gguf_input = strcmp(amn_model_format(m), "gguf") == 0;
@@ -325,12 +443,14 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
          : mm->chained  ? choose_chained(mm, &opt, err)
                         : choose_plain(mm, &opt, err);
     free(ov);
+    if (!rc) rc = imatrix_weights(mm, err);
+    snprintf(mm->opt, sizeof mm->opt, "llama_ftype=%d", ftype);
+    mm->opts[mm->n_opts++] = mm->opt;
+    if (!rc && mm->im) rc = imatrix_keys(mm, imatrix, err);
     if (rc) {
         enc_end(mm);
         return rc;
     }
-    snprintf(mm->opt, sizeof mm->opt, "llama_ftype=%d", ftype);
-    mm->opts[0] = mm->opt;
     *state = mm;
     return AMN_OK;
 }
@@ -342,17 +462,13 @@ static uint32_t plain_type(amn_dtype d) {
                                  : GGUF_TYPE_COUNT;
 }
 
-static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *n_outs,
-                           void **tstate, amn_error *err) {
-    const enc_model *mm = state;
-    *n_outs = 0;
-    *tstate = NULL;
-    if (i >= mm->n_src) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: bad tensor index");
+/* Source i's type in the output; false when it is written as stored (no
+ * encoding). */
+static bool source_type(const enc_model *mm, size_t i, uint32_t *out, uint32_t *own_out) {
     const amn_encode_source *s = &mm->src[i];
-    const amn_tensor *t = NULL;
     uint32_t type, own;
     if (mm->gguf_input) {
-        t = amn_model_tensor(mm->m, mm->tensor_of[i]);
+        const amn_tensor *t = amn_model_tensor(mm->m, mm->tensor_of[i]);
         type = mm->types[mm->tensor_of[i]];
         own = t->dtype == AMN_DTYPE_BLOCK ? t->encoding : plain_type(t->dtype);
     } else if (mm->chained) { /* a GGUF's tensor, as the first step wrote it */
@@ -361,14 +477,29 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
     } else {
         type = mm->types[i];
         own = s->dequantized ? GGUF_TYPE_COUNT : plain_type(s->dtype);
-        if (type == GGUF_TYPE_COUNT) return AMN_OK; /* not offered: written as it is */
+        if (type == GGUF_TYPE_COUNT) return false; /* not offered: written as it is */
     }
     /* Kept at its own type (llama-quantize copies the bytes), or kept by
      * the user: written as stored. A block input tensor reaches the encoder
      * dequantized, so it is "encoded" at its own type, which copies it. */
     if (s->keep && own != GGUF_TYPE_COUNT) type = own;
-    if (s->keep && !mm->gguf_input && !mm->chained) return AMN_OK;
-    if (type == own && !s->dequantized) return AMN_OK;
+    if (s->keep && !mm->gguf_input && !mm->chained) return false;
+    if (type == own && !s->dequantized) return false;
+    *out = type;
+    *own_out = own;
+    return true;
+}
+
+static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *n_outs,
+                           void **tstate, amn_error *err) {
+    const enc_model *mm = state;
+    *n_outs = 0;
+    *tstate = NULL;
+    if (i >= mm->n_src) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: bad tensor index");
+    const amn_encode_source *s = &mm->src[i];
+    const amn_tensor *t = mm->gguf_input ? amn_model_tensor(mm->m, mm->tensor_of[i]) : NULL;
+    uint32_t type, own;
+    if (!source_type(mm, i, &type, &own)) return AMN_OK;
     const gguf_type_traits *tr = gguf_type_traits_get(type);
     if (!tr || s->ndim == 0)
         return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot write GGUF type %u",
@@ -379,7 +510,9 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
     et->name = s->name;
     et->from_values = !mm->gguf_input;
     et->type = type;
+    et->qw = mm->qw ? mm->qw[i] : NULL;
     et->ne0 = s->shape[s->ndim - 1];
+    et->ne1 = s->ndim >= 2 ? s->shape[s->ndim - 2] : 1;
     uint64_t numel = 1;
     for (uint32_t d = 0; d < s->ndim; d++) numel *= s->shape[d]; /* checked by the reader */
     const uint64_t rows = et->ne0 ? numel / et->ne0 : 0;
@@ -445,6 +578,34 @@ static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t r
     return rc;
 }
 
+/* quantize_values with importance-matrix weights: each row read whole
+ * (ggml's legacy types weigh by the whole row) and quantized with its
+ * matrix's weights. */
+static int quantize_values_w(const enc_tensor *et, const amn_values *v, uint64_t row0, uint64_t n,
+                             uint8_t *dst, double *abs_err, amn_error *err) {
+    const gguf_type_traits *tr = gguf_type_traits_get(et->type);
+    if (et->ne0 > SIZE_MAX / (2 * sizeof(float)) || et->ne0 > INT64_MAX)
+        return amn_error_set(err, AMN_E_INVALID, "tensor %s: rows too long", et->name);
+    float *x = malloc(2 * (size_t)et->ne0 * sizeof *x);
+    if (!x) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    float *y = x + et->ne0;
+    double sum = 0;
+    int rc = AMN_OK;
+    for (uint64_t r = 0; !rc && r < n; r++, dst += et->row_bytes) {
+        const uint64_t row = row0 + r;
+        rc = v->read(v->ctx, row * et->ne0, et->ne0, x, err);
+        if (rc) break;
+        const float *w = et->qw ? et->qw + (et->ne1 ? row / et->ne1 : 0) * et->ne0 : NULL;
+        if (gguf_quantize_rows(et->type, x, 1, (int64_t)et->ne0, w, dst, amn_simd_level()))
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s", et->name,
+                               tr->name);
+        if (!rc && abs_err) rc = add_error(et, x, dst, et->ne0, y, &sum, err);
+    }
+    free(x);
+    if (abs_err) *abs_err += sum;
+    return rc;
+}
+
 /* Sum of |x - decode(q)| over rows [row0, row0 + n) just written to q. */
 static int abs_error(const enc_tensor *et, const amn_values *v, uint64_t row0, uint64_t n,
                      const uint8_t *q, double *acc, amn_error *err) {
@@ -481,8 +642,11 @@ static int enc_fill(const void *tstate, size_t out, uint64_t row0, uint64_t n, c
                     void *dst, double *abs_err, amn_error *err) {
     const enc_tensor *et = tstate;
     if (out != 0) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: bad output");
-    if (et->from_values) return quantize_values(et, v, row0, n, dst, abs_err, err);
-    int rc = gguf_quantize_tensor_rows(et->t, et->type, row0, n, dst, err);
+    if (et->from_values)
+        return et->qw || gguf_type_needs_rows(et->type)
+                   ? quantize_values_w(et, v, row0, n, dst, abs_err, err)
+                   : quantize_values(et, v, row0, n, dst, abs_err, err);
+    int rc = gguf_quantize_tensor_rows_w(et->t, et->type, row0, n, et->qw, dst, err);
     if (!rc && abs_err) rc = abs_error(et, v, row0, n, dst, abs_err, err);
     return rc;
 }
@@ -495,7 +659,7 @@ static int enc_writer_options(void *state, const char *const **options, size_t *
     (void)err;
     enc_model *mm = state;
     *options = mm->opts;
-    *n = 1;
+    *n = mm->n_opts;
     return AMN_OK;
 }
 

@@ -283,7 +283,9 @@ static uint32_t attn_v_type(qstate *qs, uint32_t new_type, int ft) {
     else if (ft == GGUF_FTYPE_Q2_K_S && gqa >= 4)
         new_type = GGUF_TYPE_Q4_K;
     else if (ft == GGUF_FTYPE_IQ3_XXS)
-        new_type = gqa >= 4 ? GGUF_TYPE_Q4_K : GGUF_TYPE_IQ3_S; /* no imatrix */
+        new_type = gqa >= 4                ? GGUF_TYPE_Q4_K
+                   : !qs->opt->has_imatrix ? GGUF_TYPE_IQ3_S
+                                           : GGUF_TYPE_IQ3_XXS;
     else if (FT_IN(ft, GGUF_FTYPE_IQ3_XS, GGUF_FTYPE_IQ3_S) && gqa >= 4)
         new_type = GGUF_TYPE_Q4_K;
     else if (ft == GGUF_FTYPE_IQ3_M)
@@ -315,7 +317,7 @@ static uint32_t ffn_down_type(qstate *qs, uint32_t new_type, const char *name, i
         new_type = GGUF_TYPE_Q3_K;
     else if (ft == GGUF_FTYPE_Q2_K_S) {
         if (i_layer < n_layer / 8) new_type = GGUF_TYPE_Q4_K;
-    } else if (ft == GGUF_FTYPE_IQ3_XXS) /* && !has_imatrix */
+    } else if (ft == GGUF_FTYPE_IQ3_XXS && !qs->opt->has_imatrix)
         new_type = i_layer < n_layer / 8 ? GGUF_TYPE_Q4_K : GGUF_TYPE_Q3_K;
     else if (ft == GGUF_FTYPE_Q3_K_M)
         new_type = i_layer < n_layer / 16                           ? GGUF_TYPE_Q5_K
@@ -333,13 +335,16 @@ static uint32_t ffn_down_type(qstate *qs, uint32_t new_type, const char *name, i
                                                          : GGUF_TYPE_Q4_K;
         else if (use_more_bits(i_layer, n_layer))
             new_type = GGUF_TYPE_Q6_K;
-    } else if (i_layer < n_layer / 8 && FT_IN(ft, GGUF_FTYPE_IQ4_NL, GGUF_FTYPE_IQ4_XS))
-        new_type = GGUF_TYPE_Q5_K; /* && !has_imatrix */
+    } else if (i_layer < n_layer / 8 && FT_IN(ft, GGUF_FTYPE_IQ4_NL, GGUF_FTYPE_IQ4_XS) &&
+               !qs->opt->has_imatrix)
+        new_type = GGUF_TYPE_Q5_K;
     else if (ft == GGUF_FTYPE_Q5_K_M && use_more_bits(i_layer, n_layer))
         new_type = GGUF_TYPE_Q6_K;
     else if (ft == GGUF_FTYPE_Q4_K_S && !qs->falcon && i_layer < n_layer / 8)
         new_type = GGUF_TYPE_Q5_K;
-    /* lq:623-629 (Q4_0 / Q5_0 ffn_down) applies only with an imatrix. */
+    else if (FT_IN(ft, GGUF_FTYPE_Q4_0, GGUF_FTYPE_Q5_0) && qs->opt->has_imatrix &&
+             i_layer < n_layer / 8) /* lq:623-629 */
+        new_type = ft == GGUF_FTYPE_Q4_0 ? GGUF_TYPE_Q4_1 : GGUF_TYPE_Q5_1;
     ++qs->i_ffn_down;
     return new_type;
 }
@@ -636,7 +641,7 @@ static int compile_patterns(qstate *qs) {
 
 /* ---- the whole walk ----------------------------------------------------------- */
 
-static bool requires_imatrix(const char *name, uint32_t dst, int ftype) {
+bool gguf_qpolicy_requires_imatrix(const char *name, uint32_t dst, int ftype) {
     /* lq:785-804 */
     if (is_token_embd(name) || strcmp(name, "output.weight") == 0) return false;
     switch (dst) {
@@ -723,10 +728,13 @@ int gguf_qpolicy_choose(const gguf_qpolicy_model *model, const gguf_qpolicy_tens
             rc = qs.rc;
             break;
         }
-        if (allowed && requires_imatrix(t->name, types[order[k]], opt->ftype)) {
+        /* With an importance matrix, a tensor it lacks is found when its
+         * entry is looked up (the caller's check, lq:1199-1227). */
+        if (allowed && !opt->has_imatrix &&
+            gguf_qpolicy_requires_imatrix(t->name, types[order[k]], opt->ftype)) {
             rc = amn_error_set(err, AMN_E_UNSUPPORTED,
                                "this quantization requires an importance matrix (offending "
-                               "tensor: %s, target type: %s); amn quantizes without one",
+                               "tensor: %s, target type: %s); give one with --imatrix",
                                t->name, gguf_type_traits_get(types[order[k]])->name);
         }
     }

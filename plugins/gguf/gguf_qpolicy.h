@@ -6,7 +6,8 @@
  * walk order of llama_model_loader::weights_map (weight_name_comparer), the
  * importance-matrix refusal of tensor_requires_imatrix, and the file types
  * of tools/quantize/quantize.cpp (QUANT_OPTIONS) with
- * llama_ftype_get_default_type. No importance matrix is ever assumed. */
+ * llama_ftype_get_default_type; with has_imatrix, the rules that depend on
+ * an importance matrix being given (qs.has_imatrix). */
 #ifndef AMN_GGUF_QPOLICY_H
 #define AMN_GGUF_QPOLICY_H
 
@@ -92,6 +93,7 @@ typedef struct gguf_qpolicy_options {
     bool pure;                              /* --pure */
     bool leave_output_tensor;               /* --leave-output-tensor */
     bool allow_requantize;                  /* --allow-requantize */
+    bool has_imatrix;                       /* --imatrix given (with entries) */
     uint32_t output_tensor_type;            /* --output-tensor-type; GGUF_TYPE_COUNT: none */
     uint32_t token_embedding_type;          /* --token-embedding-type; GGUF_TYPE_COUNT: none */
     const gguf_qpolicy_override *overrides; /* --tensor-type, in command-line order */
@@ -114,6 +116,11 @@ gguf_qpolicy_options gguf_qpolicy_defaults(int ftype);
 int gguf_qpolicy_choose(const gguf_qpolicy_model *model, const gguf_qpolicy_tensor *tensors,
                         size_t n, const gguf_qpolicy_options *opt, size_t *order, uint32_t *types,
                         amn_error *err);
+
+/* tensor_requires_imatrix (lq:785-804): a tensor quantized to dst in a
+ * file of ftype needs importance-matrix data (the low-bit i-quants, Q2_K in
+ * Q2_K_S; never token_embd.weight or output.weight). */
+bool gguf_qpolicy_requires_imatrix(const char *name, uint32_t dst, int ftype);
 
 /* llama-quantize's walk (and output) order of tensors by name:
  * order[k] = index of the k-th name. False when out of memory. */

@@ -146,7 +146,9 @@ ALWAYS_INLINE __m256i nearest_clamped(__m256 f, int nmax) {
                             _mm256_min_epi32(_mm256_set1_epi32(nmax - 1), l));
 }
 
-float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+/* make_qx_quants (rmse_type 1): weights qw, or x^2 when qw is NULL. */
+ALWAYS_INLINE float qx_search_body(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                                   const float *restrict qw) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; ++i) {
         const float ax = fabsf(x[i]);
@@ -165,7 +167,7 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
         int l = gq_nearest_int(iscale * x[i]);
         l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
         L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
+        const float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
@@ -183,7 +185,7 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
     __m256 lxa = _mm256_setzero_ps(), l2a = lxa, lxb = lxa, l2b = lxa, lxc = lxa, l2c = lxa;
     for (int i = 0; i < n; ++i) {
         const __m256 xi = _mm256_set1_ps(x[i]);
-        const __m256 w = _mm256_set1_ps(x[i] * x[i]);
+        const __m256 w = _mm256_set1_ps(qw ? qw[i] : x[i] * x[i]);
         const __m256 wx = _mm256_mul_ps(w, xi);
         const __m256 la = _mm256_cvtepi32_ps(nearest_clamped(_mm256_mul_ps(ia, xi), nmax));
         const __m256 lb = _mm256_cvtepi32_ps(nearest_clamped(_mm256_mul_ps(ib, xi), nmax));
@@ -213,6 +215,15 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
         }
     }
     return scale;
+}
+
+float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+    return qx_search_body(n, nmax, x, L, NULL);
+}
+
+float gq_qx_search_w_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                          const float *restrict qw) {
+    return qx_search_body(n, nmax, x, L, qw);
 }
 
 /* ---- Q2_K / Q4_K / Q5_K: make_qkx2_quants, eight groups at once ---------- */

@@ -86,7 +86,35 @@ void gq_q4_k(const float *restrict x, uint8_t *restrict y);
 void gq_q5_k(const float *restrict x, uint8_t *restrict y);
 void gq_q6_k(const float *restrict x, uint8_t *restrict y);
 
+/* With an importance matrix: one super-block (256 values) of x, its
+ * weights qw (the tensor's imatrix entry at the same columns), ggml's
+ * quantize_row_q*_K_impl. */
+void gq_q2_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q3_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q4_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q5_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q6_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+/* ggml's make_qx_quants (rmse_type 1) and make_qkx3_quants with given
+ * weights (the legacy types' _impl searches too). */
+float gq_qx_search_w(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                     const float *restrict qw);
+typedef float (*gq_qx_search_w_fn)(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                                   const float *restrict qw);
+/* make_qkx2_quants over 8 groups of n values (x, w, L at g * n), scalar;
+ * gq_qkx2_search8_avx2 below gives the same results. */
+void gq_qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,
+                     uint8_t *restrict L, float *restrict the_min, float *restrict scale,
+                     float rmin, float rdelta, int nstep, bool use_mad);
+float gq_qkx3_search(int n, int nmax, const float *restrict x, const float *restrict w,
+                     uint8_t *restrict L, float *restrict the_min, float rmin, float rdelta,
+                     int nstep);
+
 /* gguf_quant_iq.c */
+/* With an importance matrix: a block of IQ4_NL (32 values) or IQ4_XS /
+ * IQ3_S (256), weights qw at the same columns. */
+void gq_iq4_nl_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_iq4_xs_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_iq3_s_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_iq4_nl(const float *restrict x, uint8_t *restrict y);
 void gq_iq4_xs(const float *restrict x, uint8_t *restrict y);
 /* Needs the IQ3_S search tables: gguf_quant_iq3_ready() first (builds them
@@ -108,12 +136,17 @@ typedef struct gq_iq3_tables {
 } gq_iq3_tables;
 
 /* The start of an IQ3_S block both paths share (ggml's
- * quantize_row_iq3_s_impl): weights x^2 and their roots, |x|, the sign bits
+ * quantize_row_iq3_s_impl): weights (x^2, or with an importance matrix qw
+ * qw * sqrt(sigma2 + x^2)) and their roots, |x|, the sign bits
  * of each 8 values; L cleared. Returns max |x| (0: the block is zero). */
-static inline float gq_iq3_block_prepare(const float *restrict xb, float *restrict weight,
-                                         float *restrict waux, float *restrict xval,
-                                         uint8_t *restrict signs, int8_t *restrict L) {
-    for (int i = 0; i < 32; ++i) weight[i] = xb[i] * xb[i];
+static inline float gq_iq3_block_prepare(const float *restrict xb, const float *restrict qw,
+                                         float sigma2, float *restrict weight, float *restrict waux,
+                                         float *restrict xval, uint8_t *restrict signs,
+                                         int8_t *restrict L) {
+    if (qw) /* with an importance matrix */
+        for (int i = 0; i < 32; ++i) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+    else
+        for (int i = 0; i < 32; ++i) weight[i] = xb[i] * xb[i];
     for (int i = 0; i < 32; ++i) waux[i] = sqrtf(weight[i]);
     for (int k = 0; k < 4; ++k) {
         uint8_t s = 0;
@@ -157,6 +190,10 @@ float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb);
 float gq_iq4_block_scale_avx2(const float *restrict xb, uint8_t *restrict Lb);
 void gq_iq4_codes_avx2(const float *x, int n, float id, uint8_t *L);
 float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L);
+float gq_qx_search_w_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                          const float *restrict qw);
+void gq_q3_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q6_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_iq4_nl_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y);
@@ -168,9 +205,13 @@ void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs);
 void gq_q4_k_avx2(const float *restrict x, uint8_t *restrict y);
 /* gguf_quant_iq3_avx2.c: one 32-value block of IQ3_S (gguf_quant_iq.c's
  * iq3_block, the same results). */
-float gq_iq3_block_avx2(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
-                        bool *zero);
+float gq_iq3_block_avx2(const float *restrict xb, const float *restrict qw, float sigma2,
+                        int8_t *restrict L, uint8_t *restrict signs, bool *zero);
 void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_iq3_s_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q2_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q4_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q5_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
 #else
 #define AMN_GGUF_QUANT_AVX2 0

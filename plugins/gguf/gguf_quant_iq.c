@@ -36,11 +36,10 @@ static int best_index_iq4(float x) {
 /* Scale of one 32-value block (0 for a block below GROUP_MAX_EPS), codes in
  * Lb: the least-squares scale of the first pass, then 15 tries from
  * (itry - 127) / max, the best kept. Weights x^2. */
-float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb) {
+static float iq4_block_scale_w(const float *restrict xb, const float *restrict weight,
+                               uint8_t *restrict Lb) {
     const int8_t *values = gguf_kvalues_iq4nl;
     const int ntry = 7;
-    float weight[32];
-    for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
     float amax = 0, max = 0;
     for (int j = 0; j < 32; ++j) {
         const float ax = fabsf(xb[j]);
@@ -78,6 +77,12 @@ float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb) {
     return d;
 }
 
+float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb) {
+    float weight[32];
+    for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+    return iq4_block_scale_w(xb, weight, Lb);
+}
+
 /* Nibbles: byte j of each 16-byte run holds elements j (low) and j + 16. */
 static void pack_iq4(const uint8_t *L, int n, uint8_t *q4) {
     for (int i = 0; i < n / 32; ++i)
@@ -104,13 +109,13 @@ static inline void iq4_nl_body(const float *restrict x, uint8_t *restrict y, iq4
     pack_iq4(L, 32, y + 2);
 }
 
-static inline void iq4_xs_body(const float *restrict x, uint8_t *restrict y, iq4_search_fn search,
-                               iq4_codes_fn codes) {
+/* The rest of an IQ4_XS super-block once the 8 block scales are searched
+ * (every code is recomputed from them). */
+static void iq4_xs_finish(const float *restrict x, uint8_t *restrict y, const float *scales,
+                          iq4_codes_fn codes) {
     uint8_t L[256] = {0};
-    float scales[8];
     float max_scale = 0, amax_scale = 0;
     for (int ib = 0; ib < 8; ++ib) {
-        scales[ib] = search(x + 32 * ib, L + 32 * ib);
         const float abs_d = fabsf(scales[ib]);
         if (abs_d > amax_scale) {
             amax_scale = abs_d;
@@ -140,6 +145,49 @@ static inline void iq4_xs_body(const float *restrict x, uint8_t *restrict y, iq4
     y[2] = (uint8_t)scales_h;
     y[3] = (uint8_t)(scales_h >> 8);
     pack_iq4(L, 256, y + 8);
+}
+
+static inline void iq4_xs_body(const float *restrict x, uint8_t *restrict y, iq4_search_fn search,
+                               iq4_codes_fn codes) {
+    uint8_t L[256];
+    float scales[8];
+    for (int ib = 0; ib < 8; ++ib) scales[ib] = search(x + 32 * ib, L + 32 * ib);
+    iq4_xs_finish(x, y, scales, codes);
+}
+
+/* quantize_row_iq4_nl_impl's weights with an importance matrix: qw times
+ * sqrt(sigma2 + x^2), sigma2 = 2 * sum(x^2) / n over the super-block. */
+static void iq4_weights(const float *restrict xb, const float *restrict qw, float sigma2,
+                        float *restrict weight) {
+    for (int j = 0; j < 32; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+}
+
+static float iq4_sigma2(const float *x, int n) {
+    float sigma2 = 0;
+    for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+    return sigma2 * (2.f / n);
+}
+
+void gq_iq4_nl_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    float weight[32];
+    uint8_t L[32] = {0};
+    iq4_weights(x, qw, iq4_sigma2(x, 32), weight);
+    const float scale = iq4_block_scale_w(x, weight, L);
+    gq_put_f16(y, scale);
+    const float id = scale ? 1 / scale : 0;
+    iq4_codes(x, 32, id, L);
+    pack_iq4(L, 32, y + 2);
+}
+
+void gq_iq4_xs_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    float weight[32], scales[8];
+    uint8_t L[32];
+    const float sigma2 = iq4_sigma2(x, 256);
+    for (int ib = 0; ib < 8; ++ib) {
+        iq4_weights(x + 32 * ib, qw + 32 * ib, sigma2, weight);
+        scales[ib] = iq4_block_scale_w(x + 32 * ib, weight, L);
+    }
+    iq4_xs_finish(x, y, scales, iq4_codes);
 }
 
 void gq_iq4_nl(const float *restrict x, uint8_t *restrict y) {
@@ -337,13 +385,13 @@ static void iq3_codes(const float *xval, float id, int8_t *L) {
 
 /* One 32-value block: scale, codes L, sign bytes; *zero when every |x| is
  * zero (then nothing else is meaningful). */
-static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
-                       bool *zero) {
+static float iq3_block(const float *restrict xb, const float *restrict qw, float sigma2,
+                       int8_t *restrict L, uint8_t *restrict signs, bool *zero) {
     const int kMaxQ = 8;
     float weight[32], waux[32], xval[32];
     int8_t Laux[32];
     bool on_grid[8], on_grid_aux[8];
-    const float max = gq_iq3_block_prepare(xb, weight, waux, xval, signs, L);
+    const float max = gq_iq3_block_prepare(xb, qw, sigma2, weight, waux, xval, signs, L);
     *zero = !max;
     if (*zero) return 0;
     float best = 0;
@@ -401,11 +449,17 @@ static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *re
  * are all zero writes no qs / signs and, as in ggml, the next block's go
  * where its would have gone (ggml advances those pointers only past
  * non-zero blocks); qh is indexed by block and stays right. */
-typedef float (*iq3_block_fn)(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
-                              bool *zero);
+typedef float (*iq3_block_fn)(const float *restrict xb, const float *restrict qw, float sigma2,
+                              int8_t *restrict L, uint8_t *restrict signs, bool *zero);
 
-static inline void iq3_s_body(const float *restrict x, uint8_t *restrict y, iq3_block_fn block) {
+static inline void iq3_s_body(const float *restrict x, uint8_t *restrict y, const float *qw,
+                              iq3_block_fn block) {
     memset(y, 0, 110);
+    float sigma2 = 0;
+    if (qw) {
+        for (int i = 0; i < 256; ++i) sigma2 += x[i] * x[i];
+        sigma2 = 2 * sigma2 / 256;
+    }
     uint8_t *qs = y + 2, *qh = y + 66, *signs = y + 74, *scales_out = y + 106;
     float scales[8];
     float max_scale = 0;
@@ -413,7 +467,7 @@ static inline void iq3_s_body(const float *restrict x, uint8_t *restrict y, iq3_
         int8_t L[32];
         uint8_t bsigns[4];
         bool zero;
-        const float scale = block(x + 32 * ib, L, bsigns, &zero);
+        const float scale = block(x + 32 * ib, qw ? qw + 32 * ib : NULL, sigma2, L, bsigns, &zero);
         if (zero) {
             scales[ib] = 0;
             continue;
@@ -445,10 +499,16 @@ static inline void iq3_s_body(const float *restrict x, uint8_t *restrict y, iq3_
 }
 
 void gq_iq3_s(const float *restrict x, uint8_t *restrict y) {
-    iq3_s_body(x, y, iq3_block);
+    iq3_s_body(x, y, NULL, iq3_block);
+}
+void gq_iq3_s_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    iq3_s_body(x, y, qw, iq3_block);
 }
 #if AMN_GGUF_QUANT_AVX2
 void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y) {
-    iq3_s_body(x, y, gq_iq3_block_avx2);
+    iq3_s_body(x, y, NULL, gq_iq3_block_avx2);
+}
+void gq_iq3_s_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    iq3_s_body(x, y, qw, gq_iq3_block_avx2);
 }
 #endif

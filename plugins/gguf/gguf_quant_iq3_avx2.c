@@ -126,12 +126,12 @@ static inline bool iq3_snap(const gq_iq3_tables *t, const float *xval, const flo
 
 enum { IQ3_TRIES = 19, IQ3_TRY_LANES = 24 };
 
-float gq_iq3_block_avx2(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
-                        bool *zero) {
+float gq_iq3_block_avx2(const float *restrict xb, const float *restrict qw, float sigma2,
+                        int8_t *restrict L, uint8_t *restrict signs, bool *zero) {
     const gq_iq3_tables *t = gq_iq3_tables_get();
     const int kMaxQ = 8;
     float weight[32], waux[32], xval[32];
-    const float max = gq_iq3_block_prepare(xb, weight, waux, xval, signs, L);
+    const float max = gq_iq3_block_prepare(xb, qw, sigma2, weight, waux, xval, signs, L);
     *zero = !max;
     if (*zero) return 0;
 

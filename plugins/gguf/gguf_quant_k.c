@@ -202,9 +202,9 @@ typedef void (*qkx2_search_fn)(int n, int nmax, const float *restrict x, const f
                                uint8_t *restrict L, float *restrict the_min, float *restrict scale,
                                float rmin, float rdelta, int nstep, bool use_mad);
 
-static void qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,
-                         uint8_t *restrict L, float *restrict the_min, float *restrict scale,
-                         float rmin, float rdelta, int nstep, bool use_mad) {
+void gq_qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,
+                     uint8_t *restrict L, float *restrict the_min, float *restrict scale,
+                     float rmin, float rdelta, int nstep, bool use_mad) {
     for (int g = 0; g < 8; g++)
         scale[g] = qkx2_search(n, nmax, x + g * n, w + g * n, L + g * n, &the_min[g], rmin, rdelta,
                                nstep, use_mad);
@@ -382,9 +382,8 @@ static inline void q4_k_body(const float *restrict x, uint8_t *restrict y, qkx2_
         for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
 }
 
-static inline void q5_k_body(const float *restrict x, uint8_t *restrict y, qkx2_search_fn qkx2) {
-    uint8_t L[256];
-    qk45_codes(x, y, 31, -0.5f, 15, L, qkx2);
+/* Q5_K's codes L into qh (fifth bits) and ql. */
+static void q5_k_pack(const uint8_t *restrict L, uint8_t *restrict y) {
     uint8_t *qh = y + 16, *ql = y + 48;
     memset(qh, 0, 32);
     uint8_t m1 = 1, m2 = 2;
@@ -406,17 +405,23 @@ static inline void q5_k_body(const float *restrict x, uint8_t *restrict y, qkx2_
     }
 }
 
+static inline void q5_k_body(const float *restrict x, uint8_t *restrict y, qkx2_search_fn qkx2) {
+    uint8_t L[256];
+    qk45_codes(x, y, 31, -0.5f, 15, L, qkx2);
+    q5_k_pack(L, y);
+}
+
 /* ---- Q6_K: 16 groups of 16, 6-bit codes, 8-bit signed scales ------------- */
 
 typedef float (*qx_search_fn)(int n, int nmax, const float *restrict x, int8_t *restrict L);
 
-static inline void q6_k_body(const float *restrict x, uint8_t *restrict y, qx_search_fn search) {
+/* The rest of a Q6_K block once each group's scale sc and codes L are
+ * searched (shared by quantize_row_q6_K_ref and _impl). */
+static void q6_k_finish(const float *restrict x, uint8_t *restrict y, int8_t *restrict L,
+                        const float *restrict sc) {
     uint8_t *ql = y, *qh = y + 128, *scales = y + 192, *d_at = y + 208;
-    int8_t L[256];
-    float sc[16];
     float max_scale = 0, max_abs_scale = 0;
     for (int ib = 0; ib < 16; ++ib) {
-        sc[ib] = search(16, 32, x + 16 * ib, L + 16 * ib);
         const float abs_scale = fabsf(sc[ib]);
         if (abs_scale > max_abs_scale) {
             max_abs_scale = abs_scale;
@@ -450,14 +455,21 @@ static inline void q6_k_body(const float *restrict x, uint8_t *restrict y, qx_se
         }
 }
 
+static inline void q6_k_body(const float *restrict x, uint8_t *restrict y, qx_search_fn search) {
+    int8_t L[256];
+    float sc[16];
+    for (int ib = 0; ib < 16; ++ib) sc[ib] = search(16, 32, x + 16 * ib, L + 16 * ib);
+    q6_k_finish(x, y, L, sc);
+}
+
 void gq_q2_k(const float *restrict x, uint8_t *restrict y) {
-    q2_k_body(x, y, qkx2_search8);
+    q2_k_body(x, y, gq_qkx2_search8);
 }
 void gq_q4_k(const float *restrict x, uint8_t *restrict y) {
-    q4_k_body(x, y, qkx2_search8);
+    q4_k_body(x, y, gq_qkx2_search8);
 }
 void gq_q5_k(const float *restrict x, uint8_t *restrict y) {
-    q5_k_body(x, y, qkx2_search8);
+    q5_k_body(x, y, gq_qkx2_search8);
 }
 void gq_q6_k(const float *restrict x, uint8_t *restrict y) {
     q6_k_body(x, y, qx_search);
@@ -474,5 +486,394 @@ void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y) {
 }
 void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y) {
     q6_k_body(x, y, gq_qx_search_avx2);
+}
+#endif
+
+/* ---- with an importance matrix (ggml's quantize_row_q*_K_impl) ------------ */
+
+/* make_qx_quants with rmse_type 1 and weights qw (given, never x^2). */
+float gq_qx_search_w(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                     const float *restrict qw) {
+    float amax;
+    const float max = signed_max(n, x, &amax);
+    if (amax < GQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = gq_nearest_int(iscale * x[i]);
+        l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
+        L[i] = (int8_t)(l + nmax);
+        const float w = qw[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = gq_nearest_int(iscale * x[i]);
+            l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
+            const float w = qw[i];
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; ++i) {
+                const int l = gq_nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + GQ_MAX(-nmax, GQ_MIN(nmax - 1, l)));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* make_qkx3_quants with given weights: codes 0..nmax, a scale and a min
+ * (returned as -min), nstep + 1 scales tried (nstep >= 1 here). */
+float gq_qkx3_search(int n, int nmax, const float *restrict x, const float *restrict w,
+                     uint8_t *restrict L, float *restrict the_min, float rmin, float rdelta,
+                     int nstep) {
+    uint8_t Laux[32];
+    float min = x[0], max = x[0];
+    float sum_w = w[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max <= min) {
+        memset(L, 0, (size_t)n);
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_mad = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = gq_nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)GQ_MAX(0, GQ_MIN(nmax, l));
+        float diff = scale * L[i] + min - x[i];
+        diff = diff * diff;
+        best_mad += w[i] * diff;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = gq_nearest_int(iscale * (x[i] - min));
+            l = GQ_MAX(0, GQ_MIN(nmax, l));
+            Laux[i] = (uint8_t)l;
+            sum_l += w[i] * l;
+            sum_l2 += w[i] * l * l;
+            sum_xl += w[i] * l * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float mad = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = diff * diff;
+                mad += w[i] * diff;
+            }
+            if (mad < best_mad) {
+                memcpy(L, Laux, (size_t)n);
+                best_mad = mad;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* make_qp_quants: non-negative codes 0..nmax for the n values x (scales or
+ * mins of the groups), weights qw; L is uint8_t as in ggml, so a negative
+ * code wraps as its assignment does. */
+static float qp_search(int n, int nmax, const float *restrict x, uint8_t *restrict L,
+                       const float *restrict qw) {
+    float max = 0;
+    for (int i = 0; i < n; ++i) max = GQ_MAX(max, x[i]);
+    if (max < GQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; ++i) L[i] = (uint8_t)gq_nearest_int(iscale * x[i]);
+    const float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; ++i) {
+        const float diff = x[i] - scale * L[i];
+        best_mse += qw[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * is + nmax) / max;
+        const float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = gq_nearest_int(iscale_is * x[i]);
+            l = GQ_MIN(nmax, l);
+            const float diff = x[i] - scale_is * l;
+            mse += qw[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = gq_nearest_int(iscale * x[i]);
+        l = GQ_MIN(nmax, l);
+        L[i] = (uint8_t)l;
+        const float w = qw[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float w = qw[i];
+            float slx = sumlx - w * x[i] * L[i];
+            float sl2 = suml2 - w * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                int new_l = gq_nearest_int(x[i] * sl2 / slx);
+                new_l = GQ_MIN(nmax, new_l);
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* sum of x^2 over one 256-value super-block, in ggml's order. */
+static float sum_sq256(const float *x) {
+    float s = 0;
+    for (int j = 0; j < 256; ++j) s += x[j] * x[j];
+    return s;
+}
+
+/* make_qkx3_quants with weights and nstep >= 1 is make_qkx2_quants with
+ * the same weights and use_mad false (its "max <= min" is "max == min",
+ * min being at most 0 and at most max): the groups of a super-block are
+ * searched eight at a time by qkx2_search8 or its AVX2 lanes. */
+static inline void q2_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, qkx2_search_fn qkx2) {
+    uint8_t *scales = y, *qs = y + 16, *d_at = y + 80, *dmin_at = y + 82;
+    uint8_t L[256], Ls[16], Lm[16];
+    float mins[16], sc[16], sw[16], weight[256];
+    const float sigma2 = sum_sq256(x) / 256;
+    for (int j = 0; j < 16; ++j) {
+        const float *q = qw + 16 * j;
+        float *wj = weight + 16 * j;
+        for (int l = 0; l < 16; ++l) wj[l] = q[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        sw[j] = 0;
+        for (int l = 0; l < 16; ++l) sw[j] += wj[l];
+    }
+    for (int j = 0; j < 16; j += 8)
+        qkx2(16, 3, x + 16 * j, weight + 16 * j, L + 16 * j, &mins[j], &sc[j], -0.9f, 0.05f, 36,
+             false);
+    const float dm0 = qp_search(16, 15, sc, Ls, sw);
+    const float mm0 = qp_search(16, 15, mins, Lm, sw);
+    gq_put_f16(d_at, dm0);
+    gq_put_f16(dmin_at, mm0);
+    const float dm = gq_get_f16(d_at), mm = gq_get_f16(dmin_at);
+    for (int j = 0; j < 16; ++j) scales[j] = (uint8_t)(Ls[j] | Lm[j] << 4);
+    for (int j = 0; j < 16; ++j) {
+        const float d = dm * (scales[j] & 0xF);
+        if (!d) continue;
+        const float m = mm * (scales[j] >> 4);
+        for (int ii = 0; ii < 16; ++ii) {
+            const int l = gq_nearest_int((x[16 * j + ii] + m) / d);
+            L[16 * j + ii] = (uint8_t)GQ_MAX(0, GQ_MIN(3, l));
+        }
+    }
+    pack_2bit(L, qs);
+}
+
+static inline void q3_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, gq_qx_search_w_fn search) {
+    uint8_t *hmask = y, *qs = y + 32, *scales = y + 96, *d_at = y + 108;
+    int8_t L[256], Ls[16];
+    float sc[16], sw[16], weight[16];
+    const float sigma2 = 2 * sum_sq256(x) / 256;
+    for (int j = 0; j < 16; ++j) {
+        const float *q = qw + 16 * j;
+        for (int l = 0; l < 16; ++l)
+            weight[l] = q[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        float sumw = 0;
+        for (int l = 0; l < 16; ++l) sumw += weight[l];
+        sw[j] = sumw;
+        sc[j] = search(16, 4, x + 16 * j, L + 16 * j, weight);
+    }
+    memset(scales, 0, 12);
+    const float d_block = search(16, 32, sc, Ls, sw);
+    for (int j = 0; j < 16; ++j) {
+        int l = Ls[j];
+        if (j < 8)
+            scales[j] = (uint8_t)(l & 0xF);
+        else
+            scales[j - 8] = (uint8_t)(scales[j - 8] | (l & 0xF) << 4);
+        l >>= 4;
+        scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | l << (2 * (j / 4)));
+    }
+    gq_put_f16(d_at, d_block);
+    for (int j = 0; j < 16; ++j) {
+        int8_t s = (int8_t)(j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4);
+        s = (int8_t)((s | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
+        const float d = gq_get_f16(d_at) * s;
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            const int l = gq_nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(GQ_MAX(-4, GQ_MIN(3, l)) + 4);
+        }
+    }
+    memset(hmask, 0, 32);
+    uint8_t U[256];
+    for (int j = 0; j < 256; ++j) {
+        uint8_t l = (uint8_t)L[j];
+        if (l > 3) {
+            hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
+            l = (uint8_t)(l - 4);
+        }
+        U[j] = l;
+    }
+    pack_2bit(U, qs);
+}
+
+/* Q4_K / Q5_K _impl: the codes into L; clamp63 is Q5_K's MIN(63, ...) on
+ * the packed scales (Q4_K's _impl packs them unclamped). */
+static inline void qk45_codes_w(const float *restrict x, uint8_t *restrict y, int nmax,
+                                bool clamp63, const float *restrict qw, uint8_t *restrict L,
+                                qkx2_search_fn qkx2) {
+    uint8_t Ls[8], Lm[8];
+    float weights[256], sw[8], mins[8], sc[8];
+    const float sigma2 = 2 * sum_sq256(x) / 256;
+    for (int j = 0; j < 8; ++j) {
+        const float *q = qw + 32 * j;
+        float *wj = weights + 32 * j;
+        for (int l = 0; l < 32; ++l) wj[l] = q[l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
+        float sumw = 0;
+        for (int l = 0; l < 32; ++l) sumw += wj[l];
+        sw[j] = sumw;
+    }
+    qkx2(32, nmax, x, weights, L, mins, sc, -0.9f, 0.05f, 36, false);
+    const float d_block = qp_search(8, 63, sc, Ls, sw);
+    const float m_block = qp_search(8, 63, mins, Lm, sw);
+    uint8_t *scales = y + 4;
+    for (int j = 0; j < 8; ++j) {
+        uint8_t ls = Ls[j], lm = Lm[j];
+        if (clamp63) {
+            ls = GQ_MIN(63, ls);
+            lm = GQ_MIN(63, lm);
+        }
+        if (j < 4) {
+            scales[j] = ls;
+            scales[j + 4] = lm;
+        } else {
+            scales[j + 4] = (uint8_t)((ls & 0xF) | (lm & 0xF) << 4);
+            scales[j - 4] = (uint8_t)(scales[j - 4] | (ls >> 4) << 6);
+            scales[j] = (uint8_t)(scales[j] | (lm >> 4) << 6);
+        }
+    }
+    gq_put_f16(y, d_block);
+    gq_put_f16(y + 2, m_block);
+    for (int j = 0; j < 8; ++j) {
+        uint8_t s, m;
+        scale_min_k4(j, scales, &s, &m);
+        const float d = gq_get_f16(y) * s;
+        if (!d) continue;
+        const float dm = gq_get_f16(y + 2) * m;
+        for (int ii = 0; ii < 32; ++ii) {
+            const int l = gq_nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = (uint8_t)GQ_MAX(0, GQ_MIN(nmax, l));
+        }
+    }
+}
+
+static inline void q4_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, qkx2_search_fn qkx2) {
+    uint8_t L[256];
+    qk45_codes_w(x, y, 15, false, qw, L, qkx2);
+    uint8_t *q = y + 16;
+    for (int j = 0; j < 256; j += 64, q += 32)
+        for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
+}
+
+static inline void q5_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, qkx2_search_fn qkx2) {
+    uint8_t L[256];
+    qk45_codes_w(x, y, 31, true, qw, L, qkx2);
+    q5_k_pack(L, y);
+}
+
+void gq_q2_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q2_k_w_body(x, y, qw, gq_qkx2_search8);
+}
+void gq_q4_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q4_k_w_body(x, y, qw, gq_qkx2_search8);
+}
+void gq_q5_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q5_k_w_body(x, y, qw, gq_qkx2_search8);
+}
+#if AMN_GGUF_QUANT_AVX2
+void gq_q2_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q2_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
+}
+void gq_q4_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q4_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
+}
+void gq_q5_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q5_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
+}
+#endif
+
+static inline void q6_k_w_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, gq_qx_search_w_fn search) {
+    int8_t L[256];
+    float sc[16];
+    for (int ib = 0; ib < 16; ++ib) sc[ib] = search(16, 32, x + 16 * ib, L + 16 * ib, qw + 16 * ib);
+    q6_k_finish(x, y, L, sc);
+}
+
+void gq_q3_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q3_k_w_body(x, y, qw, gq_qx_search_w);
+}
+void gq_q6_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q6_k_w_body(x, y, qw, gq_qx_search_w);
+}
+#if AMN_GGUF_QUANT_AVX2
+void gq_q3_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q3_k_w_body(x, y, qw, gq_qx_search_w_avx2);
+}
+void gq_q6_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    q6_k_w_body(x, y, qw, gq_qx_search_w_avx2);
 }
 #endif

@@ -220,8 +220,42 @@ static int copy_rows(const amn_tensor *t, const gguf_type_traits *tr, uint64_t e
     return AMN_OK;
 }
 
+/* Rows with weights (or of a row-level type): each row read whole, then
+ * quantized with its matrix's weights (rows of one matrix are ne1 apart in
+ * the tensor). */
+static int weighted_rows(const amn_tensor *t, uint32_t src_type, const gguf_type_traits *out,
+                         uint64_t ne0, uint64_t row0, uint64_t nrows, const float *qw, uint8_t *d,
+                         amn_error *err) {
+    const uint64_t ne1 = t->ndim >= 2 ? t->shape[t->ndim - 2] : 1;
+    uint64_t row_bytes;
+    if (ne0 > SIZE_MAX / sizeof(float) || ne0 > INT64_MAX ||
+        !gguf_quant_row_bytes(out->id, ne0, &row_bytes))
+        return amn_error_set(err, AMN_E_INVALID, "tensor %s: rows too long", t->name);
+    float *y = malloc((size_t)ne0 * sizeof *y);
+    if (!y) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = AMN_OK;
+    for (uint64_t r = 0; !rc && r < nrows; r++, d += row_bytes) {
+        const uint64_t row = row0 + r;
+        for (uint64_t c = 0; !rc && c < ne0; c += GGUF_QCHUNK) {
+            const size_t k = (size_t)(ne0 - c < GGUF_QCHUNK ? ne0 - c : GGUF_QCHUNK);
+            rc = read_f32(t, src_type, row * ne0 + c, k, y + c, err);
+        }
+        if (rc) break;
+        const float *w = qw ? qw + (ne1 ? row / ne1 : 0) * ne0 : NULL;
+        rc = gguf_quantize_rows(out->id, y, 1, (int64_t)ne0, w, d, amn_simd_level());
+        if (rc) rc = amn_error_set(err, rc, "tensor %s: cannot quantize to %s", t->name, out->name);
+    }
+    free(y);
+    return rc;
+}
+
 int gguf_quantize_tensor_rows(const amn_tensor *t, uint32_t dst_type, uint64_t row0, uint64_t nrows,
                               void *dst, amn_error *err) {
+    return gguf_quantize_tensor_rows_w(t, dst_type, row0, nrows, NULL, dst, err);
+}
+
+int gguf_quantize_tensor_rows_w(const amn_tensor *t, uint32_t dst_type, uint64_t row0,
+                                uint64_t nrows, const float *qw, void *dst, amn_error *err) {
     const uint32_t src_type = ggml_type_of(t);
     const gguf_type_traits *src = gguf_type_traits_get(src_type);
     const gguf_type_traits *out = gguf_type_traits_get(dst_type);
@@ -233,7 +267,7 @@ int gguf_quantize_tensor_rows(const amn_tensor *t, uint32_t dst_type, uint64_t r
                              "unsupported: tensor %s: GGUF type %s has no big-endian layout "
                              "(gguf_convert_endian.py does not convert it)",
                              t->name, src->name);
-    if (!out || (dst_type != src_type && !gguf_type_can_quantize(dst_type)))
+    if (!out || (dst_type != src_type && !gguf_type_can_quantize_rows(dst_type, qw != NULL)))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "cannot quantize to %s (type %u)",
                              out ? out->name : "?", dst_type);
     const uint64_t ne0 = t->ndim ? t->shape[t->ndim - 1] : 1;
@@ -250,6 +284,11 @@ int gguf_quantize_tensor_rows(const amn_tensor *t, uint32_t dst_type, uint64_t r
     e0 = row0 * ne0;
     n = nrows * ne0;
     if (dst_type == src_type) return copy_rows(t, src, e0, n, dst, err);
+    if (qw && t->ndim == 4 && t->shape[0] > 1)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "tensor %s: importance-matrix weights for a 4-D tensor", t->name);
+    if (qw || gguf_type_needs_rows(dst_type))
+        return weighted_rows(t, src_type, out, ne0, row0, nrows, qw, dst, err);
     /* Runs of at most GGUF_QCHUNK values; every block size divides it, so
      * runs never split a block of either type (a row is whole blocks of
      * both). */

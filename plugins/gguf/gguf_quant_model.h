@@ -47,4 +47,12 @@ bool gguf_quant_row_bytes(uint32_t type, uint64_t ne0, uint64_t *out);
 int gguf_quantize_tensor_rows(const amn_tensor *t, uint32_t dst_type, uint64_t row0, uint64_t nrows,
                               void *dst, amn_error *err);
 
+/* The same with importance-matrix weights qw (NULL: none): ne0 values per
+ * matrix of the tensor (ne0 * ne2 in all, expert e's at qw + e * ne0, as
+ * llama-quantize hands each expert's to ggml; tensors of 4 dimensions
+ * with more than one along the last are refused). A weighted row is staged
+ * whole (ggml's legacy types weigh by the whole row's mean square). */
+int gguf_quantize_tensor_rows_w(const amn_tensor *t, uint32_t dst_type, uint64_t row0,
+                                uint64_t nrows, const float *qw, void *dst, amn_error *err);
+
 #endif

@@ -20,6 +20,10 @@
 #   llama-quantize MODEL OUT TYPE T
 # right after amn (same rounds, same input), prints its best and median and
 # amn's speed ratio, and checks that both outputs are the same bytes.
+# With IMATRIX=FILE both get --imatrix FILE; IMATRIX=auto writes (once) a
+# synthetic legacy importance matrix for the model beside it (positive
+# random weights for every matrix but token_embd) and uses that, e.g.
+#   IMATRIX=auto TYPES="Q4_K_M IQ2_XXS" LLAMA_QUANTIZE=... gguf_forget_bench.sh BUILD
 set -eu
 B=${1:?usage: gguf_forget_bench.sh BUILD_DIR [DIR]}
 D=${2:-/tmp/amn-forget-bench}
@@ -79,7 +83,30 @@ with open(sys.argv[1] + ".tmp", "wb") as f:
 import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 PY
 fi
-echo "model: $M ($(stat -c %s "$M") bytes), threads $T, rounds $R"
+IM=""
+if [ -n "${IMATRIX:-}" ]; then
+    IM=$IMATRIX
+    if [ "$IM" = auto ]; then
+        IM="${M%.gguf}.imatrix.dat"
+        [ -f "$IM" ] || /usr/bin/python3 - "$M" "$IM" "$(dirname "$0")/../gguf" <<'PY'
+import struct, sys
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+from check_gguf_expect import parse
+_, _, infos, _ = parse(sys.argv[1])
+ents = [(n, ne) for n, ne, t, off in infos if len(ne) >= 2 and n != "token_embd.weight"]
+rng = np.random.default_rng(2)
+with open(sys.argv[2] + ".tmp", "wb") as f:
+    f.write(struct.pack("<i", len(ents)))
+    for n, ne in ents:
+        nval = ne[0] * (ne[2] if len(ne) > 2 else 1)
+        v = np.exp(rng.standard_normal(nval)).astype(np.float32)
+        f.write(struct.pack("<i", len(n)) + n.encode() + struct.pack("<ii", 1, nval) + v.tobytes())
+import os; os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+PY
+    fi
+fi
+echo "model: $M ($(stat -c %s "$M") bytes), threads $T, rounds $R${IM:+, imatrix $IM}"
 for ty in $TYPES; do
     out="$D/out-$ty.gguf"
     times=""
@@ -87,14 +114,14 @@ for ty in $TYPES; do
     i=0
     while [ $i -lt "$R" ]; do
         /usr/bin/time -f "%e %U %S" -o "$D/time" "$AMN" forget "$M" --to "$ty" -o "$out" --force \
-            --no-sync --quiet --threads "$T"
+            --no-sync --quiet --threads "$T" ${IM:+--imatrix "$IM"}
         read -r w u s <"$D/time"
         times="$times $w"
         if [ -z "$best" ] || [ "$(echo "$w < $best" | bc)" = 1 ]; then
             best=$w bcpu=$(echo "$u + $s" | bc)
         fi
         if [ -n "${LLAMA_QUANTIZE:-}" ]; then
-            /usr/bin/time -f "%e" -o "$D/time" "$LLAMA_QUANTIZE" "$M" "$D/lq-$ty.gguf" "$ty" "$T" \
+            /usr/bin/time -f "%e" -o "$D/time" "$LLAMA_QUANTIZE" ${IM:+--imatrix "$IM"} "$M" "$D/lq-$ty.gguf" "$ty" "$T" \
                 >"$D/lq.log" 2>&1 || { cat "$D/lq.log"; exit 1; }
             read -r lw <"$D/time"
             ltimes="${ltimes:-} $lw"
