@@ -1,0 +1,70 @@
+/* Private to the low-bit i-quant quantizers (gguf_quant_iqlow*.c): the
+ * search tables ggml's iq2xs_init_impl / iq3xs_init_impl build, and the
+ * pieces the scalar and vector paths share. */
+#ifndef AMN_GGUF_QUANT_IQLOW_IMPL_H
+#define AMN_GGUF_QUANT_IQLOW_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amn/simd.h"
+#include "gguf_quant_impl.h"
+
+/* One grid with its index map and neighbour lists. A point has `dim`
+ * coordinates of `bits` bits each (levels l); its map index is the levels
+ * packed, coordinate k at bit bits * k. */
+typedef struct gq_lowgrid {
+    int dim, bits, size;
+    /* Point g's coordinates 2l + 1 as bytes (ggml's kgrid_q2xs / q3xs). */
+    uint64_t *grid;
+    /* By map index: >= 0 the grid point there; < 0 -(offset + 1) into
+     * neighbours (built for every point the searches can reach: levels up
+     * to 2 for 2-bit grids, all for 3-bit ones); -1 elsewhere. */
+    int32_t *map;
+    /* At each offset: the count, then that many grid indices, nearest
+     * first (the nwant smallest squared distances; ties by index). */
+    uint16_t *neighbours;
+    /* The same lists for the vector search, at coords + dim * (offset + 1):
+     * runs of 8 candidates, byte 8 * k + c of a run coordinate k of its
+     * candidate c (8 * dim bytes a run; 0 past the list's end). */
+    uint8_t *coords;
+} gq_lowgrid;
+
+enum { GQ_LOW_IQ2XXS, GQ_LOW_IQ2XS, GQ_LOW_IQ2S, GQ_LOW_IQ1S, GQ_LOW_IQ3XXS, GQ_LOW_NGRIDS };
+
+/* Complete once gguf_quant_iqlow_ready() returned true. */
+const gq_lowgrid *gq_lowgrid_get(int which);
+
+static inline int gq_low_coord(const gq_lowgrid *g, int point, int k) {
+    return (int)((g->grid[point] >> 8 * k) & 0xff);
+}
+
+/* The grid index, or the neighbour list, of codes L[0..dim). */
+static inline int32_t gq_low_lookup(const gq_lowgrid *g, const int8_t *L) {
+    int u = 0;
+    for (int i = 0; i < g->dim; ++i) u |= L[i] << g->bits * i;
+    return g->map[u];
+}
+
+static inline const uint16_t *gq_low_list(const gq_lowgrid *g, int32_t map_value) {
+    return g->neighbours + (-map_value - 1);
+}
+
+/* ggml's sort of IQ1's (value, index) pairs: glibc's qsort on 32 or 16
+ * elements of 8 bytes is its merge sort (msort_with_tmp: halves n / 2 and
+ * n - n / 2, the left element taken unless it compares greater), with
+ * iq1_sort_helper's order (NaN equal to everything). Sorts idx by val. */
+void gq_iq1_sort(const float *val, int n, int *idx);
+
+/* gguf_quant_iqlow_iq1.c: one row of IQ1_S (qw required) / IQ1_M. */
+void gq_iq1_s_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_simd level);
+void gq_iq1_m_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_simd level);
+
+#if AMN_GGUF_QUANT_AVX2
+/* gguf_quant_iqlow_avx2.c: ggml's iq2_find_best_neighbour over a list, the
+ * candidates 8 at a time. */
+int gq_low_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const float *xval,
+                               const float *weight, float scale, int8_t *L);
+#endif
+
+#endif
