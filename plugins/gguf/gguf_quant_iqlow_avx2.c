@@ -1,6 +1,8 @@
-/* The neighbour search of IQ2_XXS / IQ2_XS / IQ2_S / IQ3_XXS in AVX2, with
- * the scalar path's results (gguf_quant_iqlow.c's best_neighbour = ggml's
- * iq2_find_best_neighbour / iq3_find_best_neighbour).
+/* The neighbour searches of the low-bit i-quants in AVX2, with the scalar
+ * paths' results: IQ2_XXS / IQ2_XS / IQ2_S / IQ3_XXS (gguf_quant_iqlow.c's
+ * best_neighbour = ggml's iq2_find_best_neighbour / iq3_find_best_neighbour)
+ * and IQ1_S / IQ1_M (gguf_quant_iqlow_iq1.c's iq1_best_neighbour = ggml's
+ * iq1_find_best_neighbour2, where code l stands for xg[l]).
  *
  * The candidates of a list are independent, so the lanes hold 8 of them:
  * lane c sums candidate c's dim terms in ggml's order with ggml's
@@ -17,20 +19,31 @@
 
 #include "gguf_quant_iqlow_impl.h"
 
-static inline __m256 run_d2(const uint8_t *c, int dim, __m256 vs, const __m256 *x,
-                            const __m256 *w) {
+/* q of coordinate bytes b (2l + 1): the byte itself, or with an IQ1 value
+ * table xg (levels 0..2 in its lanes 0..2) xg[l]. */
+static inline __m256 run_q(__m128i b, bool by_level, __m256 xg) {
+    const __m256i c = _mm256_cvtepu8_epi32(b);
+    if (!by_level) return _mm256_cvtepi32_ps(c);
+    return _mm256_permutevar8x32_ps(xg, _mm256_srli_epi32(c, 1));
+}
+
+static inline __m256 run_d2(const uint8_t *c, int dim, __m256 vs, const __m256 *x, const __m256 *w,
+                            bool by_level, __m256 xg) {
     __m256 d2 = _mm256_setzero_ps();
     for (int i = 0; i < dim; ++i) {
         const __m128i b = _mm_loadl_epi64((const __m128i *)(c + 8 * i));
-        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+        const __m256 q = run_q(b, by_level, xg);
         const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(vs, q), x[i]);
         d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w[i], diff), diff));
     }
     return d2;
 }
 
-int gq_low_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const float *xval,
-                               const float *weight, float scale, int8_t *L) {
+static inline int best_neighbour(const gq_lowgrid *g, int32_t map_value, const float *xval,
+                                 const float *weight, float scale, int8_t *L, bool by_level,
+                                 const float *xgv) {
+    const __m256 xg =
+        by_level ? _mm256_setr_ps(xgv[0], xgv[1], xgv[2], 0, 0, 0, 0, 0) : _mm256_setzero_ps();
     const size_t off = (size_t)(-map_value - 1);
     const uint16_t *nb = g->neighbours + off;
     const uint8_t *coords = g->coords + (size_t)g->dim * (off + 1);
@@ -46,7 +59,7 @@ int gq_low_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const flo
     __m256 best = _mm256_set1_ps(INFINITY);
     __m256i best_at = _mm256_setzero_si256();
     for (int j = 0; j < num; j += 8, coords += run) {
-        const __m256 d2 = run_d2(coords, dim, vs, x, w);
+        const __m256 d2 = run_d2(coords, dim, vs, x, w, by_level, xg);
         const __m256i at = _mm256_add_epi32(lane, _mm256_set1_epi32(j));
         const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(num), at);
         const __m256 below =
@@ -73,4 +86,65 @@ int gq_low_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const flo
     const int grid_index = nb[1 + at];
     for (int i = 0; i < dim; ++i) L[i] = (int8_t)((gq_low_coord(g, grid_index, i) - 1) / 2);
     return grid_index;
+}
+
+int gq_low_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const float *xval,
+                               const float *weight, float scale, int8_t *L) {
+    return best_neighbour(g, map_value, xval, weight, scale, L, false, NULL);
+}
+
+int gq_iq1_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const float *xval,
+                               const float *weight, float scale, const float *xg, int8_t *L) {
+    return best_neighbour(g, map_value, xval, weight, scale, L, true, xg);
+}
+
+/* sumqx = a x0 + m x1 + c x2 and sumq2 = wa x0 x0 + wm x1 x1 + wc x2 x2 in
+ * ggml's order (left to right, each product rounded). */
+static inline void iq1s_sums(__m256 a, __m256 m, __m256 c, __m256 wa, __m256 wm, __m256 wc,
+                             const float *xv, __m256 *qx, __m256 *q2) {
+    const __m256 x0 = _mm256_set1_ps(xv[0]), x1 = _mm256_set1_ps(xv[1]), x2 = _mm256_set1_ps(xv[2]);
+    *qx = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(a, x0), _mm256_mul_ps(m, x1)),
+                        _mm256_mul_ps(c, x2));
+    *q2 = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(wa, x0), x0),
+                                      _mm256_mul_ps(_mm256_mul_ps(wm, x1), x1)),
+                        _mm256_mul_ps(_mm256_mul_ps(wc, x2), x2));
+}
+
+/* Lanes where q2 > 0 and qx * qx > best * q2. */
+static inline __m256 iq1s_pass(__m256 qx, __m256 q2, __m256 best) {
+    return _mm256_and_ps(_mm256_cmp_ps(q2, _mm256_setzero_ps(), _CMP_GT_OQ),
+                         _mm256_cmp_ps(_mm256_mul_ps(qx, qx), _mm256_mul_ps(best, q2), _CMP_GT_OQ));
+}
+
+void gq_iq1s_split_avx2(const float *sumx, const float *sumw, gq_iq1s_best *b) {
+    static const float xp[3] = GQ_IQ1_XP, xm[3] = GQ_IQ1_XM;
+    const __m256 x32 = _mm256_set1_ps(sumx[32]), w32 = _mm256_set1_ps(sumw[32]);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int i1 = 0; i1 <= 32; ++i1) {
+        const __m256 s1 = _mm256_set1_ps(sumx[i1]), w1 = _mm256_set1_ps(sumw[i1]);
+        const __m256 a = _mm256_set1_ps(sumx[i1] - sumx[0]),
+                     wa = _mm256_set1_ps(sumw[i1] - sumw[0]);
+        for (int i2 = i1; i2 <= 32; i2 += 8) {
+            const __m256 s2 = _mm256_loadu_ps(sumx + i2), w2 = _mm256_loadu_ps(sumw + i2);
+            const __m256 m = _mm256_sub_ps(s2, s1), c = _mm256_sub_ps(x32, s2);
+            const __m256 wm = _mm256_sub_ps(w2, w1), wc = _mm256_sub_ps(w32, w2);
+            __m256 qx_p, q2_p, qx_m, q2_m;
+            iq1s_sums(a, m, c, wa, wm, wc, xp, &qx_p, &q2_p);
+            iq1s_sums(a, m, c, wa, wm, wc, xm, &qx_m, &q2_m);
+            const __m256 best = _mm256_set1_ps(b->best_score);
+            const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(33 - i2), lane);
+            const __m256 pass = _mm256_and_ps(
+                _mm256_or_ps(iq1s_pass(qx_p, q2_p, best), iq1s_pass(qx_m, q2_m, best)),
+                _mm256_castsi256_ps(live));
+            if (_mm256_testz_ps(pass, pass)) continue; /* no test passes: nothing changes */
+            float v[4][8];
+            _mm256_storeu_ps(v[0], qx_p);
+            _mm256_storeu_ps(v[1], q2_p);
+            _mm256_storeu_ps(v[2], qx_m);
+            _mm256_storeu_ps(v[3], q2_m);
+            const int n = GQ_MIN(8, 33 - i2);
+            for (int l = 0; l < n; ++l)
+                gq_iq1s_pick(b, i1, i2 + l, v[0][l], v[1][l], v[2][l], v[3][l]);
+        }
+    }
 }

@@ -56,6 +56,40 @@ static inline const uint16_t *gq_low_list(const gq_lowgrid *g, int32_t map_value
  * iq1_sort_helper's order (NaN equal to everything). Sorts idx by val. */
 void gq_iq1_sort(const float *val, int n, int *idx);
 
+/* IQ1's three values per code, shifted up (x_p) or down (x_m) by the
+ * delta (IQ1S_DELTA = IQ1M_DELTA). */
+#define GQ_IQ1_DELTA 0.125f
+#define GQ_IQ1_XP                                                                                  \
+    { -1 + GQ_IQ1_DELTA, GQ_IQ1_DELTA, 1 + GQ_IQ1_DELTA }
+#define GQ_IQ1_XM                                                                                  \
+    { -1 - GQ_IQ1_DELTA, -GQ_IQ1_DELTA, 1 - GQ_IQ1_DELTA }
+
+/* IQ1_S's split search state: ggml's best_score, scale, besti1, besti2,
+ * best_shift. */
+typedef struct {
+    float best_score, scale;
+    int i1, i2, shift;
+} gq_iq1s_best;
+
+/* ggml's two tests of one split (i1, i2), shift +1 then -1, in order. */
+static inline void gq_iq1s_pick(gq_iq1s_best *b, int i1, int i2, float qx_p, float q2_p, float qx_m,
+                                float q2_m) {
+    if (q2_p > 0 && qx_p * qx_p > b->best_score * q2_p) {
+        b->scale = qx_p / q2_p;
+        b->best_score = b->scale * qx_p;
+        b->i1 = i1;
+        b->i2 = i2;
+        b->shift = 1;
+    }
+    if (q2_m > 0 && qx_m * qx_m > b->best_score * q2_m) {
+        b->scale = qx_m / q2_m;
+        b->best_score = b->scale * qx_m;
+        b->i1 = i1;
+        b->i2 = i2;
+        b->shift = -1;
+    }
+}
+
 /* gguf_quant_iqlow_iq1.c: one row of IQ1_S (qw required) / IQ1_M. */
 void gq_iq1_s_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_simd level);
 void gq_iq1_m_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_simd level);
@@ -65,6 +99,14 @@ void gq_iq1_m_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_si
  * candidates 8 at a time. */
 int gq_low_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const float *xval,
                                const float *weight, float scale, int8_t *L);
+/* IQ1_S's search over every split (i1 <= i2) of the 32 sorted values,
+ * from the prefix sums sumx / sumw (33 values, readable to index 40): 8
+ * values of i2 in lanes, ggml's tests run only for runs where one passes
+ * against the best so far (else none would, in order, either). */
+void gq_iq1s_split_avx2(const float *sumx, const float *sumw, gq_iq1s_best *b);
+/* ggml's iq1_find_best_neighbour2 (IQ1_S / IQ1_M), the same way. */
+int gq_iq1_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const float *xval,
+                               const float *weight, float scale, const float *xg, int8_t *L);
 #endif
 
 #endif

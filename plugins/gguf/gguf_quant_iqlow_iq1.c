@@ -18,9 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_dequant.h"
 #include "gguf_quant_iqlow_impl.h"
-
-#define IQ1_DELTA 0.125f /* IQ1S_DELTA = IQ1M_DELTA */
 
 /* ---- glibc's qsort (merge sort) for the value order ------------------------ */
 
@@ -83,17 +82,32 @@ static int iq1_best_neighbour(const gq_lowgrid *g, int32_t map_value, const floa
     return grid_index;
 }
 
+typedef int (*iq1_nb_fn)(const gq_lowgrid *g, int32_t map_value, const float *xval,
+                         const float *weight, float scale, const float *xg, int8_t *L);
+typedef void (*iq1_split_fn)(const float *sumx, const float *sumw, gq_iq1s_best *b);
+
+/* The neighbour search of the path: AVX2 where the CPU has it. */
+static iq1_nb_fn iq1_neighbour_fn(amn_simd level) {
+#if AMN_GGUF_QUANT_AVX2
+    if (level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2)
+        return gq_iq1_best_neighbour_avx2;
+#else
+    (void)level;
+#endif
+    return iq1_best_neighbour;
+}
+
 /* Grid indices of the groups of 8 codes in L (n values), off-grid groups
  * replaced by their nearest listed point; xx_of(k) the shifted values of
  * group k. Returns whether all were on the grid. */
 static bool iq1_snap(const gq_lowgrid *g, int n, const float *xb, const float *weight, float scale,
-                     const float *const *xx, int8_t *L, uint16_t *index) {
+                     const float *const *xx, int8_t *L, uint16_t *index, iq1_nb_fn nbf) {
     bool all_on_grid = true;
     for (int k = 0; k < n / 8; ++k) {
         int32_t m = gq_low_lookup(g, L + 8 * k);
         if (m < 0) {
             all_on_grid = false;
-            m = iq1_best_neighbour(g, m, xb + 8 * k, weight + 8 * k, scale, xx[k], L + 8 * k);
+            m = nbf(g, m, xb + 8 * k, weight + 8 * k, scale, xx[k], L + 8 * k);
         }
         index[k] = (uint16_t)m;
     }
@@ -134,14 +148,28 @@ static void split_codes(int n, const int *idx, int i1, int i2, int8_t *L) {
 /* ---- IQ1_S: d (F16), qs[32], qh[8] (u16: 3 x 3 high index bits, 3-bit
  * scale, delta sign) ---------------------------------------------------------- */
 
-static const float x_p[3] = {-1 + IQ1_DELTA, IQ1_DELTA, 1 + IQ1_DELTA};
-static const float x_m[3] = {-1 - IQ1_DELTA, -IQ1_DELTA, 1 - IQ1_DELTA};
+static const float x_p[3] = GQ_IQ1_XP;
+static const float x_m[3] = GQ_IQ1_XM;
+
+/* ggml's search over every split (i1 <= i2) of the sorted values, from the
+ * prefix sums: sumqx and sumq2 of the three groups at each shift. */
+static void iq1_s_split(const float *sumx, const float *sumw, gq_iq1s_best *b) {
+    for (int i1 = 0; i1 <= 32; ++i1)
+        for (int i2 = i1; i2 <= 32; ++i2) {
+            const float a = sumx[i1] - sumx[0], m = sumx[i2] - sumx[i1], c = sumx[32] - sumx[i2];
+            const float wa = sumw[i1] - sumw[0], wm = sumw[i2] - sumw[i1], wc = sumw[32] - sumw[i2];
+            gq_iq1s_pick(b, i1, i2, a * x_p[0] + m * x_p[1] + c * x_p[2],
+                         wa * x_p[0] * x_p[0] + wm * x_p[1] * x_p[1] + wc * x_p[2] * x_p[2],
+                         a * x_m[0] + m * x_m[1] + c * x_m[2],
+                         wa * x_m[0] * x_m[0] + wm * x_m[1] * x_m[1] + wc * x_m[2] * x_m[2]);
+        }
+}
 
 /* One 32-value block: grid indices, *shift (+1 / -1). Returns the scale
  * (0 for a block stored as zero: then shift 1, no indices). */
 static float iq1_s_block(const gq_lowgrid *g, const float *xb, const float *qw, float sigma2,
-                         uint16_t *index, int *shift) {
-    float weight[32], sumx[33], sumw[33];
+                         uint16_t *index, int *shift, iq1_nb_fn nbf, iq1_split_fn split) {
+    float weight[32], sumx[40], sumw[40]; /* 33 used, the rest for vector loads */
     int idx[32];
     int8_t L[32];
     *shift = 1;
@@ -155,34 +183,13 @@ static float iq1_s_block(const gq_lowgrid *g, const float *xb, const float *qw, 
         sumx[j + 1] = sumx[j] + weight[i] * xb[i];
         sumw[j + 1] = sumw[j] + weight[i];
     }
-    float best_score = -FLT_MAX, scale = max;
-    int besti1 = -1, besti2 = -1, best_shift = 0;
-    for (int i1 = 0; i1 <= 32; ++i1) {
-        for (int i2 = i1; i2 <= 32; ++i2) {
-            const float a = sumx[i1] - sumx[0], b = sumx[i2] - sumx[i1], c = sumx[32] - sumx[i2];
-            const float wa = sumw[i1] - sumw[0], wb = sumw[i2] - sumw[i1], wc = sumw[32] - sumw[i2];
-            float sumqx = a * x_p[0] + b * x_p[1] + c * x_p[2];
-            float sumq2 = wa * x_p[0] * x_p[0] + wb * x_p[1] * x_p[1] + wc * x_p[2] * x_p[2];
-            if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
-                scale = sumqx / sumq2;
-                best_score = scale * sumqx;
-                besti1 = i1;
-                besti2 = i2;
-                best_shift = 1;
-            }
-            sumqx = a * x_m[0] + b * x_m[1] + c * x_m[2];
-            sumq2 = wa * x_m[0] * x_m[0] + wb * x_m[1] * x_m[1] + wc * x_m[2] * x_m[2];
-            if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
-                scale = sumqx / sumq2;
-                best_score = scale * sumqx;
-                besti1 = i1;
-                besti2 = i2;
-                best_shift = -1;
-            }
-        }
-    }
-    if (besti1 < 0 || besti2 < 0 || best_shift == 0) return -1;
-    split_codes(32, idx, besti1, besti2, L);
+    for (int j = 33; j < 40; ++j) sumx[j] = sumw[j] = 0;
+    gq_iq1s_best b = {-FLT_MAX, max, -1, -1, 0};
+    split(sumx, sumw, &b);
+    float scale = b.scale;
+    int best_shift = b.shift;
+    if (b.i1 < 0 || b.i2 < 0 || best_shift == 0) return -1;
+    split_codes(32, idx, b.i1, b.i2, L);
     if (scale < 0) {
         for (int j = 0; j < 32; ++j) L[j] = (int8_t)(2 - L[j]);
         scale = -scale;
@@ -190,14 +197,18 @@ static float iq1_s_block(const gq_lowgrid *g, const float *xb, const float *qw, 
     }
     const float *xx = best_shift == 1 ? x_p : x_m;
     const float *const xxs[4] = {xx, xx, xx, xx};
-    if (!iq1_snap(g, 32, xb, weight, scale, xxs, L, index))
+    if (!iq1_snap(g, 32, xb, weight, scale, xxs, L, index, nbf))
         scale = iq1_refit(g, 32, xb, weight, xxs, index, scale);
     *shift = best_shift;
     return scale;
 }
 
 void gq_iq1_s_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_simd level) {
-    (void)level;
+    const iq1_nb_fn nbf = iq1_neighbour_fn(level);
+    iq1_split_fn split = iq1_s_split;
+#if AMN_GGUF_QUANT_AVX2
+    if (nbf != iq1_best_neighbour) split = gq_iq1s_split_avx2;
+#endif
     const gq_lowgrid *g = gq_lowgrid_get(GQ_LOW_IQ1S);
     for (int64_t ibl = 0; ibl < n / 256; ++ibl, y += 50) {
         memset(y, 0, 50);
@@ -208,8 +219,8 @@ void gq_iq1_s_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_si
         uint16_t qh[8] = {0};
         for (int ib = 0; ib < 8; ++ib) {
             uint16_t index[4];
-            const float s =
-                iq1_s_block(g, xbl + 32 * ib, qw + 256 * ibl + 32 * ib, sigma2, index, &shifts[ib]);
+            const float s = iq1_s_block(g, xbl + 32 * ib, qw + 256 * ibl + 32 * ib, sigma2, index,
+                                        &shifts[ib], nbf, split);
             if (s < 0) { /* stored as zero */
                 scales[ib] = 0;
                 continue;
@@ -285,7 +296,7 @@ static void iq1m_pick(const iq1m_acc *s, int i1, int i2, float *best_score, floa
 }
 
 static float iq1_m_block(const gq_lowgrid *g, const float *xb, const float *weight, uint16_t *index,
-                         int *shift) {
+                         int *shift, iq1_nb_fn nbf) {
     int idx[16];
     int8_t L[16];
     iq1m_acc term[3][16];
@@ -315,7 +326,7 @@ static float iq1_m_block(const gq_lowgrid *g, const float *xb, const float *weig
         best_k = 3 - best_k;
     }
     const float *const xx[2] = {best_k < 2 ? x_p : x_m, best_k % 2 == 0 ? x_p : x_m};
-    if (!iq1_snap(g, 16, xb, weight, scale, xx, L, index))
+    if (!iq1_snap(g, 16, xb, weight, scale, xx, L, index, nbf))
         scale = iq1_refit(g, 16, xb, weight, xx, index, scale);
     *shift = best_k;
     return scale;
@@ -370,7 +381,7 @@ static void iq1_m_super(const gq_lowgrid *g, const float *xbl, const float *qw, 
 }
 
 void gq_iq1_m_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_simd level) {
-    (void)level;
+    const iq1_nb_fn nbf = iq1_neighbour_fn(level);
     const gq_lowgrid *g = gq_lowgrid_get(GQ_LOW_IQ1S);
     for (int64_t ibl = 0; ibl < n / 256; ++ibl, y += 56) {
         memset(y, 0, 56);
@@ -383,7 +394,7 @@ void gq_iq1_m_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_si
             float weight[16];
             uint16_t index[2];
             iq1_m_weights(xbl + 16 * ib, qwb ? qwb + 16 * ib : NULL, sigma2, weight);
-            const float s = iq1_m_block(g, xbl + 16 * ib, weight, index, &shifts[ib]);
+            const float s = iq1_m_block(g, xbl + 16 * ib, weight, index, &shifts[ib], nbf);
             if (s < 0) {
                 scales[ib] = 0;
                 continue;
