@@ -271,6 +271,12 @@ static void fit_sums(int n, const float *weight, const float *xval, const int8_t
 static float scale_search(const gq_lowgrid *g, int n, const float *xval, const float *weight,
                           const float *waux, float top, int nis, float step, int kmaxq, float scale,
                           int8_t *L, bool *on_grid, neighbour_fn nbf) {
+#if AMN_GGUF_QUANT_AVX2
+    /* The AVX2 neighbour search marks the AVX2 path. */
+    if (nbf == gq_low_best_neighbour_avx2)
+        return gq_low_scale_search_avx2(g, n, xval, weight, waux, top, nis, step, kmaxq, scale, L,
+                                        on_grid);
+#endif
     int8_t Laux[32];
     bool on_aux[8];
     float best = 0;

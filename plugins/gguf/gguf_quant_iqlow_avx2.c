@@ -16,6 +16,7 @@
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "gguf_quant_iqlow_impl.h"
 
@@ -147,4 +148,91 @@ void gq_iq1s_split_avx2(const float *sumx, const float *sumw, gq_iq1s_best *b) {
                 gq_iq1s_pick(b, i1, i2 + l, v[0][l], v[1][l], v[2][l], v[3][l]);
         }
     }
+}
+
+/* Codes of n (16 or 32) values at inverse scale id into L (32 bytes
+ * written): nearest_int(0.5 * (id * x - 1)) clamped to 0..top, the scalar
+ * path's float operations and magic-number rounding. */
+static inline void codes_avx2(const float *xval, int n, float id, int top, int8_t *L) {
+    const __m256 vid = _mm256_set1_ps(id), one = _mm256_set1_ps(1), half = _mm256_set1_ps(0.5f);
+    const __m256 magic = _mm256_set1_ps(12582912.f);
+    __m256i l[4];
+    for (int v = 0; v < 4; ++v) {
+        if (8 * v >= n) {
+            l[v] = _mm256_setzero_si256();
+            continue;
+        }
+        const __m256 t = _mm256_mul_ps(
+            half, _mm256_sub_ps(_mm256_mul_ps(vid, _mm256_loadu_ps(xval + 8 * v)), one));
+        __m256i i = _mm256_castps_si256(_mm256_add_ps(t, magic));
+        i = _mm256_sub_epi32(_mm256_and_si256(i, _mm256_set1_epi32(0x007fffff)),
+                             _mm256_set1_epi32(0x00400000));
+        l[v] =
+            _mm256_min_epi32(_mm256_max_epi32(i, _mm256_setzero_si256()), _mm256_set1_epi32(top));
+    }
+    /* Packs interleave the 128-bit halves; the permute restores the order. */
+    const __m256i w01 = _mm256_packs_epi32(l[0], l[1]), w23 = _mm256_packs_epi32(l[2], l[3]);
+    const __m256i b = _mm256_packs_epi16(w01, w23);
+    _mm256_storeu_si256((__m256i *)L,
+                        _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+enum { TRY_LANES = 32 };
+
+float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, const float *weight,
+                               const float *waux, float top, int nis, float step, int kmaxq,
+                               float scale, int8_t *L, bool *on_grid) {
+    const int nt = 2 * nis + 1, ng = n / g->dim, dim = g->dim;
+    int8_t Laux[TRY_LANES][32];
+    bool on_aux[TRY_LANES][8];
+    int8_t Lt[32 * TRY_LANES]; /* Lt[TRY_LANES * i + c]: code of value i in try c */
+    memset(Lt, 0, sizeof Lt);
+    /* Every try's codes first: the tries do not depend on one another. */
+    for (int c = 0; c < nt; ++c) {
+        const int is = c - nis;
+        const float id = (2 * kmaxq - 1 + is * step) / top;
+        const float this_scale = 1 / id;
+        codes_avx2(xval, n, id, kmaxq - 1, Laux[c]);
+        for (int k = 0; k < ng; ++k) {
+            int8_t *Lk = Laux[c] + dim * k;
+            const int32_t m = gq_low_lookup(g, Lk);
+            on_aux[c][k] = m >= 0;
+            if (m < 0)
+                best_neighbour(g, m, xval + dim * k, waux + dim * k, this_scale, Lk, false, NULL);
+        }
+        for (int i = 0; i < n; ++i) Lt[TRY_LANES * i + c] = Laux[c][i];
+    }
+    /* sumqx, sumq2 of every try, tries in lanes, each over the values in
+     * order: (w * x) * q and (w * q) * q as the scalar path rounds them. */
+    __m256 qx[4], q2[4];
+    const int nv = (nt + 7) / 8;
+    for (int v = 0; v < nv; ++v) qx[v] = q2[v] = _mm256_setzero_ps();
+    const __m256i one = _mm256_set1_epi32(1);
+    for (int i = 0; i < n; ++i) {
+        const __m256 w = _mm256_set1_ps(weight[i]), wx = _mm256_set1_ps(weight[i] * xval[i]);
+        for (int v = 0; v < nv; ++v) {
+            const __m128i b = _mm_loadl_epi64((const __m128i *)(Lt + TRY_LANES * i + 8 * v));
+            const __m256i l = _mm256_cvtepi8_epi32(b);
+            const __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), one));
+            qx[v] = _mm256_add_ps(qx[v], _mm256_mul_ps(wx, q));
+            q2[v] = _mm256_add_ps(q2[v], _mm256_mul_ps(_mm256_mul_ps(w, q), q));
+        }
+    }
+    float sqx[TRY_LANES], sq2[TRY_LANES];
+    for (int v = 0; v < nv; ++v) {
+        _mm256_storeu_ps(sqx + 8 * v, qx[v]);
+        _mm256_storeu_ps(sq2 + 8 * v, q2[v]);
+    }
+    /* The scalar path's choice, try after try. */
+    float best = 0;
+    int chosen = -1;
+    for (int c = 0; c < nt; ++c)
+        if (sq2[c] > 0 && sqx[c] * sqx[c] > best * sq2[c]) {
+            scale = sqx[c] / sq2[c];
+            best = scale * sqx[c];
+            chosen = c;
+        }
+    for (int k = 0; k < ng; ++k) on_grid[k] = chosen < 0 || on_aux[chosen][k];
+    if (chosen >= 0) memcpy(L, Laux[chosen], (size_t)n);
+    return scale;
 }

@@ -99,6 +99,12 @@ void gq_iq1_m_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_si
  * candidates 8 at a time. */
 int gq_low_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const float *xval,
                                const float *weight, float scale, int8_t *L);
+/* gguf_quant_iqlow.c's scale_search (the scale tries of IQ2_XXS / IQ2_XS
+ * / IQ2_S / IQ3_XXS): every try's codes first, their sums with the tries
+ * in lanes, then ggml's pick try after try. */
+float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, const float *weight,
+                               const float *waux, float top, int nis, float step, int kmaxq,
+                               float scale, int8_t *L, bool *on_grid);
 /* IQ1_S's search over every split (i1 <= i2) of the 32 sorted values,
  * from the prefix sums sumx / sumw (33 values, readable to index 40): 8
  * values of i2 in lanes, ggml's tests run only for runs where one passes
