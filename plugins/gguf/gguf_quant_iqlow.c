@@ -114,7 +114,8 @@ static bool build_coords(gq_lowgrid *g, size_t used) {
         uint8_t *c = g->coords + (size_t)g->dim * (off + 1);
         for (int j = 0; j < list[0]; ++j)
             for (int k = 0; k < g->dim; ++k)
-                c[8 * g->dim * (j / 8) + 8 * k + j % 8] = (uint8_t)gq_low_coord(g, list[1 + j], k);
+                c[8 * g->dim * (j / 8) + 8 * k + j % 8] =
+                    (uint8_t)((gq_low_coord(g, list[1 + j], k) - 1) / 2);
     }
     return true;
 }

@@ -20,47 +20,44 @@
 
 #include "gguf_quant_iqlow_impl.h"
 
-/* q of coordinate bytes b (2l + 1): the byte itself, or with an IQ1 value
- * table xg (levels 0..2 in its lanes 0..2) xg[l]. */
-static inline __m256 run_q(__m128i b, bool by_level, __m256 xg) {
-    const __m256i c = _mm256_cvtepu8_epi32(b);
-    if (!by_level) return _mm256_cvtepi32_ps(c);
-    return _mm256_permutevar8x32_ps(xg, _mm256_srli_epi32(c, 1));
-}
-
-static inline __m256 run_d2(const uint8_t *c, int dim, __m256 vs, const __m256 *x, const __m256 *w,
-                            bool by_level, __m256 xg) {
+/* Lane c's distance for candidates whose levels (coordinate k of candidate
+ * c at byte 8 * k + c of the run) pick terms from T: T[k] lane l holds
+ * coordinate k's term at level l, so the sum is ggml's d2, term by term. */
+static inline __m256 run_d2(const uint8_t *c, int dim, const __m256 *T) {
     __m256 d2 = _mm256_setzero_ps();
-    for (int i = 0; i < dim; ++i) {
-        const __m128i b = _mm_loadl_epi64((const __m128i *)(c + 8 * i));
-        const __m256 q = run_q(b, by_level, xg);
-        const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(vs, q), x[i]);
-        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w[i], diff), diff));
+    for (int k = 0; k < dim; ++k) {
+        const __m256i l = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + 8 * k)));
+        d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(T[k], l));
     }
     return d2;
 }
 
+/* A coordinate's term w * diff * diff (diff = scale * q - x) has one value
+ * per level, as many as the grid has (3, or 8 for IQ3_XXS): computed once
+ * per call with ggml's operations, lane l for level l, q = 2l + 1 or, for
+ * IQ1 (by_level), xg[l]. The candidates' sums then add the looked-up terms
+ * in ggml's order, so every d2 is the scalar one. */
 static inline int best_neighbour(const gq_lowgrid *g, int32_t map_value, const float *xval,
                                  const float *weight, float scale, int8_t *L, bool by_level,
                                  const float *xgv) {
-    const __m256 xg =
-        by_level ? _mm256_setr_ps(xgv[0], xgv[1], xgv[2], 0, 0, 0, 0, 0) : _mm256_setzero_ps();
+    const __m256 q = by_level ? _mm256_setr_ps(xgv[0], xgv[1], xgv[2], 0, 0, 0, 0, 0)
+                              : _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15);
     const size_t off = (size_t)(-map_value - 1);
     const uint16_t *nb = g->neighbours + off;
     const uint8_t *coords = g->coords + (size_t)g->dim * (off + 1);
     const int num = nb[0], dim = g->dim, run = 8 * dim;
-    const __m256 vs = _mm256_set1_ps(scale);
-    __m256 x[8], w[8];
-    for (int i = 0; i < dim; ++i) {
-        x[i] = _mm256_set1_ps(xval[i]);
-        w[i] = _mm256_set1_ps(weight[i]);
+    const __m256 sq = _mm256_mul_ps(_mm256_set1_ps(scale), q);
+    __m256 T[8];
+    for (int k = 0; k < dim; ++k) {
+        const __m256 diff = _mm256_sub_ps(sq, _mm256_set1_ps(xval[k]));
+        T[k] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[k]), diff), diff);
     }
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 fmax = _mm256_set1_ps(FLT_MAX);
     __m256 best = _mm256_set1_ps(INFINITY);
     __m256i best_at = _mm256_setzero_si256();
     for (int j = 0; j < num; j += 8, coords += run) {
-        const __m256 d2 = run_d2(coords, dim, vs, x, w, by_level, xg);
+        const __m256 d2 = run_d2(coords, dim, T);
         const __m256i at = _mm256_add_epi32(lane, _mm256_set1_epi32(j));
         const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(num), at);
         const __m256 below =

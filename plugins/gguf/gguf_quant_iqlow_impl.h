@@ -25,8 +25,8 @@ typedef struct gq_lowgrid {
      * first (the nwant smallest squared distances; ties by index). */
     uint16_t *neighbours;
     /* The same lists for the vector search, at coords + dim * (offset + 1):
-     * runs of 8 candidates, byte 8 * k + c of a run coordinate k of its
-     * candidate c (8 * dim bytes a run; 0 past the list's end). */
+     * runs of 8 candidates, byte 8 * k + c of a run the level of coordinate
+     * k of its candidate c (8 * dim bytes a run; 0 past the list's end). */
     uint8_t *coords;
 } gq_lowgrid;
 
