@@ -233,3 +233,43 @@ float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, co
     if (chosen >= 0) memcpy(L, Laux[chosen], (size_t)n);
     return scale;
 }
+
+void gq_iq1m_split_avx2(const float term[3][16][8], gq_iq1s_best *b) {
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 head = zero; /* the sums over sorted values 0..i1-1 at code 0 */
+    for (int i1 = 0; i1 <= 16; ++i1) {
+        /* s[i2]: the sums up to i2 (code 1 from i1), then the tail at code
+         * 2 added value after value: the splits' chains are independent,
+         * so they advance side by side, each in ggml's order. */
+        __m256 s[17], mid = head;
+        for (int i2 = i1; i2 <= 16; ++i2) {
+            s[i2] = mid;
+            if (i2 < 16) mid = _mm256_add_ps(mid, _mm256_loadu_ps(term[1][i2]));
+        }
+        for (int j = i1; j < 16; ++j) {
+            const __m256 t = _mm256_loadu_ps(term[2][j]);
+            for (int i2 = i1; i2 <= j; ++i2) s[i2] = _mm256_add_ps(s[i2], t);
+        }
+        /* ggml's tests in order; a split none of whose four passes against
+         * the best so far changes nothing. */
+        for (int i2 = i1; i2 <= 16; ++i2) {
+            const __m256 q2 = _mm256_permute2f128_ps(s[i2], s[i2], 0x01);
+            const __m256 pass = _mm256_and_ps(
+                _mm256_cmp_ps(q2, zero, _CMP_GT_OQ),
+                _mm256_cmp_ps(_mm256_mul_ps(s[i2], s[i2]),
+                              _mm256_mul_ps(_mm256_set1_ps(b->best_score), q2), _CMP_GT_OQ));
+            if (!(_mm256_movemask_ps(pass) & 0xF)) continue;
+            float v[8];
+            _mm256_storeu_ps(v, s[i2]);
+            for (int k = 0; k < 4; ++k)
+                if (v[4 + k] > 0 && v[k] * v[k] > b->best_score * v[4 + k]) {
+                    b->scale = v[k] / v[4 + k];
+                    b->best_score = b->scale * v[k];
+                    b->i1 = i1;
+                    b->i2 = i2;
+                    b->shift = k;
+                }
+        }
+        if (i1 < 16) head = _mm256_add_ps(head, _mm256_loadu_ps(term[0][i1]));
+    }
+}

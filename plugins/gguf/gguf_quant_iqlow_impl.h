@@ -110,6 +110,11 @@ float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, co
  * values of i2 in lanes, ggml's tests run only for runs where one passes
  * against the best so far (else none would, in order, either). */
 void gq_iq1s_split_avx2(const float *sumx, const float *sumw, gq_iq1s_best *b);
+/* IQ1_M's search over every split of the 16 sorted values; term[c][j]
+ * what sorted value j adds at code c to sumqx[0..3], sumq2[0..3] (lanes
+ * 0..7). The splits of one i1 run side by side, each sum in ggml's order;
+ * b->shift receives best_k. */
+void gq_iq1m_split_avx2(const float term[3][16][8], gq_iq1s_best *b);
 /* ggml's iq1_find_best_neighbour2 (IQ1_S / IQ1_M), the same way. */
 int gq_iq1_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const float *xval,
                                const float *weight, float scale, const float *xg, int8_t *L);

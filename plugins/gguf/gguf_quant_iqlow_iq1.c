@@ -260,11 +260,11 @@ typedef struct {
     float v[8];
 } iq1m_acc;
 
-static inline void acc_add(iq1m_acc *a, const iq1m_acc *t) {
-    for (int l = 0; l < 8; ++l) a->v[l] += t->v[l];
+static inline void acc_add(iq1m_acc *a, const float *t) {
+    for (int l = 0; l < 8; ++l) a->v[l] += t[l];
 }
 
-static void iq1m_terms(const float *xb, const float *weight, const int *idx, iq1m_acc term[3][16]) {
+static void iq1m_terms(const float *xb, const float *weight, const int *idx, float term[3][16][8]) {
     for (int c = 0; c < 3; ++c)
         for (int j = 0; j < 16; ++j) {
             const int i = idx[j];
@@ -274,52 +274,60 @@ static void iq1m_terms(const float *xb, const float *weight, const int *idx, iq1
             const bool first = i < 8;
             for (int k = 0; k < 4; ++k) {
                 const bool plus = first ? k < 2 : k % 2 == 0;
-                term[c][j].v[k] = plus ? qxp : qxm;
-                term[c][j].v[4 + k] = plus ? q2p : q2m;
+                term[c][j][k] = plus ? qxp : qxm;
+                term[c][j][4 + k] = plus ? q2p : q2m;
             }
         }
 }
 
 /* ggml's choice over (i1, i2, k) in its order, from the sums. */
-static void iq1m_pick(const iq1m_acc *s, int i1, int i2, float *best_score, float *scale,
-                      int *besti1, int *besti2, int *best_k) {
+/* ggml's four tests of one split, k in order (shift holds best_k). */
+static void iq1m_pick(const iq1m_acc *s, int i1, int i2, gq_iq1s_best *b) {
     for (int k = 0; k < 4; ++k) {
         const float sqx = s->v[k], sq2 = s->v[4 + k];
-        if (sq2 > 0 && sqx * sqx > *best_score * sq2) {
-            *scale = sqx / sq2;
-            *best_score = *scale * sqx;
-            *besti1 = i1;
-            *besti2 = i2;
-            *best_k = k;
+        if (sq2 > 0 && sqx * sqx > b->best_score * sq2) {
+            b->scale = sqx / sq2;
+            b->best_score = b->scale * sqx;
+            b->i1 = i1;
+            b->i2 = i2;
+            b->shift = k;
         }
     }
 }
 
-static float iq1_m_block(const gq_lowgrid *g, const float *xb, const float *weight, uint16_t *index,
-                         int *shift, iq1_nb_fn nbf) {
-    int idx[16];
-    int8_t L[16];
-    iq1m_acc term[3][16];
-    *shift = 0;
-    const float max = abs_max(16, xb);
-    if (max < 1e-7f) return -1;
-    gq_iq1_sort(xb, 16, idx);
-    iq1m_terms(xb, weight, idx, term);
-    float best_score = -FLT_MAX, scale = max;
-    int besti1 = -1, besti2 = -1, best_k = -1;
+/* Every split (i1 <= i2) of the 16 sorted values, ggml's order. */
+static void iq1m_split(const float term[3][16][8], gq_iq1s_best *b) {
     iq1m_acc head = {{0}}; /* the sums over sorted values 0..i1-1 at code 0 */
     for (int i1 = 0; i1 <= 16; ++i1) {
         iq1m_acc mid = head; /* then i1..i2-1 at code 1 */
         for (int i2 = i1; i2 <= 16; ++i2) {
             iq1m_acc s = mid;
-            for (int j = i2; j < 16; ++j) acc_add(&s, &term[2][j]);
-            iq1m_pick(&s, i1, i2, &best_score, &scale, &besti1, &besti2, &best_k);
-            if (i2 < 16) acc_add(&mid, &term[1][i2]);
+            for (int j = i2; j < 16; ++j) acc_add(&s, term[2][j]);
+            iq1m_pick(&s, i1, i2, b);
+            if (i2 < 16) acc_add(&mid, term[1][i2]);
         }
-        if (i1 < 16) acc_add(&head, &term[0][i1]);
+        if (i1 < 16) acc_add(&head, term[0][i1]);
     }
-    if (besti1 < 0 || besti2 < 0 || best_k < 0) return -1;
-    split_codes(16, idx, besti1, besti2, L);
+}
+
+typedef void (*iq1m_split_fn)(const float term[3][16][8], gq_iq1s_best *b);
+
+static float iq1_m_block(const gq_lowgrid *g, const float *xb, const float *weight, uint16_t *index,
+                         int *shift, iq1_nb_fn nbf, iq1m_split_fn split) {
+    int idx[16];
+    int8_t L[16];
+    float term[3][16][8];
+    *shift = 0;
+    const float max = abs_max(16, xb);
+    if (max < 1e-7f) return -1;
+    gq_iq1_sort(xb, 16, idx);
+    iq1m_terms(xb, weight, idx, term);
+    gq_iq1s_best b = {-FLT_MAX, max, -1, -1, -1};
+    split((const float(*)[16][8])term, &b);
+    if (b.i1 < 0 || b.i2 < 0 || b.shift < 0) return -1;
+    float scale = b.scale;
+    int best_k = b.shift;
+    split_codes(16, idx, b.i1, b.i2, L);
     if (scale < 0) {
         for (int j = 0; j < 16; ++j) L[j] = (int8_t)(2 - L[j]);
         scale = -scale;
@@ -382,6 +390,10 @@ static void iq1_m_super(const gq_lowgrid *g, const float *xbl, const float *qw, 
 
 void gq_iq1_m_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_simd level) {
     const iq1_nb_fn nbf = iq1_neighbour_fn(level);
+    iq1m_split_fn split = iq1m_split;
+#if AMN_GGUF_QUANT_AVX2
+    if (nbf != iq1_best_neighbour) split = gq_iq1m_split_avx2;
+#endif
     const gq_lowgrid *g = gq_lowgrid_get(GQ_LOW_IQ1S);
     for (int64_t ibl = 0; ibl < n / 256; ++ibl, y += 56) {
         memset(y, 0, 56);
@@ -394,7 +406,7 @@ void gq_iq1_m_row(const float *x, uint8_t *y, int64_t n, const float *qw, amn_si
             float weight[16];
             uint16_t index[2];
             iq1_m_weights(xbl + 16 * ib, qwb ? qwb + 16 * ib : NULL, sigma2, weight);
-            const float s = iq1_m_block(g, xbl + 16 * ib, weight, index, &shifts[ib], nbf);
+            const float s = iq1_m_block(g, xbl + 16 * ib, weight, index, &shifts[ib], nbf, split);
             if (s < 0) {
                 scales[ib] = 0;
                 continue;
