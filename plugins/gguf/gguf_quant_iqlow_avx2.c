@@ -184,19 +184,32 @@ float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, co
     bool on_aux[TRY_LANES][8];
     int8_t Lt[32 * TRY_LANES]; /* Lt[TRY_LANES * i + c]: code of value i in try c */
     memset(Lt, 0, sizeof Lt);
-    /* Every try's codes first: the tries do not depend on one another. */
+    /* Every try's codes first: the tries do not depend on one another.
+     * The lists are scattered over a table larger than the caches, so all
+     * the lookups come first with their lists fetched ahead, then the
+     * searches. */
+    int32_t map[TRY_LANES][8];
+    float id_of[TRY_LANES];
     for (int c = 0; c < nt; ++c) {
         const int is = c - nis;
-        const float id = (2 * kmaxq - 1 + is * step) / top;
-        const float this_scale = 1 / id;
-        codes_avx2(xval, n, id, kmaxq - 1, Laux[c]);
+        id_of[c] = (2 * kmaxq - 1 + is * step) / top;
+        codes_avx2(xval, n, id_of[c], kmaxq - 1, Laux[c]);
         for (int k = 0; k < ng; ++k) {
-            int8_t *Lk = Laux[c] + dim * k;
-            const int32_t m = gq_low_lookup(g, Lk);
+            const int32_t m = map[c][k] = gq_low_lookup(g, Laux[c] + dim * k);
             on_aux[c][k] = m >= 0;
-            if (m < 0)
-                best_neighbour(g, m, xval + dim * k, waux + dim * k, this_scale, Lk, false, NULL);
+            if (m < 0) {
+                const size_t off = (size_t)(-m - 1);
+                _mm_prefetch((const char *)(g->neighbours + off), _MM_HINT_T0);
+                _mm_prefetch((const char *)(g->coords + (size_t)dim * (off + 1)), _MM_HINT_T0);
+            }
         }
+    }
+    for (int c = 0; c < nt; ++c) {
+        const float this_scale = 1 / id_of[c];
+        for (int k = 0; k < ng; ++k)
+            if (map[c][k] < 0)
+                best_neighbour(g, map[c][k], xval + dim * k, waux + dim * k, this_scale,
+                               Laux[c] + dim * k, false, NULL);
         for (int i = 0; i < n; ++i) Lt[TRY_LANES * i + c] = Laux[c][i];
     }
     /* sumqx, sumq2 of every try, tries in lanes, each over the values in
