@@ -45,7 +45,29 @@ static void msort(const float *val, int *b, int n, int *tmp) {
     memcpy(b, tmp, (size_t)t * sizeof *b);
 }
 
+/* Without NaN the order is a strict weak one and every stable sort gives
+ * msort's result: the values as order-preserving integers (both zeros
+ * equal), the index below them for stability, sorted by insertion. */
+static bool sort_by_keys(const float *val, int n, int *idx) {
+    uint64_t key[32];
+    for (int j = 0; j < n; ++j) {
+        if (val[j] != val[j]) return false;
+        uint32_t u = val[j] == 0 ? 0 : amn_f32_bits(val[j]);
+        u = u & 0x80000000u ? ~u : u | 0x80000000u;
+        const uint64_t kj = (uint64_t)u << 32 | (uint32_t)j;
+        int at = j;
+        while (at > 0 && key[at - 1] > kj) {
+            key[at] = key[at - 1];
+            --at;
+        }
+        key[at] = kj;
+    }
+    for (int j = 0; j < n; ++j) idx[j] = (int)(uint32_t)key[j];
+    return true;
+}
+
 void gq_iq1_sort(const float *val, int n, int *idx) {
+    if (sort_by_keys(val, n, idx)) return;
     int tmp[32];
     for (int j = 0; j < n; ++j) idx[j] = j;
     msort(val, idx, n, tmp);
