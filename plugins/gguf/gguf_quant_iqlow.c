@@ -222,7 +222,7 @@ static int best_neighbour(const gq_lowgrid *g, int32_t map_value, const float *x
         }
     }
     if (grid_index < 0) grid_index = nb[1];
-    for (int i = 0; i < g->dim; ++i) L[i] = (int8_t)((gq_low_coord(g, grid_index, i) - 1) / 2);
+    gq_low_codes(g, grid_index, L);
     return grid_index;
 }
 

@@ -82,7 +82,7 @@ static inline int best_neighbour(const gq_lowgrid *g, int32_t map_value, const f
         }
     }
     const int grid_index = nb[1 + at];
-    for (int i = 0; i < dim; ++i) L[i] = (int8_t)((gq_low_coord(g, grid_index, i) - 1) / 2);
+    gq_low_codes(g, grid_index, L);
     return grid_index;
 }
 

@@ -39,6 +39,12 @@ static inline int gq_low_coord(const gq_lowgrid *g, int point, int k) {
     return (int)((g->grid[point] >> 8 * k) & 0xff);
 }
 
+/* Point g's codes into L[0..dim): each byte 2l + 1 (1..15) halved. */
+static inline void gq_low_codes(const gq_lowgrid *g, int point, int8_t *L) {
+    const uint64_t v = (g->grid[point] >> 1) & 0x7f7f7f7f7f7f7f7full;
+    for (int i = 0; i < g->dim; ++i) L[i] = (int8_t)(v >> 8 * i);
+}
+
 /* The grid index, or the neighbour list, of codes L[0..dim). */
 static inline int32_t gq_low_lookup(const gq_lowgrid *g, const int8_t *L) {
     int u = 0;

@@ -100,7 +100,7 @@ static int iq1_best_neighbour(const gq_lowgrid *g, int32_t map_value, const floa
         }
     }
     if (grid_index < 0) grid_index = nb[1];
-    for (int i = 0; i < 8; ++i) L[i] = (int8_t)((gq_low_coord(g, grid_index, i) - 1) / 2);
+    gq_low_codes(g, grid_index, L);
     return grid_index;
 }
 
