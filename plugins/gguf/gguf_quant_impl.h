@@ -94,19 +94,6 @@ void gq_iq4_xs(const float *restrict x, uint8_t *restrict y);
 void gq_iq3_s(const float *restrict x, uint8_t *restrict y);
 bool gguf_quant_iq3_ready(void);
 
-/* IQ3_S's search tables (iq3xs_init_impl's kmap and neighbour lists). */
-enum { IQ3_KMAP = 4096, IQ3_GRID = 512 };
-
-typedef struct gq_iq3_tables {
-    int map[IQ3_KMAP];    /* >= 0: grid index; < 0: -(offset + 1) into neighbours */
-    uint16_t *neighbours; /* at each offset: count, then that many grid indices */
-    /* The same lists for the vector search: for off-grid point i, at
-     * coords + lanes_at[i], runs of 8 candidates as 32 bytes each, byte
-     * 8 * k + l coordinate k of candidate l of the run (0 past the end). */
-    uint8_t *coords;
-    int lanes_at[IQ3_KMAP];
-} gq_iq3_tables;
-
 /* The start of an IQ3_S block both paths share (ggml's
  * quantize_row_iq3_s_impl): weights x^2 and their roots, |x|, the sign bits
  * of each 8 values; L cleared. Returns max |x| (0: the block is zero). */
@@ -145,9 +132,6 @@ static inline float gq_iq3_refit(const float *restrict weight, const float *rest
     }
     return sumq2 > 0 ? sumqx / sumq2 : scale;
 }
-
-/* The tables, complete once gguf_quant_iq3_ready() returned true. */
-const gq_iq3_tables *gq_iq3_tables_get(void);
 
 /* AVX2 variants (gguf_quant_avx2.c, x86-64 only): the same bytes, for
  * gguf_quantize to pick after the CPU check. */

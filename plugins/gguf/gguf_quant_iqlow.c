@@ -26,8 +26,8 @@
 /* ---- tables ---------------------------------------------------------------- */
 
 static gq_lowgrid grids[GQ_LOW_NGRIDS];
-static pthread_once_t grids_once = PTHREAD_ONCE_INIT;
-static bool grids_ok;
+static pthread_once_t grids_once = PTHREAD_ONCE_INIT, iq3s_once = PTHREAD_ONCE_INIT;
+static bool grids_ok, iq3s_ok;
 
 /* The dequantization grid a search grid comes from, its values by level,
  * and ggml's nwant (how many distinct distances the neighbour lists keep). */
@@ -44,6 +44,7 @@ static const grid_source sources[GQ_LOW_NGRIDS] = {
     [GQ_LOW_IQ1S] = {gguf_iq1s_grid, 8, 2, 2048, 3, 3, {0xff, 0x00, 0x01}},
     [GQ_LOW_IQ3XXS] =
         {gguf_iq3xxs_grid, 4, 3, 256, 2, 8, {0x04, 0x0c, 0x14, 0x1c, 0x24, 0x2c, 0x34, 0x3e}},
+    [GQ_LOW_IQ3S] = {gguf_iq3s_grid, 4, 3, 512, 3, 8, {1, 3, 5, 7, 9, 11, 13, 15}},
 };
 
 /* Point g of the source as coordinates 2l + 1; false on a value that is no
@@ -126,6 +127,7 @@ static bool build_coords(gq_lowgrid *g, size_t used) {
 static bool build_grid(int which) {
     const grid_source *s = &sources[which];
     gq_lowgrid *g = &grids[which];
+    if (!s->table) return false; /* a grid without a source entry */
     g->dim = s->dim;
     g->bits = s->bits;
     g->size = s->size;
@@ -173,11 +175,22 @@ static bool build_grid(int which) {
 
 static void build_all(void) {
     bool ok = true;
-    for (int w = 0; ok && w < GQ_LOW_NGRIDS; ++w) ok = build_grid(w);
+    for (int w = 0; ok && w < GQ_LOW_IQ3S; ++w) ok = build_grid(w);
     grids_ok = ok;
 }
 
-/* Freed when the plugin is unloaded (see gguf_quant_iq.c's iq3_release). */
+static void build_iq3s(void) {
+    iq3s_ok = build_grid(GQ_LOW_IQ3S);
+}
+
+bool gq_lowgrid_iq3s_ready(void) {
+    pthread_once(&iq3s_once, build_iq3s);
+    return iq3s_ok;
+}
+
+/* The tables live as long as the code that uses them: freed when the
+ * plugin is unloaded (amn_ctx_free dlcloses it; left allocated, the blocks
+ * would outlive the only pointers to them, which LeakSanitizer reports). */
 __attribute__((destructor)) static void grids_release(void) {
     for (int w = 0; w < GQ_LOW_NGRIDS; ++w) {
         free(grids[w].grid);
@@ -199,11 +212,7 @@ const gq_lowgrid *gq_lowgrid_get(int which) {
 
 /* ---- the shared search ------------------------------------------------------ */
 
-/* ggml's iq2_find_best_neighbour / iq3_find_best_neighbour: the listed
- * point of least weighted distance at this scale (the first on ties); its
- * codes into L. When every distance is NaN or at least FLT_MAX ggml aborts;
- * here the first listed point is taken. */
-static int best_neighbour(const gq_lowgrid *g, int32_t map_value, const float *xval,
+int gq_low_best_neighbour(const gq_lowgrid *g, int32_t map_value, const float *xval,
                           const float *weight, float scale, int8_t *L) {
     const uint16_t *nb = gq_low_list(g, map_value);
     const int num = nb[0];
@@ -672,7 +681,7 @@ static void rows(row_fn fn, size_t row_bytes, bool needs_qw, const float *x, uin
         memset(y, 0, nb * (size_t)nrows);
         return;
     }
-    neighbour_fn nbf = best_neighbour;
+    neighbour_fn nbf = gq_low_best_neighbour;
 #if AMN_GGUF_QUANT_AVX2
     if (level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2)
         nbf = gq_low_best_neighbour_avx2;

@@ -30,9 +30,22 @@ typedef struct gq_lowgrid {
     uint8_t *coords;
 } gq_lowgrid;
 
-enum { GQ_LOW_IQ2XXS, GQ_LOW_IQ2XS, GQ_LOW_IQ2S, GQ_LOW_IQ1S, GQ_LOW_IQ3XXS, GQ_LOW_NGRIDS };
+/* The grids: those of gguf_quant_iqlow_ready(), then IQ3_S's (512 points,
+ * built on its own by gq_lowgrid_iq3s_ready for gguf_quant_iq.c). */
+enum {
+    GQ_LOW_IQ2XXS,
+    GQ_LOW_IQ2XS,
+    GQ_LOW_IQ2S,
+    GQ_LOW_IQ1S,
+    GQ_LOW_IQ3XXS,
+    GQ_LOW_IQ3S,
+    GQ_LOW_NGRIDS
+};
 
-/* Complete once gguf_quant_iqlow_ready() returned true. */
+bool gq_lowgrid_iq3s_ready(void);
+
+/* Complete once gguf_quant_iqlow_ready() (or, for IQ3_S's,
+ * gq_lowgrid_iq3s_ready()) returned true. */
 const gq_lowgrid *gq_lowgrid_get(int which);
 
 static inline int gq_low_coord(const gq_lowgrid *g, int point, int k) {
@@ -55,6 +68,14 @@ static inline int32_t gq_low_lookup(const gq_lowgrid *g, const int8_t *L) {
 static inline const uint16_t *gq_low_list(const gq_lowgrid *g, int32_t map_value) {
     return g->neighbours + (-map_value - 1);
 }
+
+/* ggml's iq2_find_best_neighbour / iq3_find_best_neighbour: the listed
+ * point of least weighted distance at this scale (the first on ties); its
+ * codes into L, its index returned. map_value < 0 is the group's map entry.
+ * When every distance is NaN or at least FLT_MAX ggml aborts; here the
+ * first listed point is taken. */
+int gq_low_best_neighbour(const gq_lowgrid *g, int32_t map_value, const float *xval,
+                          const float *weight, float scale, int8_t *L);
 
 /* ggml's sort of IQ1's (value, index) pairs: glibc's qsort on 32 or 16
  * elements of 8 bytes is its merge sort (msort_with_tmp: halves n / 2 and
