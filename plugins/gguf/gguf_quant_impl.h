@@ -120,19 +120,6 @@ static inline float gq_iq3_block_prepare(const float *restrict xb, float *restri
     return max;
 }
 
-/* ggml's last least-squares step for the grid codes L both paths chose:
- * the scale that fits them best, or `scale` unchanged when they are zero. */
-static inline float gq_iq3_refit(const float *restrict weight, const float *restrict xval,
-                                 const int8_t *restrict L, float scale) {
-    float sumqx = 0, sumq2 = 0;
-    for (int i = 0; i < 32; ++i) {
-        const float w = weight[i], q = (float)(2 * L[i] + 1);
-        sumqx += w * xval[i] * q;
-        sumq2 += w * q * q;
-    }
-    return sumq2 > 0 ? sumqx / sumq2 : scale;
-}
-
 /* AVX2 variants (gguf_quant_avx2.c, x86-64 only): the same bytes, for
  * gguf_quantize to pick after the CPU check. */
 #if defined(__x86_64__)
@@ -150,10 +137,6 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
 void gq_q2_k_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs);
 void gq_q4_k_avx2(const float *restrict x, uint8_t *restrict y);
-/* gguf_quant_iq3_avx2.c: one 32-value block of IQ3_S (gguf_quant_iq.c's
- * iq3_block, the same results). */
-float gq_iq3_block_avx2(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
-                        bool *zero);
 void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
 #else

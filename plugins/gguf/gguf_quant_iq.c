@@ -170,67 +170,16 @@ static const gq_lowgrid *iq3_grid(void) {
     return gq_lowgrid_get(GQ_LOW_IQ3S);
 }
 
-/* Codes L (0..7) of 4 values at inverse scale id, ggml's
- * nearest_int(0.5 * (id * x - 1)) clamped. */
-static void iq3_codes(const float *xval, float id, int8_t *L) {
-    for (int i = 0; i < 4; ++i) {
-        const int l = gq_nearest_int(0.5f * (id * xval[i] - 1));
-        L[i] = (int8_t)GQ_MAX(0, GQ_MIN(7, l));
-    }
-}
-
 /* One 32-value block: scale, codes L, sign bytes; *zero when every |x| is
- * zero (then nothing else is meaningful). */
-static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
-                       bool *zero) {
-    const gq_lowgrid *g = iq3_grid();
-    const int kMaxQ = 8;
+ * zero (then nothing else is meaningful). The search is the low-bit
+ * i-quants' (gguf_quant_iqlow.c), scalar or AVX2. */
+static inline float iq3_block_on(const float *restrict xb, int8_t *restrict L,
+                                 uint8_t *restrict signs, bool *zero, bool avx2) {
     float weight[32], waux[32], xval[32];
-    int8_t Laux[32];
-    bool on_grid[8], on_grid_aux[8];
     const float max = gq_iq3_block_prepare(xb, weight, waux, xval, signs, L);
     *zero = !max;
     if (*zero) return 0;
-    float best = 0;
-    float scale = max / (2 * kMaxQ - 1);
-    for (int k = 0; k < 8; ++k) on_grid[k] = false;
-    for (int is = -9; is <= 9; ++is) {
-        const float id = (2 * kMaxQ - 1 + is * 0.2f) / max;
-        const float this_scale = 1 / id;
-        for (int k = 0; k < 8; ++k) {
-            iq3_codes(xval + 4 * k, id, Laux + 4 * k);
-            const int gi = gq_low_lookup(g, Laux + 4 * k);
-            on_grid_aux[k] = gi >= 0;
-            if (gi < 0)
-                gq_low_best_neighbour(g, gi, xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
-        }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; ++i) {
-            const float w = weight[i], q = (float)(2 * Laux[i] + 1);
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
-        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-            scale = sumqx / sumq2;
-            best = scale * sumqx;
-            memcpy(L, Laux, 32);
-            memcpy(on_grid, on_grid_aux, sizeof on_grid);
-        }
-    }
-    int n_not_on_grid = 0;
-    for (int k = 0; k < 8; ++k) n_not_on_grid += !on_grid[k];
-    if (n_not_on_grid > 0 && scale > 0) {
-        const float id = 1 / scale;
-        for (int k = 0; k < 8; ++k) {
-            int8_t Lk[4];
-            iq3_codes(xval + 4 * k, id, Lk);
-            int gi = gq_low_lookup(g, Lk);
-            if (gi < 0)
-                gi = gq_low_best_neighbour(g, gi, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
-            gq_low_codes(g, gi, L + 4 * k);
-        }
-        scale = gq_iq3_refit(weight, xval, L, scale);
-    }
+    float scale = gq_iq3s_search(xval, weight, waux, max, L, avx2);
     if (scale < 0) {
         /* ggml: "should never happen"; flip the scale and the signs. */
         scale = -scale;
@@ -238,6 +187,17 @@ static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *re
     }
     return scale;
 }
+
+static float iq3_block(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
+                       bool *zero) {
+    return iq3_block_on(xb, L, signs, zero, false);
+}
+#if AMN_GGUF_QUANT_AVX2
+static float iq3_block_avx2(const float *restrict xb, int8_t *restrict L, uint8_t *restrict signs,
+                            bool *zero) {
+    return iq3_block_on(xb, L, signs, zero, true);
+}
+#endif
 
 /* Layout: d (F16), qs[64], qh[8], signs[32], scales[4]. A block whose values
  * are all zero writes no qs / signs and, as in ggml, the next block's go
@@ -291,6 +251,6 @@ void gq_iq3_s(const float *restrict x, uint8_t *restrict y) {
 }
 #if AMN_GGUF_QUANT_AVX2
 void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y) {
-    iq3_s_body(x, y, gq_iq3_block_avx2);
+    iq3_s_body(x, y, iq3_block_avx2);
 }
 #endif

@@ -276,22 +276,23 @@ static void fit_sums(int n, const float *weight, const float *xval, const int8_t
  * [-nis, nis], id = (2 kmaxq - 1 + is * step) / top, every group snapped,
  * the try of largest sumqx^2 / sumq2 kept (ggml's comparison, in order).
  * L and scale hold the starting codes and scale and receive the best;
- * on_grid[k] whether group k of the kept try was on the grid (true when no
- * try was kept). */
+ * on_grid[k] whether group k of the kept try was on the grid (none_on when
+ * no try was kept: true for IQ2 / IQ3_XXS, false for IQ3_S, as ggml
+ * starts them). */
 static float scale_search(const gq_lowgrid *g, int n, const float *xval, const float *weight,
                           const float *waux, float top, int nis, float step, int kmaxq, float scale,
-                          int8_t *L, bool *on_grid, neighbour_fn nbf) {
+                          int8_t *L, bool none_on, bool *on_grid, neighbour_fn nbf) {
 #if AMN_GGUF_QUANT_AVX2
     /* The AVX2 neighbour search marks the AVX2 path. */
     if (nbf == gq_low_best_neighbour_avx2)
         return gq_low_scale_search_avx2(g, n, xval, weight, waux, top, nis, step, kmaxq, scale, L,
-                                        on_grid);
+                                        none_on, on_grid);
 #endif
     int8_t Laux[32];
     bool on_aux[8];
     float best = 0;
     const int ng = n / g->dim;
-    for (int k = 0; k < ng; ++k) on_grid[k] = true;
+    for (int k = 0; k < ng; ++k) on_grid[k] = none_on;
     for (int is = -nis; is <= nis; ++is) {
         const float id = (2 * kmaxq - 1 + is * step) / top;
         const float this_scale = 1 / id;
@@ -475,8 +476,8 @@ static float iq2_xxs_block(const gq_lowgrid *g, const float *xb, const float *qw
     float scale = make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
     const float eff_max = scale * kMaxQ;
     if (eff_max <= 0) return 0;
-    scale =
-        scale_search(g, 32, xval, weight, waux, eff_max, 6, 0.1f, kMaxQ, scale, L, on_grid, nbf);
+    scale = scale_search(g, 32, xval, weight, waux, eff_max, 6, 0.1f, kMaxQ, scale, L, true,
+                         on_grid, nbf);
     if (scale > 0) {
         const bool all[4] = {true, true, true, true};
         scale = refit(g, 32, xval, weight, waux, scale, kMaxQ, all, L, nbf);
@@ -536,7 +537,7 @@ static float iq2_16_block(const gq_lowgrid *g, bool xs, const float *xb, const f
     idx[0] = idx[1] = -1;
     if (max < (xs ? GQ_GROUP_MAX_EPS : 1e-8f)) return 0;
     float scale = scale_search(g, 16, xval, weight, waux, max, 9, 0.1f, kMaxQ,
-                               max / (2 * kMaxQ - 1), L, on_grid, nbf);
+                               max / (2 * kMaxQ - 1), L, true, on_grid, nbf);
     const bool redo[2] = {!on_grid[0], !on_grid[1]};
     if ((redo[0] || redo[1]) && scale > 0)
         scale = refit(g, 16, xval, weight, waux, scale, kMaxQ, redo, L, nbf);
@@ -630,7 +631,7 @@ static float iq3_xxs_block(const gq_lowgrid *g, const float *xb, const float *qw
     memset(L, 0, 32);
     if (max < 1e-8f) return 0;
     float scale = scale_search(g, 32, xval, weight, waux, max, 15, 0.2f, kMaxQ,
-                               max / (2 * kMaxQ - 1), L, on_grid, nbf);
+                               max / (2 * kMaxQ - 1), L, true, on_grid, nbf);
     int n_not_on_grid = 0;
     for (int k = 0; k < 8; ++k) n_not_on_grid += redo[k] = !on_grid[k];
     if (n_not_on_grid > 0 && scale > 0)
@@ -668,6 +669,34 @@ static void iq3_xxs_row(const float *x, uint8_t *y, int64_t n, const float *qw, 
         for (int ib = 0; ib < 8; ++ib)
             for (int b = 0; b < 4; ++b) y[66 + 4 * ib + b] = (uint8_t)(sas[ib] >> 8 * b);
     }
+}
+
+/* ---- IQ3_S's block search (gguf_quant_iq.c) -------------------------------- */
+
+/* quantize_row_iq3_s_impl's search for one 32-value block (kMaxQ 8, 19
+ * tries of step 0.2 from max / 15, on_grid false when no try is kept, and
+ * every group snapped again when one of the kept try's was off the grid).
+ * L receives the codes; returns the scale. */
+float gq_iq3s_search(const float *xval, const float *weight, const float *waux, float max,
+                     int8_t *L, bool avx2) {
+    const gq_lowgrid *g = &grids[GQ_LOW_IQ3S];
+    neighbour_fn nbf = gq_low_best_neighbour;
+#if AMN_GGUF_QUANT_AVX2
+    if (avx2) nbf = gq_low_best_neighbour_avx2;
+#else
+    (void)avx2;
+#endif
+    const int kMaxQ = 8;
+    bool on_grid[8];
+    float scale = scale_search(g, 32, xval, weight, waux, max, 9, 0.2f, kMaxQ,
+                               max / (2 * kMaxQ - 1), L, false, on_grid, nbf);
+    int n_not_on_grid = 0;
+    for (int k = 0; k < 8; ++k) n_not_on_grid += !on_grid[k];
+    if (n_not_on_grid > 0 && scale > 0) {
+        static const bool all[8] = {true, true, true, true, true, true, true, true};
+        scale = refit(g, 32, xval, weight, waux, scale, kMaxQ, all, L, nbf);
+    }
+    return scale;
 }
 
 /* ---- rows and dispatch ------------------------------------------------------- */

@@ -178,7 +178,7 @@ enum { TRY_LANES = 32 };
 
 float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, const float *weight,
                                const float *waux, float top, int nis, float step, int kmaxq,
-                               float scale, int8_t *L, bool *on_grid) {
+                               float scale, int8_t *L, bool none_on, bool *on_grid) {
     const int nt = 2 * nis + 1, ng = n / g->dim, dim = g->dim;
     int8_t Laux[TRY_LANES][32];
     bool on_aux[TRY_LANES][8];
@@ -242,7 +242,7 @@ float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, co
             best = scale * sqx[c];
             chosen = c;
         }
-    for (int k = 0; k < ng; ++k) on_grid[k] = chosen < 0 || on_aux[chosen][k];
+    for (int k = 0; k < ng; ++k) on_grid[k] = chosen < 0 ? none_on : on_aux[chosen][k];
     if (chosen >= 0) memcpy(L, Laux[chosen], (size_t)n);
     return scale;
 }

@@ -77,6 +77,12 @@ static inline const uint16_t *gq_low_list(const gq_lowgrid *g, int32_t map_value
 int gq_low_best_neighbour(const gq_lowgrid *g, int32_t map_value, const float *xval,
                           const float *weight, float scale, int8_t *L);
 
+/* IQ3_S's block search (quantize_row_iq3_s_impl) on the IQ3_S grid, the
+ * AVX2 path when avx2 (after the CPU check): codes into L, the scale
+ * returned. */
+float gq_iq3s_search(const float *xval, const float *weight, const float *waux, float max,
+                     int8_t *L, bool avx2);
+
 /* ggml's sort of IQ1's (value, index) pairs: glibc's qsort on 32 or 16
  * elements of 8 bytes is its merge sort (msort_with_tmp: halves n / 2 and
  * n - n / 2, the left element taken unless it compares greater), with
@@ -131,7 +137,7 @@ int gq_low_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const flo
  * in lanes, then ggml's pick try after try. */
 float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, const float *weight,
                                const float *waux, float top, int nis, float step, int kmaxq,
-                               float scale, int8_t *L, bool *on_grid);
+                               float scale, int8_t *L, bool none_on, bool *on_grid);
 /* IQ1_S's search over every split (i1 <= i2) of the 32 sorted values,
  * from the prefix sums sumx / sumw (33 values, readable to index 40): 8
  * values of i2 in lanes, ggml's tests run only for runs where one passes
