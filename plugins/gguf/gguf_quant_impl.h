@@ -122,19 +122,6 @@ void gq_iq4_xs(const float *restrict x, uint8_t *restrict y);
 void gq_iq3_s(const float *restrict x, uint8_t *restrict y);
 bool gguf_quant_iq3_ready(void);
 
-/* IQ3_S's search tables (iq3xs_init_impl's kmap and neighbour lists). */
-enum { IQ3_KMAP = 4096, IQ3_GRID = 512 };
-
-typedef struct gq_iq3_tables {
-    int map[IQ3_KMAP];    /* >= 0: grid index; < 0: -(offset + 1) into neighbours */
-    uint16_t *neighbours; /* at each offset: count, then that many grid indices */
-    /* The same lists for the vector search: for off-grid point i, at
-     * coords + lanes_at[i], runs of 8 candidates as 32 bytes each, byte
-     * 8 * k + l coordinate k of candidate l of the run (0 past the end). */
-    uint8_t *coords;
-    int lanes_at[IQ3_KMAP];
-} gq_iq3_tables;
-
 /* The start of an IQ3_S block both paths share (ggml's
  * quantize_row_iq3_s_impl): weights (x^2, or with an importance matrix qw
  * qw * sqrt(sigma2 + x^2)) and their roots, |x|, the sign bits
@@ -166,22 +153,6 @@ static inline float gq_iq3_block_prepare(const float *restrict xb, const float *
     return max;
 }
 
-/* ggml's last least-squares step for the grid codes L both paths chose:
- * the scale that fits them best, or `scale` unchanged when they are zero. */
-static inline float gq_iq3_refit(const float *restrict weight, const float *restrict xval,
-                                 const int8_t *restrict L, float scale) {
-    float sumqx = 0, sumq2 = 0;
-    for (int i = 0; i < 32; ++i) {
-        const float w = weight[i], q = (float)(2 * L[i] + 1);
-        sumqx += w * xval[i] * q;
-        sumq2 += w * q * q;
-    }
-    return sumq2 > 0 ? sumqx / sumq2 : scale;
-}
-
-/* The tables, complete once gguf_quant_iq3_ready() returned true. */
-const gq_iq3_tables *gq_iq3_tables_get(void);
-
 /* AVX2 variants (gguf_quant_avx2.c, x86-64 only): the same bytes, for
  * gguf_quantize to pick after the CPU check. */
 #if defined(__x86_64__)
@@ -203,10 +174,6 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
 void gq_q2_k_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs);
 void gq_q4_k_avx2(const float *restrict x, uint8_t *restrict y);
-/* gguf_quant_iq3_avx2.c: one 32-value block of IQ3_S (gguf_quant_iq.c's
- * iq3_block, the same results). */
-float gq_iq3_block_avx2(const float *restrict xb, const float *restrict qw, float sigma2,
-                        int8_t *restrict L, uint8_t *restrict signs, bool *zero);
 void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq3_s_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q2_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);

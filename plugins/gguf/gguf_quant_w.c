@@ -16,9 +16,8 @@
 #include "gguf_dequant.h"
 #include "gguf_quant.h"
 #include "gguf_quant_impl.h"
+#include "gguf_quant_iqlow.h"
 #include "gguf_types.h"
-/* The low-bit i-quants (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS)
- * come from gguf_quant_iqlow.h: see gguf_qrow_weighted. */
 
 /* sum(x^2) / n over one row, in ggml's order (the legacy _impl's sigma2). */
 static float row_sigma2(const float *x, int64_t n) {
@@ -227,32 +226,42 @@ gguf_qrow_fn gguf_qrow_weighted(uint32_t type, amn_simd level) {
         return gq_iq4_xs_rows;
     case GGUF_TYPE_IQ3_S:
         return gq_iq3_s_rows;
-        /* ---- low-bit i-quants: the merger wires gguf_quant_iqlow.h here ----
-         * case GGUF_TYPE_IQ2_XXS: return gq_iq2_xxs_rows;
-         * case GGUF_TYPE_IQ2_XS:  return gq_iq2_xs_rows;
-         * case GGUF_TYPE_IQ2_S:   return gq_iq2_s_rows;
-         * case GGUF_TYPE_IQ3_XXS: return gq_iq3_xxs_rows;
-         * case GGUF_TYPE_IQ1_S:   return gq_iq1_s_rows;
-         * case GGUF_TYPE_IQ1_M:   return gq_iq1_m_rows;
-         * (and gguf_qrow_unweighted below for those that run without
-         * weights, gguf_type_needs_imatrix for those that cannot). */
+    case GGUF_TYPE_IQ2_XXS:
+        return gq_iq2_xxs_rows;
+    case GGUF_TYPE_IQ2_XS:
+        return gq_iq2_xs_rows;
+    case GGUF_TYPE_IQ2_S:
+        return gq_iq2_s_rows;
+    case GGUF_TYPE_IQ3_XXS:
+        return gq_iq3_xxs_rows;
+    case GGUF_TYPE_IQ1_S:
+        return gq_iq1_s_rows;
+    case GGUF_TYPE_IQ1_M:
+        return gq_iq1_m_rows;
     default:
         return NULL;
     }
 }
 
-/* Types quantized only row by row even without weights (none yet: the
- * low-bit i-quants that ggml runs without weights go here, IQ3_XXS, IQ2_S
- * and IQ1_M, the same functions then called with qw NULL). */
+/* Types quantized only row by row even without weights: the low-bit
+ * i-quants that ggml runs without weights (IQ3_XXS, IQ2_S, IQ1_M), the same
+ * functions then called with qw NULL. */
 static gguf_qrow_fn gguf_qrow_unweighted(uint32_t type) {
     switch (type) {
-        /* ---- low-bit i-quants: the merger wires gguf_quant_iqlow.h here ----
-         * case GGUF_TYPE_IQ3_XXS: return gq_iq3_xxs_rows;
-         * case GGUF_TYPE_IQ2_S:   return gq_iq2_s_rows;
-         * case GGUF_TYPE_IQ1_M:   return gq_iq1_m_rows; */
+    case GGUF_TYPE_IQ3_XXS:
+        return gq_iq3_xxs_rows;
+    case GGUF_TYPE_IQ2_S:
+        return gq_iq2_s_rows;
+    case GGUF_TYPE_IQ1_M:
+        return gq_iq1_m_rows;
     default:
         return NULL;
     }
+}
+
+static bool is_iqlow(uint32_t type) {
+    return type == GGUF_TYPE_IQ2_XXS || type == GGUF_TYPE_IQ2_XS || type == GGUF_TYPE_IQ2_S ||
+           type == GGUF_TYPE_IQ3_XXS || type == GGUF_TYPE_IQ1_S || type == GGUF_TYPE_IQ1_M;
 }
 
 bool gguf_type_needs_rows(uint32_t type) {
@@ -280,6 +289,13 @@ int gguf_quantize_rows(uint32_t type, const float *x, int64_t nrows, int64_t n_p
     if (!fn && qw == NULL && gguf_type_needs_imatrix(type)) return AMN_E_INVALID;
     if (!fn) return gguf_quantize_simd(type, x, (uint64_t)(nrows * n_per_row), dst, level);
     if (type == GGUF_TYPE_IQ3_S && !gguf_quant_iq3_ready()) return AMN_E_NOMEM;
+    /* The low-bit i-quants pick their vector path themselves: given the
+     * level, so a capped level (AMN_SIMD, tests) reaches them too. */
+    if (is_iqlow(type)) {
+        if (!gguf_quant_iqlow_ready()) return AMN_E_NOMEM;
+        gq_iqlow_rows_simd(type, x, dst, nrows, n_per_row, qw, level);
+        return AMN_OK;
+    }
     fn(x, dst, nrows, n_per_row, qw);
     return AMN_OK;
 }
