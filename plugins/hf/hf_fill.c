@@ -86,9 +86,9 @@ static int read_rows(const hf_out *t, uint64_t r0, uint64_t n, const amn_values 
 }
 
 /* Rows go through in tiles of about this many floats (64 KiB), so the F32
- * values are stored while still in cache rather than after a chunk-sized
+ * values are stored while still in cache (256 KiB: L2) rather than after a chunk-sized
  * round trip through memory; each element is computed the same either way. */
-#define TILE_FLOATS 16384u
+#define TILE_FLOATS 65536u
 
 int hf_fill(const hf_out *t, uint64_t unit0, uint64_t n, const amn_values *v, void *dst,
             amn_error *err) {
