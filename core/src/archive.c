@@ -980,6 +980,7 @@ int amni_archive_open(const amn_ctx *ctx, const char *path, const char *from, co
         amn_model_free(m);
         return rc;
     }
+    amn_model_set_limits(m, lim);
     *out = m;
     return AMN_OK;
 }

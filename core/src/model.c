@@ -30,6 +30,8 @@ struct amn_model {
     size_t n_kvs, cap_kvs;
     resource *res;
     size_t n_res, cap_res;
+    amn_limits lim; /* the caps it was opened with (has_lim) */
+    bool has_lim;
 };
 
 static bool grow(void **arr, size_t *cap, size_t need, size_t elem) {
@@ -83,6 +85,18 @@ const char *amn_model_label(const amn_model *m) {
 }
 const char *amn_model_path(const amn_model *m) {
     return m->path;
+}
+/* Only the fields lim->struct_size covers are read (a plugin built against
+ * an older header passes a smaller struct); the rest keep their defaults. */
+void amn_model_set_limits(amn_model *m, const amn_limits *lim) {
+    m->has_lim = lim != NULL && lim->struct_size >= AMNI_LIMITS_SIZE_2_0;
+    if (!m->has_lim) return;
+    amn_limits_default(&m->lim);
+    memcpy(&m->lim, lim, lim->struct_size < sizeof m->lim ? lim->struct_size : sizeof m->lim);
+    m->lim.struct_size = sizeof m->lim;
+}
+const amn_limits *amn_model_limits(const amn_model *m) {
+    return m && m->has_lim ? &m->lim : NULL;
 }
 
 static int set_string(char **slot, const char *s, amn_error *err) {

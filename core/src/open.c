@@ -196,7 +196,10 @@ int amn_ctx_resolve(const amn_ctx *ctx, const char *input, char *path, size_t pa
     return AMN_OK;
 }
 
-static int finish_model(amn_model *m, const amn_format *f, const char *path, amn_error *err) {
+static int finish_model(amn_model *m, const amn_format *f, const char *path, const amn_limits *lim,
+                        amn_error *err) {
+    /* kept for readers of the model's companion files (a folder's tokenizer) */
+    amn_model_set_limits(m, lim);
     int rc = path ? amn_model_set_path(m, path, err) : AMN_OK;
     if (!rc && amn_model_label(m) == amn_model_format(m))
         rc = amn_model_set_label(m, f->description, err);
@@ -235,7 +238,7 @@ int amn_open(const amn_ctx *ctx, const char *path, const char *from, const amn_l
         amn_model_free(m);
         return rc;
     }
-    if ((rc = finish_model(m, f, path, err))) {
+    if ((rc = finish_model(m, f, path, &lim, err))) {
         amn_model_free(m);
         return rc;
     }
@@ -260,7 +263,7 @@ int amn_inspect_source(const amn_ctx *ctx, const amn_source *src, const char *pa
     amn_model *m = NULL;
     if ((rc = f->inspect(&a, &m, err))) return rc;
     if (!m) return amn_error_set(err, AMN_E_PARSE, "format %s returned no model", f->name);
-    if ((rc = finish_model(m, f, path, err))) {
+    if ((rc = finish_model(m, f, path, &lim, err))) {
         amn_model_free(m);
         return rc;
     }
@@ -285,7 +288,7 @@ int amn_inspect(const amn_ctx *ctx, const char *path, const char *from, const am
         amn_inspect_args a = {.struct_size = sizeof a, .src = NULL, .path = path, .limits = &lim};
         amn_model *m = NULL;
         if ((rc = f->inspect(&a, &m, err))) return rc;
-        if ((rc = finish_model(m, f, path, err))) {
+        if ((rc = finish_model(m, f, path, &lim, err))) {
             amn_model_free(m);
             return rc;
         }

@@ -49,8 +49,16 @@ void hf_conv_free(hf_conv *c) {
     free(c);
 }
 
-static int read_json(const char *dir, const char *file, bool required, json_object **out,
-                     amn_error *err) {
+/* The caps of one JSON file: the file's own cap, lowered by the user's. */
+static amn_kit_json_caps json_caps(const amn_limits *lim, uint64_t cap) {
+    return (amn_kit_json_caps){.max_bytes =
+                                   lim->max_header_bytes < cap ? lim->max_header_bytes : cap,
+                               .max_depth = lim->max_depth < 64 ? (int)lim->max_depth : 64,
+                               .bad_code = AMN_E_PARSE};
+}
+
+static int read_json(const char *dir, const char *file, bool required, const amn_limits *lim,
+                     json_object **out, amn_error *err) {
     char path[4096];
     *out = NULL;
     if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
@@ -62,8 +70,7 @@ static int read_json(const char *dir, const char *file, bool required, json_obje
                              "unsupported: %s has no %s: not a Hugging Face model folder", dir,
                              file);
     }
-    const amn_kit_json_caps caps = {
-        .max_bytes = CONFIG_MAX_BYTES, .max_depth = 64, .bad_code = AMN_E_PARSE};
+    const amn_kit_json_caps caps = json_caps(lim, CONFIG_MAX_BYTES);
     return amn_kit_json_read_object(path, NULL, &caps, out, err);
 }
 
@@ -99,9 +106,9 @@ static int names_add(names *s, const char *x, amn_error *err) {
 
 /* The shard files, as index_tensors lists them: the index's files (sorted),
  * else every model*.safetensors of the folder (sorted). */
-static int part_names(const char *dir, names *parts, amn_error *err) {
+static int part_names(const char *dir, const amn_limits *lim, names *parts, amn_error *err) {
     json_object *index = NULL;
-    int rc = read_json(dir, "model.safetensors.index.json", false, &index, err);
+    int rc = read_json(dir, "model.safetensors.index.json", false, lim, &index, err);
     if (rc) return rc;
     if (index) {
         json_object *wm;
@@ -149,7 +156,8 @@ static int part_names(const char *dir, names *parts, amn_error *err) {
 }
 
 /* One shard's tensor names, sorted (gguf-py's SafetensorsLocal). */
-static int part_tensors(const char *dir, const char *part, names *out, amn_error *err) {
+static int part_tensors(const char *dir, const char *part, const amn_limits *lim, names *out,
+                        amn_error *err) {
     char path[4096];
     if (strchr(part, '/') || snprintf(path, sizeof path, "%s/%s", dir, part) >= (int)sizeof path)
         return amn_error_set(err, AMN_E_PARSE, "shard name %s: not a file of the folder", part);
@@ -161,7 +169,8 @@ static int part_tensors(const char *dir, const char *part, names *out, amn_error
     if (fread(len8, 1, 8, f) != 8)
         rc = amn_error_set(err, AMN_E_PARSE, "%s: truncated safetensors header", path);
     for (int i = 7; !rc && i >= 0; i--) len = len << 8 | len8[i];
-    if (!rc && len > HEADER_MAX_BYTES)
+    const amn_kit_json_caps caps = json_caps(lim, HEADER_MAX_BYTES);
+    if (!rc && len > caps.max_bytes)
         rc = amn_error_set(err, AMN_E_LIMIT, "%s: header of %llu bytes exceeds the cap", path,
                            (unsigned long long)len);
     char *text = rc ? NULL : malloc(len ? (size_t)len : 1);
@@ -170,8 +179,6 @@ static int part_tensors(const char *dir, const char *part, names *out, amn_error
         rc = amn_error_set(err, AMN_E_PARSE, "%s: truncated safetensors header", path);
     fclose(f);
     json_object *h = NULL;
-    const amn_kit_json_caps caps = {
-        .max_bytes = HEADER_MAX_BYTES, .max_depth = 64, .bad_code = AMN_E_PARSE};
     if (!rc) rc = amn_kit_json_parse_object(path, text, (size_t)len, &caps, &h, err);
     free(text);
     const size_t first = out->n;
@@ -445,9 +452,10 @@ static int converter_order(const hf_conv *c, const char *dir, const amn_encode_s
     names parts = {0}, order = {0};
     by_name *idx = malloc((n ? n : 1) * sizeof *idx);
     bool *seen = calloc(n ? n : 1, 1);
-    int rc = idx && seen ? part_names(dir, &parts, err)
+    int rc = idx && seen ? part_names(dir, c->lim, &parts, err)
                          : amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    for (size_t k = 0; !rc && k < parts.n; k++) rc = part_tensors(dir, parts.v[k], &order, err);
+    for (size_t k = 0; !rc && k < parts.n; k++)
+        rc = part_tensors(dir, parts.v[k], c->lim, &order, err);
     for (size_t i = 0; !rc && i < n; i++) idx[i] = (by_name){src[i].name, i};
     if (!rc) qsort(idx, n, sizeof *idx, cmp_by_name);
     size_t k2 = 0;
@@ -605,7 +613,7 @@ static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_param
         hf_meta_size_label(total, label, sizeof label);
     }
     json_object *gen = NULL;
-    int rc = read_json(dir, "generation_config.json", false, &gen, err);
+    int rc = read_json(dir, "generation_config.json", false, c->lim, &gen, err);
     if (rc) { /* the converter ignores an unreadable generation_config.json */
         gen = NULL;
         rc = AMN_OK;
@@ -627,7 +635,7 @@ static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_param
     if (!rc) rc = hf_params_kv(&l, c->arch, p, ftype_of(c->outtype), err);
     if (!rc) rc = hf_kv_u32(&l, "general.quantization_version", 2, err);
     if (!rc) rc = hf_kvs_flush(&l, c->kv, err);
-    if (!rc) rc = hf_vocab_add(c->kv, dir, c->arch->vocab_family, p->vocab_size, NULL, err);
+    if (!rc) rc = hf_vocab_add(c->kv, dir, c->arch->vocab_family, p->vocab_size, c->lim, err);
     hf_kvs_free(&l);
     json_object_put(gen);
     return rc;
@@ -646,17 +654,24 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
     if (!c) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     c->n_src = n;
     c->model = o->model;
+    /* the caps the folder was opened with reach its JSON and tokenizer files */
+    const amn_limits *lim = amn_model_limits(o->model);
+    if (lim)
+        c->lim_own = *lim;
+    else
+        amn_limits_default(&c->lim_own);
+    c->lim = &c->lim_own;
     json_object *cfg = NULL;
     hf_params p = {0};
     int rc = parse_outtype(o->target, &c->outtype, err);
     if (!rc && !(c->outs = calloc(n ? n : 1, sizeof *c->outs)))
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    if (!rc) rc = read_json(dir, "config.json", true, &cfg, err);
+    if (!rc) rc = read_json(dir, "config.json", true, c->lim, &cfg, err);
     if (!rc) rc = find_arch(c, cfg, err);
     if (!rc) rc = hf_params_read(cfg, c->arch, &p, err);
     if (!rc) rc = hf_params_extra(c->arch, &p, c, err);
     if (!rc && (c->arch->flags & HF_A_TRIM_VOCAB))
-        rc = hf_vocab_real_count(dir, p.vocab_size, NULL, &c->vocab_rows, err);
+        rc = hf_vocab_real_count(dir, p.vocab_size, c->lim, &c->vocab_rows, err);
     if (!rc) rc = plan_experts(c, &p, n, err);
     if (!rc) rc = plan_order(c, dir, src, n, &p, err);
     if (!rc) rc = plan_kv(c, dir, p.cfg, &p, err);

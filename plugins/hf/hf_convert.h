@@ -10,6 +10,7 @@
 
 #include "amn/dtype.h"
 #include "amn/error.h"
+#include "amn/format.h"
 #include "amn/model.h"
 #include "amn/scheme.h"
 #include "hf_arch.h"
@@ -66,6 +67,8 @@ typedef struct hf_conv {
     uint64_t expert_count, expert_params; /* for the size label */
     amn_model *kv;                        /* format "hf": the GGUF key/values */
     char *order;                          /* tensor_order=NAME,... as the converter writes */
+    amn_limits lim_own;                   /* the caps of every file read (the model's) */
+    const amn_limits *lim;                /* &lim_own */
     const char *writer_opts[1];
 } hf_conv;
 

@@ -53,40 +53,62 @@ static void q8_0_row(const float *x, uint64_t n, uint8_t *dst) {
     }
 }
 
+/* Rows [r0, r0 + n) of t as F32 into tmp: generated values, rows of stacked
+ * experts, permuted rows, or one contiguous span. */
+static int read_rows(const hf_out *t, uint64_t r0, uint64_t n, const amn_values *v, float *tmp,
+                     amn_error *err) {
+    const uint64_t cols = t->cols;
+    if (t->values) {
+        memcpy(tmp, t->values + r0 * cols, (size_t)(n * cols) * sizeof *tmp);
+        return AMN_OK;
+    }
+    if (t->n_stack) { /* row r of expert e: source stack_src[e] */
+        const uint64_t per = t->rows / t->n_stack;
+        if (v->struct_size < offsetof(amn_values, read_source) + sizeof v->read_source ||
+            !v->read_source)
+            return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: the core cannot read other sources",
+                                 t->name);
+        int rc = AMN_OK;
+        for (uint64_t r = 0; !rc && r < n; r++) {
+            const uint64_t g = r0 + r;
+            rc = v->read_source(v->all, t->stack_src[g / per], (g % per) * cols, cols,
+                                tmp + r * cols, err);
+        }
+        return rc;
+    }
+    if (t->xform == HF_X_PERMUTE_Q || t->xform == HF_X_PERMUTE_K) {
+        int rc = AMN_OK;
+        for (uint64_t r = 0; !rc && r < n; r++)
+            rc = v->read(v->ctx, source_row(t, r0 + r) * cols, cols, tmp + r * cols, err);
+        return rc;
+    }
+    return v->read(v->ctx, r0 * cols, n * cols, tmp, err);
+}
+
+/* Rows go through in tiles of about this many floats (64 KiB), so the F32
+ * values are stored while still in cache (256 KiB: L2) rather than after a chunk-sized
+ * round trip through memory; each element is computed the same either way. */
+#define TILE_FLOATS 65536u
+
 int hf_fill(const hf_out *t, uint64_t unit0, uint64_t n, const amn_values *v, void *dst,
             amn_error *err) {
     if (unit0 > t->rows || n > t->rows - unit0)
         return amn_error_set(err, AMN_E_INVALID, "%s: rows out of range", t->name);
-    const uint64_t cols = t->cols;
-    float *tmp = malloc((size_t)(n * cols) * sizeof *tmp + 1);
+    const uint64_t cols = t->cols, row_bytes = hf_unit_bytes(t);
+    uint64_t step = cols < TILE_FLOATS ? TILE_FLOATS / cols : 1;
+    if (step > n) step = n;
+    float *tmp = malloc((size_t)(step * cols) * sizeof *tmp + 1);
     if (!tmp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     int rc = AMN_OK;
-    if (t->values) {
-        memcpy(tmp, t->values + unit0 * cols, (size_t)(n * cols) * sizeof *tmp);
-    } else if (t->n_stack) { /* row r of expert e: source stack_src[e] */
-        const uint64_t per = t->rows / t->n_stack;
-        if (v->struct_size < offsetof(amn_values, read_source) + sizeof v->read_source ||
-            !v->read_source)
-            rc = amn_error_set(err, AMN_E_UNSUPPORTED, "%s: the core cannot read other sources",
-                               t->name);
-        for (uint64_t r = 0; !rc && r < n; r++) {
-            const uint64_t g = unit0 + r;
-            rc = v->read_source(v->all, t->stack_src[g / per], (g % per) * cols, cols,
-                                tmp + r * cols, err);
-        }
-    } else if (t->xform == HF_X_PERMUTE_Q || t->xform == HF_X_PERMUTE_K) {
-        for (uint64_t r = 0; !rc && r < n; r++)
-            rc = v->read(v->ctx, source_row(t, unit0 + r) * cols, cols, tmp + r * cols, err);
-    } else {
-        rc = v->read(v->ctx, unit0 * cols, n * cols, tmp, err);
-    }
-    if (!rc && t->xform == HF_X_PLUS1) plus_one(tmp, n * cols, t->src);
-    if (!rc) {
+    for (uint64_t r = 0; !rc && r < n; r += step) {
+        const uint64_t k = n - r < step ? n - r : step;
+        uint8_t *out = (uint8_t *)dst + r * row_bytes;
+        rc = read_rows(t, unit0 + r, k, v, tmp, err);
+        if (!rc && t->xform == HF_X_PLUS1) plus_one(tmp, k * cols, t->src);
+        if (rc) break;
         if (t->dtype == AMN_DTYPE_BLOCK) {
-            const uint64_t row_bytes = hf_unit_bytes(t);
-            for (uint64_t r = 0; r < n; r++)
-                q8_0_row(tmp + r * cols, cols, (uint8_t *)dst + r * row_bytes);
-        } else if (amn_store_f32(tmp, t->dtype, dst, (size_t)(n * cols))) {
+            for (uint64_t i = 0; i < k; i++) q8_0_row(tmp + i * cols, cols, out + i * row_bytes);
+        } else if (amn_store_f32(tmp, t->dtype, out, (size_t)(k * cols))) {
             rc = amn_error_set(err, AMN_E_INVALID, "%s: cannot store as %s", t->name,
                                amn_dtype_name(t->dtype));
         }

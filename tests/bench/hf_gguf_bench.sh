@@ -1,49 +1,130 @@
 #!/usr/bin/env bash
-# Whole-program speed of a model folder to GGUF: amn convert DIR --to gguf
-# (f16) against llama.cpp's convert_hf_to_gguf.py --outtype f16 on a ~1 GB
-# BF16 Llama-shaped folder, wall time and peak memory of each, and that the
-# two files are the same bytes; then the one-pass `--to gguf-Q4_K_M` against
-# the two-step pipeline it stands for (amn convert --to gguf f16, then amn
-# forget Q4_K_M), and that both give the same bytes. Not run by CI (needs
-# NumPy; the converter's run needs torch and llama.cpp: LLAMA_CPP_DIR "-"
-# skips it).
+# Whole-program speed of a model folder to GGUF, side by side with
+# llama.cpp, on a ~1 GB BF16 Llama-shaped folder:
+#   1. f16: `amn convert DIR --to gguf` against `convert_hf_to_gguf.py
+#      --outtype f16` (run as fixtures/hf/gen_fixtures.py runs it, with the
+#      transformers stand-in of fixtures/hf/shim);
+#   2. Q4_K_M: the one-pass `amn convert DIR --to gguf-Q4_K_M` against the
+#      two-step pipeline it stands for, the converter's f16 file then
+#      `llama-quantize F16 OUT Q4_K_M` (the intermediate on the same disk).
+# f16 runs ROUNDS times (default 3), Q4_K_M QROUNDS times (default 1: the
+# two-step pipeline takes minutes), in settings: the input on
+# disk with a warm page cache, the input and output on tmpfs (/dev/shm), and
+# the input on disk with its pages dropped from the cache before each round
+# (posix_fadvise DONTNEED; "cold"). It prints each round's wall time, CPU
+# time (user + sys) and peak RSS, then the medians and the ratios, the load
+# average before and after, and checks that amn's files (2 threads and 1)
+# equal the converter's and llama-quantize's byte for byte. amn syncs its
+# output before renaming it into place; the converter and llama-quantize do
+# not: the `amn --no-sync` rows are the like-for-like ones.
+# Not run by CI (needs NumPy, python3-torch, a llama.cpp checkout with a
+# built llama-quantize).
 #
-#   tests/bench/hf_gguf_bench.sh BUILD_DIR LLAMA_CPP_DIR|- [WORK_DIR]
+#   tests/bench/hf_gguf_bench.sh BUILD_DIR LLAMA_CPP_DIR [WORK_DIR]
+#   env: ROUNDS=N, QROUNDS=N, SETTINGS="warm tmpfs cold" (f16's; a subset),
+#        QSETTINGS="warm" (Q4_K_M's)
 set -euo pipefail
-build=$(cd "$1" && pwd) llama=$2 work=${3:-/tmp/amn-hf-bench}
+build=$(cd "$1" && pwd) llama=$(cd "$2" && pwd) work=${3:-/tmp/amn-hf-bench}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 py=/usr/bin/python3
+amn=$build/bin/amn
+quantize=$llama/build/bin/llama-quantize
+frounds=${ROUNDS:-3} qrounds=${QROUNDS:-1}
+settings=${SETTINGS:-"warm tmpfs cold"} qsettings=${QSETTINGS:-warm}
+[ -x "$quantize" ] || { echo "no $quantize"; exit 1; }
 mkdir -p "$work"
 [ -f "$work/model/config.json" ] || $py "$src/fixtures/hf/gen_fixtures.py" --llama-cpp "$llama" \
   --make-bench "$work/model"
-du -sh "$work/model"
-measure() { # measure LABEL CMD...: wall seconds and peak RSS
-  local label=$1; shift
-  /usr/bin/time -f "$label: %e s wall, %M KB peak RSS" "$@" >/dev/null 2>"$work/$label.time" ||
-    { cat "$work/$label.time"; exit 1; }
-  tail -1 "$work/$label.time"
+echo "model: $(du -sh "$work/model" | cut -f1), $(nproc) CPUs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+drop() { # drop the folder's pages from the page cache
+  $py - "$1"/*.safetensors <<'PY'
+import os, sys
+for p in sys.argv[1:]:
+    fd = os.open(p, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+PY
 }
-sync
-cat "$work"/model/*.safetensors >/dev/null # both runs start from a warm page cache
-if [ "$llama" != - ]; then
-  measure converter $py "$src/fixtures/hf/gen_fixtures.py" --llama-cpp "$llama" \
-    --run-converter "$work/model" f16 "$work/converter.gguf"
-  measure amn "$build/bin/amn" convert "$work/model" --to gguf -o "$work/amn.gguf" --force --quiet
-  measure amn-1-thread "$build/bin/amn" convert "$work/model" --to gguf -o "$work/amn1.gguf" \
-    --force --quiet --threads 1
-  cmp "$work/converter.gguf" "$work/amn.gguf" && cmp "$work/amn.gguf" "$work/amn1.gguf" &&
-    echo "identical: $(sha256sum "$work/amn.gguf" | cut -c1-16)"
-fi
-# One pass against two steps (f16 then Q4_K_M), the intermediate file on
-# the same disk as the output.
-measure two-step-f16 "$build/bin/amn" convert "$work/model" --to gguf -o "$work/step1.gguf" \
-  --force --quiet
-measure two-step-q4km "$build/bin/amn" forget "$work/step1.gguf" --to Q4_K_M \
-  -o "$work/two-step.gguf" --force --quiet
-measure one-pass "$build/bin/amn" convert "$work/model" --to gguf-Q4_K_M \
-  -o "$work/one-pass.gguf" --force --quiet
-measure one-pass-1-thread "$build/bin/amn" convert "$work/model" --to gguf-Q4_K_M \
-  -o "$work/one-pass1.gguf" --force --quiet --threads 1
-cmp "$work/two-step.gguf" "$work/one-pass.gguf" && cmp "$work/one-pass.gguf" "$work/one-pass1.gguf" &&
-  echo "one pass = two steps: $(sha256sum "$work/one-pass.gguf" | cut -c1-16)"
-rm -f "$work/step1.gguf"
+warm() { cat "$1"/*.safetensors >/dev/null; }
+
+# run LABEL PREP CMD...: ROUNDS rounds of CMD (PREP before each, untimed);
+# sets the globals wall_$LABEL, cpu_$LABEL (medians).
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+run() {
+  local label=$1 prep=$2 i
+  shift 2
+  : >"$work/$label.rounds"
+  for ((i = 1; i <= rounds; i++)); do
+    $prep
+    local cmd=("$@")
+    [ "$(type -t "$1")" = function ] && cmd=(bash -c '"$@"' _ "$@") # time sees a program
+    /usr/bin/time -o "$work/$label.time" -f "%e %U %S %M" "${cmd[@]}" >/dev/null 2>"$work/$label.err" ||
+      { cat "$work/$label.err" "$work/$label.time"; exit 1; }
+    read -r w u s m <"$work/$label.time"
+    echo "$w $(echo "$u + $s" | bc) $m" >>"$work/$label.rounds"
+  done
+  local w c m
+  w=$(cut -d' ' -f1 "$work/$label.rounds" | median)
+  c=$(cut -d' ' -f2 "$work/$label.rounds" | median)
+  m=$(cut -d' ' -f3 "$work/$label.rounds" | sort -n | tail -1)
+  printf '  %-28s median %6.2f s wall %6.2f s CPU, peak RSS %s MB   (rounds: %s)\n' "$label" "$w" "$c" \
+    $((m / 1024)) "$(cut -d' ' -f1 "$work/$label.rounds" | tr '\n' ' ')"
+  printf -v "wall_$label" '%s' "$w"
+  printf -v "cpu_$label" '%s' "$c"
+}
+ratio() { echo "scale=1; $1 / $2" | bc; }
+same() { cmp "$1" "$2" >/dev/null && echo "identical" || { echo "DIFFERENT: $1 $2"; exit 1; }; }
+converter() { $py "$src/fixtures/hf/gen_fixtures.py" --llama-cpp "$llama" --run-converter "$1" f16 "$2"; }
+two_step() { converter "$1" "$2.f16" && "$quantize" "$2.f16" "$2" Q4_K_M && rm -f "$2.f16"; }
+export py src llama quantize
+export -f converter two_step
+
+for setting in warm tmpfs cold; do
+  cases=
+  [[ " $settings " == *" $setting "* ]] && cases=f16
+  [[ " $qsettings " == *" $setting "* ]] && cases="$cases q4km"
+  [ -n "$cases" ] || continue
+  model=$work/model out=$work prep="warm $model"
+  case $setting in
+  tmpfs)
+    out=/dev/shm/amn-hf-bench
+    mkdir -p "$out"
+    [ -f "$out/model/config.json" ] || cp -r "$work/model" "$out/model"
+    model=$out/model prep=: ;;
+  cold) prep="drop $model" ;;
+  esac
+  echo "== $setting (input $model, output in $out)"
+  for c in $cases; do
+    case $c in
+    f16)
+      rounds=$frounds
+      run "conv_$setting" "$prep" converter "$model" "$out/conv.gguf"
+      run "amn_$setting" "$prep" "$amn" convert "$model" --to gguf -o "$out/amn.gguf" --force --quiet
+      run "amnns_$setting" "$prep" "$amn" convert "$model" --to gguf -o "$out/amn.gguf" --force \
+        --quiet --no-sync
+      run "amn1_$setting" "$prep" "$amn" convert "$model" --to gguf -o "$out/amn1.gguf" --force \
+        --quiet --no-sync --threads 1
+      echo "  files: $(same "$out/conv.gguf" "$out/amn.gguf"), 1 thread $(same "$out/amn.gguf" "$out/amn1.gguf")"
+      w=wall_conv_$setting a=wall_amn_$setting b=wall_amnns_$setting
+      cc=cpu_conv_$setting ca=cpu_amn_$setting
+      echo "  f16 wall: converter / amn = $(ratio "${!w}" "${!a}")x, / amn --no-sync = $(ratio "${!w}" "${!b}")x; CPU: $(ratio "${!cc}" "${!ca}")x"
+      rm -f "$out/conv.gguf" "$out/amn.gguf" "$out/amn1.gguf" ;;
+    q4km)
+      rounds=$qrounds
+      run "two_$setting" "$prep" two_step "$model" "$out/two.gguf"
+      run "one_$setting" "$prep" "$amn" convert "$model" --to gguf-Q4_K_M -o "$out/one.gguf" --force --quiet
+      run "onens_$setting" "$prep" "$amn" convert "$model" --to gguf-Q4_K_M -o "$out/one.gguf" \
+        --force --quiet --no-sync
+      run "one1_$setting" "$prep" "$amn" convert "$model" --to gguf-Q4_K_M -o "$out/one1.gguf" \
+        --force --quiet --no-sync --threads 1
+      echo "  files: $(same "$out/two.gguf" "$out/one.gguf"), 1 thread $(same "$out/one.gguf" "$out/one1.gguf")"
+      w=wall_two_$setting a=wall_one_$setting b=wall_onens_$setting
+      cc=cpu_two_$setting ca=cpu_one_$setting
+      echo "  Q4_K_M wall: two steps / one pass = $(ratio "${!w}" "${!a}")x, / --no-sync = $(ratio "${!w}" "${!b}")x; CPU: $(ratio "${!cc}" "${!ca}")x"
+      rm -f "$out/two.gguf" "$out/one.gguf" "$out/one1.gguf" ;;
+    esac
+  done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -14,6 +14,8 @@
 #include "amn/export.h"
 #include "amn/tensor.h"
 
+typedef struct amn_limits amn_limits; /* amn/format.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -84,6 +86,11 @@ AMN_API const char *amn_model_archive(const amn_model *m);
  * fails is removed; those written before it are the caller's to remove. */
 AMN_API int amn_model_archive_extract(const amn_model *m, const char *dir, size_t *count,
                                       amn_error *err);
+/* The limits the model was opened with (amn_open / amn_inspect set them), for
+ * a reader of its companion files (a folder's tokenizer files); NULL when it
+ * was built otherwise. set_limits copies *lim (NULL clears). */
+AMN_API const amn_limits *amn_model_limits(const amn_model *m);
+AMN_API void amn_model_set_limits(amn_model *m, const amn_limits *lim);
 
 /* Tensors, in file order. add_tensor copies *t (names included): the fields
  * t->struct_size covers, later fields zero (a t->struct_size below ABI 2.0's
