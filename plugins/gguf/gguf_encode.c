@@ -21,6 +21,7 @@
 #include "amn/checked.h"
 #include "gguf_dequant.h"
 #include "gguf_encode.h"
+#include "gguf_qopts.h"
 #include "gguf_qpolicy.h"
 #include "gguf_quant.h"
 #include "gguf_quant_model.h"
@@ -41,10 +42,14 @@ typedef struct enc_model {
     size_t *tensor_of; /* per source: its model tensor */
     const amn_encode_source *src;
     size_t n_src;
-    bool gguf_input; /* llama-quantize's rule; else one type for every weight */
-    bool chained;    /* the sources are a GGUF-to-be (see choose_chained) */
-    char opt[32];    /* "llama_ftype=N" */
-    const char *opts[1];
+    bool gguf_input;   /* llama-quantize's rule; else one type for every weight */
+    bool chained;      /* the sources are a GGUF-to-be (see choose_chained) */
+    gguf_qopts_enc q;  /* gguf_qopts.h: the file-shaping options */
+    char **renamed;    /* with --prune-layers: per model tensor, NULL = pruned */
+    uint32_t n_layers; /* with --prune-layers: the block count written */
+    char arch[64];
+    char **wopts; /* gguf_qopts_writer_options */
+    size_t n_wopts;
 } enc_model;
 
 typedef struct enc_tensor {
@@ -60,6 +65,9 @@ static void enc_end(void *state) {
     if (!mm) return;
     free(mm->types);
     free(mm->tensor_of);
+    if (mm->renamed) gguf_qopts_free_strings(mm->renamed, amn_model_tensor_count(mm->m));
+    gguf_qopts_free_strings(mm->wopts, mm->n_wopts);
+    gguf_qopts_enc_free(&mm->q);
     free(mm);
 }
 
@@ -84,12 +92,25 @@ static int choose_gguf(enc_model *mm, const gguf_qpolicy_options *opt, amn_error
     gguf_qpolicy_tensor *ts = NULL;
     int rc = gguf_qpolicy_read_model(mm->m, &pm, &ts, err);
     if (rc) return rc;
+    snprintf(mm->arch, sizeof mm->arch, "%s", pm.arch);
     const size_t nt = amn_model_tensor_count(mm->m);
-    size_t *order = calloc(nt ? nt : 1, sizeof *order);
+    size_t nv = nt; /* --prune-layers: the kept tensors, renamed; types via index */
+    size_t *order = calloc(nt ? nt : 1, sizeof *order), *index = NULL;
+    uint32_t *types = mm->types;
     if (!order)
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    else
-        rc = gguf_qpolicy_choose(&pm, ts, nt, opt, order, mm->types, err);
+    else if (mm->q.n_prune) {
+        mm->renamed = calloc(nt ? nt : 1, sizeof *mm->renamed);
+        index = calloc(nt ? nt : 1, sizeof *index);
+        types = calloc(nt ? nt : 1, sizeof *types);
+        rc = mm->renamed && index && types
+                 ? gguf_qopts_prune_view(&mm->q, ts, &nv, index, mm->renamed, &mm->n_layers, err)
+                 : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
+    if (!rc) rc = gguf_qpolicy_choose(&pm, ts, nv, opt, order, types, err);
+    for (size_t k = 0; !rc && index && k < nv; k++) mm->types[index[k]] = types[k];
+    if (types != mm->types) free(types);
+    free(index);
     free(ts);
     free(order);
     for (size_t i = 0, at = 0; !rc && i < mm->n_src; i++) {
@@ -166,29 +187,61 @@ static int param_type(const char *key, const char *v, uint32_t *type, amn_error 
     return AMN_OK;
 }
 
+/* One --tensor-type PATTERN=TYPE (what names where it came from) into
+ * *x, the pattern copied to *text (the policy lowers it). */
+static int add_override(const char *what, const char *v, gguf_qpolicy_override *x, char **text,
+                        amn_error *err) {
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1])
+        return amn_error_set(err, AMN_E_INVALID, "%s %s: want PATTERN=TYPE", what, v);
+    int rc = param_type(what, eq + 1, &x->type, err);
+    memcpy(*text, v, (size_t)(eq - v));
+    (*text)[eq - v] = '\0';
+    x->pattern = *text;
+    *text += eq - v + 1;
+    return rc;
+}
+
 /* llama-quantize's options from the target's parameters (tools/quantize/
  * quantize.cpp: --pure, --leave-output-tensor, --allow-requantize,
  * --output-tensor-type, --token-embedding-type, --tensor-type P=T with P
- * lowered by parse_tensor_type); *ov (malloc'd) holds the --tensor-type
- * pairs, their patterns pointing into the parameters. */
+ * lowered by parse_tensor_type, and those of gguf_qopts.h into *q, a
+ * --tensor-type-file's words taking its place among the --tensor-type);
+ * *ov (malloc'd) holds the --tensor-type pairs, their patterns pointing
+ * into it. */
 static int parse_params(const amn_encode_options *o, gguf_qpolicy_options *opt,
-                        gguf_qpolicy_override **ov, amn_error *err) {
+                        gguf_qpolicy_override **ov, gguf_qopts_enc *q, amn_error *err) {
     *ov = NULL;
     const bool has = o->struct_size >= offsetof(amn_encode_options, n_params) + sizeof o->n_params;
     const size_t n = has ? o->n_params : 0;
     if (!n) return AMN_OK;
-    size_t bytes = n * sizeof **ov; /* then a copy of the patterns */
-    for (size_t i = 0; i < n; i++)
-        if (!o->params[i] || strlen(o->params[i]) >= SIZE_MAX / 2 - bytes)
-            return amn_error_set(err, AMN_E_INVALID, "GGUF file type %s: bad parameter", o->target);
+    bool *taken = calloc(n, sizeof *taken);
+    if (!taken) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = AMN_OK;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (!o->params[i])
+            rc = amn_error_set(err, AMN_E_INVALID, "GGUF file type %s: bad parameter", o->target);
+        else
+            rc = gguf_qopts_enc_param(q, i, o->params[i], &taken[i], err);
+    if (!rc) rc = gguf_qopts_enc_check(q, err);
+    /* the pairs, then a copy of the patterns */
+    size_t bytes = (n + q->n_file_words) * sizeof **ov + q->file_bytes;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (strlen(o->params[i]) >= SIZE_MAX / 2 - bytes)
+            rc = amn_error_set(err, AMN_E_INVALID, "GGUF file type %s: bad parameter", o->target);
         else
             bytes += strlen(o->params[i]) + 1;
-    *ov = calloc(1, bytes);
-    if (!*ov) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    char *text = (char *)(*ov + n);
-    for (size_t i = 0; i < n; i++) {
-        const char *p = o->params[i] ? o->params[i] : "", *v;
-        int rc = AMN_OK;
+    if (!rc && !(*ov = calloc(1, bytes))) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    char *text = rc ? NULL : (char *)(*ov + n + q->n_file_words);
+    for (size_t i = 0, f = 0; !rc && i < n; i++) {
+        const char *p = o->params[i], *v;
+        if (taken[i]) { /* a --tensor-type-file's words, in its place */
+            for (; !rc && f < q->n_files && q->files[f].param == i; f++)
+                for (size_t k = 0; !rc && k < q->files[f].n; k++)
+                    rc = add_override(q->files[f].what, q->files[f].words[k],
+                                      &(*ov)[opt->n_overrides++], &text, err);
+            continue;
+        }
         if (param_is(p, "pure", &v))
             opt->pure = true;
         else if (param_is(p, "leave_output_tensor", &v))
@@ -199,26 +252,17 @@ static int parse_params(const amn_encode_options *o, gguf_qpolicy_options *opt,
             rc = param_type("--output-tensor-type", v, &opt->output_tensor_type, err);
         else if (param_is(p, "token_embedding_type", &v))
             rc = param_type("--token-embedding-type", v, &opt->token_embedding_type, err);
-        else if (param_is(p, "tensor_type", &v)) {
-            const char *eq = strchr(v, '=');
-            if (!eq || eq == v || !eq[1])
-                rc = amn_error_set(err, AMN_E_INVALID, "--tensor-type %s: want PATTERN=TYPE", v);
-            else {
-                gguf_qpolicy_override *x = &(*ov)[opt->n_overrides++];
-                rc = param_type("--tensor-type", eq + 1, &x->type, err);
-                memcpy(text, v, (size_t)(eq - v));
-                text[eq - v] = '\0';
-                x->pattern = text;
-                text += eq - v + 1;
-            }
-        } else
+        else if (param_is(p, "tensor_type", &v))
+            rc = add_override("--tensor-type", v, &(*ov)[opt->n_overrides++], &text, err);
+        else
             rc = amn_error_set(err, AMN_E_INVALID, "GGUF file type %s: unknown parameter '%s'",
                                o->target, p);
-        if (rc) {
-            free(*ov);
-            *ov = NULL;
-            return rc;
-        }
+    }
+    free(taken);
+    if (rc) {
+        free(*ov);
+        *ov = NULL;
+        return rc;
     }
     opt->overrides = *ov;
     return AMN_OK;
@@ -300,9 +344,17 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
     if (!m) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: no input model");
     gguf_qpolicy_options opt = gguf_qpolicy_defaults(ftype);
     gguf_qpolicy_override *ov;
-    int rc = parse_params(o, &opt, &ov, err);
-    if (rc) return rc;
+    gguf_qopts_enc q = {0};
+    int rc = parse_params(o, &opt, &ov, &q, err);
+    if (rc) {
+        gguf_qopts_enc_free(&q);
+        return rc;
+    }
     enc_model *mm = calloc(1, sizeof *mm);
+    if (mm)
+        mm->q = q;
+    else
+        gguf_qopts_enc_free(&q);
     const size_t nt = amn_model_tensor_count(m);
     if (mm) {
         mm->m = m;
@@ -321,16 +373,20 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
         enc_end(mm);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
-    rc = mm->gguf_input ? choose_gguf(mm, &opt, err)
-         : mm->chained  ? choose_chained(mm, &opt, err)
-                        : choose_plain(mm, &opt, err);
+    if (mm->q.n_prune && !mm->gguf_input)
+        rc = amn_error_set(err, AMN_E_INVALID, "--prune-layers needs a GGUF input");
+    else
+        rc = mm->gguf_input ? choose_gguf(mm, &opt, err)
+             : mm->chained  ? choose_chained(mm, &opt, err)
+                            : choose_plain(mm, &opt, err);
     free(ov);
+    if (!rc)
+        rc = gguf_qopts_writer_options(&mm->q, ftype, mm->arch, mm->renamed != NULL, mm->n_layers,
+                                       &mm->wopts, &mm->n_wopts, err);
     if (rc) {
         enc_end(mm);
         return rc;
     }
-    snprintf(mm->opt, sizeof mm->opt, "llama_ftype=%d", ftype);
-    mm->opts[0] = mm->opt;
     *state = mm;
     return AMN_OK;
 }
@@ -351,6 +407,15 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
     const amn_encode_source *s = &mm->src[i];
     const amn_tensor *t = NULL;
     uint32_t type, own;
+    const char *name = s->name; /* --prune-layers renumbers layers */
+    if (mm->gguf_input && mm->renamed) {
+        name = mm->renamed[mm->tensor_of[i]];
+        if (!name) {
+            *n_outs = AMN_ENCODE_DROP;
+            return AMN_OK;
+        }
+    }
+    const bool rename = strcmp(name, s->name) != 0;
     if (mm->gguf_input) {
         t = amn_model_tensor(mm->m, mm->tensor_of[i]);
         type = mm->types[mm->tensor_of[i]];
@@ -368,7 +433,7 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
      * dequantized, so it is "encoded" at its own type, which copies it. */
     if (s->keep && own != GGUF_TYPE_COUNT) type = own;
     if (s->keep && !mm->gguf_input && !mm->chained) return AMN_OK;
-    if (type == own && !s->dequantized) return AMN_OK;
+    if (type == own && !s->dequantized && !rename) return AMN_OK;
     const gguf_type_traits *tr = gguf_type_traits_get(type);
     if (!tr || s->ndim == 0)
         return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot write GGUF type %u",
@@ -391,7 +456,7 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
         return amn_error_set(err, AMN_E_INVALID, "tensor %s: rows of %llu do not fit %s", s->name,
                              (unsigned long long)ne0, tr->name);
     }
-    e->name = s->name;
+    e->name = name;
     e->dtype = tr->kind == GGUF_KIND_PLAIN ? tr->plain : AMN_DTYPE_BLOCK;
     e->ndim = s->ndim;
     memcpy(e->shape, s->shape, sizeof e->shape);
@@ -494,8 +559,8 @@ static void tensor_free(void *tstate) {
 static int enc_writer_options(void *state, const char *const **options, size_t *n, amn_error *err) {
     (void)err;
     enc_model *mm = state;
-    *options = mm->opts;
-    *n = 1;
+    *options = (const char *const *)mm->wopts;
+    *n = mm->n_wopts;
     return AMN_OK;
 }
 

@@ -26,6 +26,7 @@
 #include "amn/checked.h"
 #include "gguf_endian.h"
 #include "gguf_format.h"
+#include "gguf_qopts.h"
 #include "gguf_qpolicy.h"
 #include "gguf_types.h"
 
@@ -258,6 +259,9 @@ static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *e
     for (size_t i = 0; !rc && i < a->n_options; i++)
         if (strcmp(a->option_keys[i], "llama_ftype") == 0)
             rc = set_llama_ftype(l, a->option_values[i], err);
+    for (size_t i = 0; !rc && i < a->n_options; i++) /* --override-kv, in order */
+        if (strcmp(a->option_keys[i], "llama_kv") == 0)
+            rc = gguf_qopts_apply_kv(a->option_values[i], l, err);
     for (size_t i = 0; !rc && i < a->n_options; i++)
         if (strcmp(a->option_keys[i], "metadata") == 0)
             rc = gguf_metadata_load(a->option_values[i], l, err);
@@ -540,9 +544,11 @@ static int write_data(void *state, size_t index, const void *data, size_t n, amn
  * general.quantization_version and general.file_type set, tensors in its
  * order; endian=big|little the byte order of the file (default little);
  * tensor_order=NAME,NAME,... writes those tensors first, in that order (the
- * hf encoder gives llama.cpp's converter's order). */
-static const char *const gguf_writer_options[] = {"kv",     "metadata",     "llama_ftype",
-                                                  "endian", "tensor_order", NULL};
+ * hf encoder gives llama.cpp's converter's order); llama_kv=KEY=TYPE:VALUE
+ * sets a key as llama-quantize's --override-kv does (gguf_qopts.h), after
+ * llama_ftype's keys and before kv / metadata. */
+static const char *const gguf_writer_options[] = {
+    "kv", "metadata", "llama_ftype", "llama_kv", "endian", "tensor_order", NULL};
 
 /* What can be checked before the metadata exists: the shape of a kv value
  * (its type follows from the key already set), and that a metadata file is
@@ -553,6 +559,7 @@ static int check_option(const char *key, const char *value, amn_error *err) {
                              value);
     if (strcmp(key, "llama_ftype") == 0 && (value[0] < '0' || value[0] > '9'))
         return amn_error_set(err, AMN_E_INVALID, "option llama_ftype %s: not a file type", value);
+    if (strcmp(key, "llama_kv") == 0) return gguf_qopts_check_kv(value, err);
     if (strcmp(key, "endian") == 0 && strcmp(value, "big") != 0 && strcmp(value, "little") != 0)
         return amn_error_set(err, AMN_E_INVALID, "option endian %s: expected big or little", value);
     if (strcmp(key, "metadata") == 0 && !value[0])
