@@ -157,6 +157,11 @@ int cli_forget_dry_run(const amn_ctx *ctx, const cli_args *a, const cli_input *i
                        const amn_convert_options *o) {
     dry_list l = {0};
     amn_error err = {0};
+    if (strcmp(amn_model_format(in->m), "gguf") != 0 || o->encode_then) {
+        amn_error_set(&err, AMN_E_INVALID,
+                      "--dry-run needs a GGUF input (it prints llama-quantize's sizes)");
+        return cli_fail(&err);
+    }
     amn_convert_options oo = *o;
     oo.output = NULL;
     int rc = amn_convert_outputs(ctx, in->m, in->p, &oo, collect, &l, &err);

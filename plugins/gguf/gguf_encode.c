@@ -91,7 +91,11 @@ static int choose_gguf(enc_model *mm, const gguf_qpolicy_options *opt, amn_error
     gguf_qpolicy_model pm;
     gguf_qpolicy_tensor *ts = NULL;
     int rc = gguf_qpolicy_read_model(mm->m, &pm, &ts, err);
-    if (rc) return rc;
+    if (!rc) rc = gguf_qopts_policy_overrides(&mm->q, &pm, err);
+    if (rc) {
+        free(ts);
+        return rc;
+    }
     snprintf(mm->arch, sizeof mm->arch, "%s", pm.arch);
     const size_t nt = amn_model_tensor_count(mm->m);
     size_t nv = nt; /* --prune-layers: the kept tensors, renamed; types via index */

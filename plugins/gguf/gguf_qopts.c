@@ -455,3 +455,30 @@ int gguf_qopts_writer_options(const gguf_qopts_enc *q, int ftype, const char *ar
     *n = total;
     return AMN_OK;
 }
+
+int gguf_qopts_policy_overrides(const gguf_qopts_enc *q, gguf_qpolicy_model *pm, amn_error *err) {
+    static const char *const suffix[4] = {".block_count", ".attention.head_count",
+                                          ".attention.head_count_kv", ".expert_count"};
+    uint32_t *field[4] = {&pm->n_layer, &pm->n_head, &pm->n_head_kv, &pm->n_expert};
+    const size_t alen = strlen(pm->arch);
+    for (size_t i = 0; i < q->n_kv; i++) {
+        kv_spec k;
+        int rc = split_kv(q->kv[i], &k, err);
+        if (rc) return rc;
+        const size_t klen = (size_t)(k.key_end - q->kv[i]);
+        for (int f = 0; f < 4; f++) {
+            if (klen != alen + strlen(suffix[f]) || strncmp(q->kv[i], pm->arch, alen) != 0 ||
+                strncmp(q->kv[i] + alen, suffix[f], klen - alen) != 0)
+                continue;
+            if (k.tag != 'i')
+                return amn_error_set(err, AMN_E_INVALID,
+                                     "--override-kv %s: %.*s is read as an integer by "
+                                     "llama-quantize (bad metadata override type)",
+                                     q->kv[i], (int)klen, q->kv[i]);
+            int64_t v = 0;
+            parse_i64(k.value, &v);
+            *field[f] = (uint32_t)(uint64_t)v;
+        }
+    }
+    return AMN_OK;
+}

@@ -86,6 +86,14 @@ int gguf_qopts_enc_param(gguf_qopts_enc *q, size_t i, const char *p, bool *taken
 int gguf_qopts_enc_check(const gguf_qopts_enc *q, amn_error *err);
 void gguf_qopts_enc_free(gguf_qopts_enc *q);
 
+/* llama-quantize loads the model with the --override-kv applied, so an
+ * int override of {arch}.block_count, .attention.head_count,
+ * .attention.head_count_kv or .expert_count is what its type choice reads
+ * (the loader's try_override: the value converted to uint32_t). A
+ * non-int override of one of them is refused, as the loader refuses it
+ * ("bad metadata override type"). */
+int gguf_qopts_policy_overrides(const gguf_qopts_enc *q, gguf_qpolicy_model *pm, amn_error *err);
+
 /* --prune-layers over the policy's view of a GGUF input's n tensors:
  * renamed[0..n) as gguf_qopts_prune gives them (NULL: pruned), then ts
  * compacted in place to the kept tensors under their new names (pointing
