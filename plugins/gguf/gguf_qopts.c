@@ -470,11 +470,7 @@ int gguf_qopts_policy_overrides(const gguf_qopts_enc *q, gguf_qpolicy_model *pm,
             if (klen != alen + strlen(suffix[f]) || strncmp(q->kv[i], pm->arch, alen) != 0 ||
                 strncmp(q->kv[i] + alen, suffix[f], klen - alen) != 0)
                 continue;
-            if (k.tag != 'i')
-                return amn_error_set(err, AMN_E_INVALID,
-                                     "--override-kv %s: %.*s is read as an integer by "
-                                     "llama-quantize (bad metadata override type)",
-                                     q->kv[i], (int)klen, q->kv[i]);
+            if (k.tag != 'i') continue; /* the loader warns and reads the file's value */
             int64_t v = 0;
             parse_i64(k.value, &v);
             *field[f] = (uint32_t)(uint64_t)v;

@@ -89,9 +89,10 @@ void gguf_qopts_enc_free(gguf_qopts_enc *q);
 /* llama-quantize loads the model with the --override-kv applied, so an
  * int override of {arch}.block_count, .attention.head_count,
  * .attention.head_count_kv or .expert_count is what its type choice reads
- * (the loader's try_override: the value converted to uint32_t). A
- * non-int override of one of them is refused, as the loader refuses it
- * ("bad metadata override type"). */
+ * (the loader's try_override: the value converted to uint32_t). Another
+ * type there is ignored by the type choice, as the loader ignores it ("bad
+ * metadata override type" warning; the file's value is read), and still
+ * written. */
 int gguf_qopts_policy_overrides(const gguf_qopts_enc *q, gguf_qpolicy_model *pm, amn_error *err);
 
 /* --prune-layers over the policy's view of a GGUF input's n tensors:

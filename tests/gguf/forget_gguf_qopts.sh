@@ -45,6 +45,10 @@ same plain --to Q4_K_M
 same override_kv --to Q4_K_M --override-kv general.name=str:renamed \
     --override-kv llama.context_length=int:-70000 --override-kv amn.test.flag=bool:true \
     --override-kv amn.test.scale=float:0.1 --override-kv amn.test.text=str:
+# llama-quantize's loader reads an int override of block_count (the
+# mixture's layer count) and ignores one of another type (still written).
+same override_count --to Q4_K_M --override-kv llama.block_count=int:8
+same override_count_str --to Q4_K_M --override-kv llama.block_count=str:x
 # --prune-layers among the last layers (where llama-quantize works):
 # dropped, llama.block_count set last.
 same prune_last --to Q4_K_M --prune-layers 3
