@@ -176,6 +176,11 @@ double cli_now(void); /* monotonic seconds */
  * opt is not one, else how many arguments it took (1 or 2); < 0: -(exit
  * code), reported. */
 int cli_encode_option(cli_args *a, const char *opt, const char *value);
+/* forget --dry-run (a dry_run=1 encoder parameter): print the sizes
+ * llama-quantize's --dry-run prints for o, write nothing; an exit code. */
+bool cli_dry_run(const cli_args *a);
+int cli_forget_dry_run(const amn_ctx *ctx, const cli_args *a, const cli_input *in,
+                       const amn_convert_options *o);
 /* True when a loaded scheme encodes `to`. */
 bool cli_is_encode_target(const amn_ctx *ctx, const char *to);
 /* The container format an encode target writes ("gguf", "safetensors"). */

@@ -119,6 +119,13 @@ static const struct {
     {"--token-embedding-type", "token_embedding_type=", true},
     {"--tensor-type", "tensor_type=", true},
     {"--imatrix", "imatrix=", true},
+    /* file-shaping options (plugins/gguf/gguf_qopts.h) */
+    {"--tensor-type-file", "tensor_type_file=", true},
+    {"--override-kv", "override_kv=", true},
+    {"--prune-layers", "prune_layers=", true},
+    {"--include-weights", "include_weights=", true},
+    {"--exclude-weights", "exclude_weights=", true},
+    {"--dry-run", "dry_run=1", false}, /* also read by cmd_forget: cli_dry_run */
 };
 
 int cli_encode_option(cli_args *a, const char *opt, const char *value) {
@@ -268,7 +275,8 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
                              .no_sync = a->no_sync,
                              .encode_then = a->then ? &then : NULL};
     amn_error err = {0};
-    if (folder) { /* folder_out.c */
+    if (cli_dry_run(a)) return cli_forget_dry_run(ctx, a, in, &o); /* forget_dry.c */
+    if (folder) {                                                  /* folder_out.c */
         cli_folder_result res = {0};
         char in_dir[4096];
         cli_folder_req fr = {
@@ -367,7 +375,8 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
         return EXIT_USAGE;
     }
     if (!output) output = outbuf;
-    if (!a->json && !a->quiet) {
+    const bool dry = cli_dry_run(a); /* prints its own lines, writes nothing */
+    if (!a->json && !a->quiet && !dry) {
         if (strncmp(a->to, "hf-", 3) == 0) {
             printf("Converting %s -> %s (GGUF as convert_hf_to_gguf.py --outtype %s", a->input,
                    output, a->to + 3);
@@ -384,7 +393,7 @@ int cmd_forget(const amn_ctx *ctx, const cli_args *a) {
     char *qc = NULL;
     rc = run(ctx, a, &in, output, to_folder, block, &st, &qc);
     cli_input_free(&in);
-    if (rc) return rc;
+    if (rc || dry) return rc;
     char note_buf[PATH_MAX + 128];
     const char *note =
         to_folder ? NULL : write_config(in.path, output, qc, a->force, note_buf, sizeof note_buf);

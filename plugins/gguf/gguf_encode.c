@@ -22,6 +22,7 @@
 #include "gguf_dequant.h"
 #include "gguf_encode.h"
 #include "gguf_imatrix.h"
+#include "gguf_qopts.h"
 #include "gguf_qpolicy.h"
 #include "gguf_quant.h"
 #include "gguf_quant_model.h"
@@ -45,12 +46,14 @@ typedef struct enc_model {
     bool gguf_input; /* llama-quantize's rule; else one type for every weight */
     bool chained;    /* the sources are a GGUF-to-be (see choose_chained) */
     int ftype;
-    gguf_imatrix *im; /* --imatrix, NULL without */
-    const float **qw; /* per source: its importance-matrix weights, or NULL */
-    char opt[32];     /* "llama_ftype=N" */
-    char *im_opts[4]; /* override_kv=quantize.imatrix.* (malloc'd) */
-    const char *opts[5];
-    size_t n_opts;
+    gguf_imatrix *im;  /* --imatrix, NULL without */
+    const float **qw;  /* per source: its importance-matrix weights, or NULL */
+    gguf_qopts_enc q;  /* gguf_qopts.h: the file-shaping options */
+    char **renamed;    /* with --prune-layers: per model tensor, NULL = pruned */
+    uint32_t n_layers; /* with --prune-layers: the block count written */
+    char arch[64];
+    char **wopts; /* gguf_qopts_writer_options, then the quantize.imatrix.* keys */
+    size_t n_wopts;
 } enc_model;
 
 typedef struct enc_tensor {
@@ -69,7 +72,9 @@ static void enc_end(void *state) {
     free(mm->tensor_of);
     free(mm->qw);
     gguf_imatrix_free(mm->im);
-    for (size_t k = 0; k < sizeof mm->im_opts / sizeof *mm->im_opts; k++) free(mm->im_opts[k]);
+    if (mm->renamed) gguf_qopts_free_strings(mm->renamed, amn_model_tensor_count(mm->m));
+    gguf_qopts_free_strings(mm->wopts, mm->n_wopts);
+    gguf_qopts_enc_free(&mm->q);
     free(mm);
 }
 
@@ -93,13 +98,30 @@ static int choose_gguf(enc_model *mm, const gguf_qpolicy_options *opt, amn_error
     gguf_qpolicy_model pm;
     gguf_qpolicy_tensor *ts = NULL;
     int rc = gguf_qpolicy_read_model(mm->m, &pm, &ts, err);
-    if (rc) return rc;
+    if (!rc) rc = gguf_qopts_policy_overrides(&mm->q, &pm, err);
+    if (rc) {
+        free(ts);
+        return rc;
+    }
+    snprintf(mm->arch, sizeof mm->arch, "%s", pm.arch);
     const size_t nt = amn_model_tensor_count(mm->m);
-    size_t *order = calloc(nt ? nt : 1, sizeof *order);
+    size_t nv = nt; /* --prune-layers: the kept tensors, renamed; types via index */
+    size_t *order = calloc(nt ? nt : 1, sizeof *order), *index = NULL;
+    uint32_t *types = mm->types;
     if (!order)
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    else
-        rc = gguf_qpolicy_choose(&pm, ts, nt, opt, order, mm->types, err);
+    else if (mm->q.n_prune) {
+        mm->renamed = calloc(nt ? nt : 1, sizeof *mm->renamed);
+        index = calloc(nt ? nt : 1, sizeof *index);
+        types = calloc(nt ? nt : 1, sizeof *types);
+        rc = mm->renamed && index && types
+                 ? gguf_qopts_prune_view(&mm->q, ts, &nv, index, mm->renamed, &mm->n_layers, err)
+                 : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
+    if (!rc) rc = gguf_qpolicy_choose(&pm, ts, nv, opt, order, types, err);
+    for (size_t k = 0; !rc && index && k < nv; k++) mm->types[index[k]] = types[k];
+    if (types != mm->types) free(types);
+    free(index);
     free(ts);
     free(order);
     for (size_t i = 0, at = 0; !rc && i < mm->n_src; i++) {
@@ -176,30 +198,63 @@ static int param_type(const char *key, const char *v, uint32_t *type, amn_error 
     return AMN_OK;
 }
 
+/* One --tensor-type PATTERN=TYPE (what names where it came from) into
+ * *x, the pattern copied to *text (the policy lowers it). */
+static int add_override(const char *what, const char *v, gguf_qpolicy_override *x, char **text,
+                        amn_error *err) {
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1])
+        return amn_error_set(err, AMN_E_INVALID, "%s %s: want PATTERN=TYPE", what, v);
+    int rc = param_type(what, eq + 1, &x->type, err);
+    memcpy(*text, v, (size_t)(eq - v));
+    (*text)[eq - v] = '\0';
+    x->pattern = *text;
+    *text += eq - v + 1;
+    return rc;
+}
+
 /* llama-quantize's options from the target's parameters (tools/quantize/
  * quantize.cpp: --pure, --leave-output-tensor, --allow-requantize,
  * --output-tensor-type, --token-embedding-type, --tensor-type P=T with P
- * lowered by parse_tensor_type); *ov (malloc'd) holds the --tensor-type
- * pairs, their patterns pointing into the parameters. */
+ * lowered by parse_tensor_type, and those of gguf_qopts.h into *q, a
+ * --tensor-type-file's words taking its place among the --tensor-type);
+ * *ov (malloc'd) holds the --tensor-type pairs, their patterns pointing
+ * into it. */
 static int parse_params(const amn_encode_options *o, gguf_qpolicy_options *opt,
-                        gguf_qpolicy_override **ov, const char **imatrix, amn_error *err) {
+                        gguf_qpolicy_override **ov, gguf_qopts_enc *q, const char **imatrix,
+                        amn_error *err) {
     *ov = NULL;
     *imatrix = NULL;
     const bool has = o->struct_size >= offsetof(amn_encode_options, n_params) + sizeof o->n_params;
     const size_t n = has ? o->n_params : 0;
     if (!n) return AMN_OK;
-    size_t bytes = n * sizeof **ov; /* then a copy of the patterns */
-    for (size_t i = 0; i < n; i++)
-        if (!o->params[i] || strlen(o->params[i]) >= SIZE_MAX / 2 - bytes)
-            return amn_error_set(err, AMN_E_INVALID, "GGUF file type %s: bad parameter", o->target);
+    bool *taken = calloc(n, sizeof *taken);
+    if (!taken) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = AMN_OK;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (!o->params[i])
+            rc = amn_error_set(err, AMN_E_INVALID, "GGUF file type %s: bad parameter", o->target);
+        else
+            rc = gguf_qopts_enc_param(q, i, o->params[i], &taken[i], err);
+    if (!rc) rc = gguf_qopts_enc_check(q, err);
+    /* the pairs, then a copy of the patterns */
+    size_t bytes = (n + q->n_file_words) * sizeof **ov + q->file_bytes;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (strlen(o->params[i]) >= SIZE_MAX / 2 - bytes)
+            rc = amn_error_set(err, AMN_E_INVALID, "GGUF file type %s: bad parameter", o->target);
         else
             bytes += strlen(o->params[i]) + 1;
-    *ov = calloc(1, bytes);
-    if (!*ov) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    char *text = (char *)(*ov + n);
-    for (size_t i = 0; i < n; i++) {
-        const char *p = o->params[i] ? o->params[i] : "", *v;
-        int rc = AMN_OK;
+    if (!rc && !(*ov = calloc(1, bytes))) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    char *text = rc ? NULL : (char *)(*ov + n + q->n_file_words);
+    for (size_t i = 0, f = 0; !rc && i < n; i++) {
+        const char *p = o->params[i], *v;
+        if (taken[i]) { /* a --tensor-type-file's words, in its place */
+            for (; !rc && f < q->n_files && q->files[f].param == i; f++)
+                for (size_t k = 0; !rc && k < q->files[f].n; k++)
+                    rc = add_override(q->files[f].what, q->files[f].words[k],
+                                      &(*ov)[opt->n_overrides++], &text, err);
+            continue;
+        }
         if (param_is(p, "pure", &v))
             opt->pure = true;
         else if (param_is(p, "leave_output_tensor", &v))
@@ -213,26 +268,17 @@ static int parse_params(const amn_encode_options *o, gguf_qpolicy_options *opt,
             rc = param_type("--output-tensor-type", v, &opt->output_tensor_type, err);
         else if (param_is(p, "token_embedding_type", &v))
             rc = param_type("--token-embedding-type", v, &opt->token_embedding_type, err);
-        else if (param_is(p, "tensor_type", &v)) {
-            const char *eq = strchr(v, '=');
-            if (!eq || eq == v || !eq[1])
-                rc = amn_error_set(err, AMN_E_INVALID, "--tensor-type %s: want PATTERN=TYPE", v);
-            else {
-                gguf_qpolicy_override *x = &(*ov)[opt->n_overrides++];
-                rc = param_type("--tensor-type", eq + 1, &x->type, err);
-                memcpy(text, v, (size_t)(eq - v));
-                text[eq - v] = '\0';
-                x->pattern = text;
-                text += eq - v + 1;
-            }
-        } else
+        else if (param_is(p, "tensor_type", &v))
+            rc = add_override("--tensor-type", v, &(*ov)[opt->n_overrides++], &text, err);
+        else
             rc = amn_error_set(err, AMN_E_INVALID, "GGUF file type %s: unknown parameter '%s'",
                                o->target, p);
-        if (rc) {
-            free(*ov);
-            *ov = NULL;
-            return rc;
-        }
+    }
+    free(taken);
+    if (rc) {
+        free(*ov);
+        *ov = NULL;
+        return rc;
     }
     opt->overrides = *ov;
     return AMN_OK;
@@ -301,7 +347,9 @@ static int choose_plain(enc_model *mm, gguf_qpolicy_options *opt, amn_error *err
 
 /* ---- importance matrix ---------------------------------------------------- */
 
-static bool source_type(const enc_model *mm, size_t i, uint32_t *out, uint32_t *own_out);
+static bool source_type(const enc_model *mm, size_t i, bool rename, uint32_t *out,
+                        uint32_t *own_out);
+static const char *source_name(const enc_model *mm, size_t i);
 
 static bool is_token_embd(const char *n) {
     return strcmp(n, "token_embd.weight") == 0 || strcmp(n, "per_layer_token_embd.weight") == 0;
@@ -318,8 +366,10 @@ static int imatrix_weights(enc_model *mm, amn_error *err) {
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     for (size_t i = 0; i < mm->n_src; i++) {
         const amn_encode_source *s = &mm->src[i];
+        const char *name = source_name(mm, i);
         uint32_t type, own;
-        if (!source_type(mm, i, &type, &own) || s->ndim == 0) continue;
+        if (!name || !source_type(mm, i, strcmp(name, s->name) != 0, &type, &own) || s->ndim == 0)
+            continue;
         if (type == own) continue; /* a block tensor copied at its own type */
         const float *w = NULL;
         uint64_t n = 0;
@@ -360,14 +410,31 @@ static int imatrix_weights(enc_model *mm, amn_error *err) {
     return AMN_OK;
 }
 
-/* "override_kv=KEY=TYPE:VALUE" into mm->im_opts[k]. */
-static int im_option(enc_model *mm, size_t k, const char *key, const char *type, const char *v,
+/* "llama_kv=KEY=TYPE:VALUE" among the writer's options: after the
+ * --override-kv ones, as quantize.cpp appends these to its overrides, and
+ * before the block count of --prune-layers, which llama_model_quantize_impl
+ * sets after every override. */
+static int im_option(enc_model *mm, const char *key, const char *type, const char *v,
                      amn_error *err) {
-    const size_t n = strlen("override_kv==:") + strlen(key) + strlen(type) + strlen(v) + 1;
-    if (!(mm->im_opts[k] = malloc(n))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    snprintf(mm->im_opts[k], n, "override_kv=%s=%s:%s", key, type, v);
-    mm->opts[mm->n_opts++] = mm->im_opts[k];
+    char **grown = realloc(mm->wopts, (mm->n_wopts + 1) * sizeof *grown);
+    if (!grown) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    mm->wopts = grown;
+    /* strings cut at 127 bytes, as the override's buffer cuts them */
+    const size_t len = strlen("llama_kv==:") + strlen(key) + strlen(type) + strnlen(v, 127) + 1;
+    char *opt = malloc(len);
+    if (!opt) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    snprintf(opt, len, "llama_kv=%s=%s:%.127s", key, type, v);
+    const size_t at = mm->renamed && mm->n_wopts ? mm->n_wopts - 1 : mm->n_wopts;
+    memmove(grown + at + 1, grown + at, (mm->n_wopts - at) * sizeof *grown);
+    grown[at] = opt;
+    mm->n_wopts++;
     return AMN_OK;
+}
+
+static bool imatrix_keeps(const char *name, void *q_) {
+    const gguf_qopts_enc *q = q_;
+    return gguf_qopts_imatrix_keeps(name, (const char *const *)q->include, q->n_include,
+                                    (const char *const *)q->exclude, q->n_exclude);
 }
 
 /* The keys llama-quantize adds for an importance matrix, in its order
@@ -376,14 +443,14 @@ static int im_option(enc_model *mm, size_t k, const char *key, const char *type,
  * chunk count when positive. */
 static int imatrix_keys(enc_model *mm, const char *path, amn_error *err) {
     char num[32];
-    int rc = im_option(mm, 0, "quantize.imatrix.file", "str", path, err);
+    int rc = im_option(mm, "quantize.imatrix.file", "str", path, err);
     const char *ds = gguf_imatrix_dataset(mm->im);
-    if (!rc && ds) rc = im_option(mm, 1, "quantize.imatrix.dataset", "str", ds, err);
+    if (!rc && ds) rc = im_option(mm, "quantize.imatrix.dataset", "str", ds, err);
     snprintf(num, sizeof num, "%zu", gguf_imatrix_count(mm->im));
-    if (!rc) rc = im_option(mm, 2, "quantize.imatrix.entries_count", "int", num, err);
+    if (!rc) rc = im_option(mm, "quantize.imatrix.entries_count", "int", num, err);
     snprintf(num, sizeof num, "%lld", (long long)gguf_imatrix_chunks(mm->im));
     if (!rc && gguf_imatrix_chunks(mm->im) > 0)
-        rc = im_option(mm, 3, "quantize.imatrix.chunks_count", "int", num, err);
+        rc = im_option(mm, "quantize.imatrix.chunks_count", "int", num, err);
     return rc;
 }
 
@@ -402,18 +469,28 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
     if (!m) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: no input model");
     gguf_qpolicy_options opt = gguf_qpolicy_defaults(ftype);
     gguf_qpolicy_override *ov;
+    gguf_qopts_enc q = {0};
     const char *imatrix;
-    int rc = parse_params(o, &opt, &ov, &imatrix, err);
-    if (rc) return rc;
+    int rc = parse_params(o, &opt, &ov, &q, &imatrix, err);
+    if (rc) {
+        gguf_qopts_enc_free(&q);
+        return rc;
+    }
     enc_model *mm = calloc(1, sizeof *mm);
+    if (mm)
+        mm->q = q;
+    else
+        gguf_qopts_enc_free(&q);
     if (mm && imatrix) {
         rc = gguf_imatrix_load(imatrix, &mm->im, err);
         if (rc) {
             free(ov);
-            free(mm);
+            enc_end(mm);
             return rc;
         }
-        /* prepare_imatrix: a file without entries is no importance matrix. */
+        /* prepare_imatrix: --exclude-weights / --include-weights drop
+         * entries; a matrix left without entries is no importance matrix. */
+        gguf_imatrix_filter(mm->im, imatrix_keeps, &mm->q);
         opt.has_imatrix = gguf_imatrix_count(mm->im) > 0;
         if (!opt.has_imatrix) {
             gguf_imatrix_free(mm->im);
@@ -439,13 +516,17 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
         enc_end(mm);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
-    rc = mm->gguf_input ? choose_gguf(mm, &opt, err)
-         : mm->chained  ? choose_chained(mm, &opt, err)
-                        : choose_plain(mm, &opt, err);
+    if (mm->q.n_prune && !mm->gguf_input)
+        rc = amn_error_set(err, AMN_E_INVALID, "--prune-layers needs a GGUF input");
+    else
+        rc = mm->gguf_input ? choose_gguf(mm, &opt, err)
+             : mm->chained  ? choose_chained(mm, &opt, err)
+                            : choose_plain(mm, &opt, err);
     free(ov);
     if (!rc) rc = imatrix_weights(mm, err);
-    snprintf(mm->opt, sizeof mm->opt, "llama_ftype=%d", ftype);
-    mm->opts[mm->n_opts++] = mm->opt;
+    if (!rc)
+        rc = gguf_qopts_writer_options(&mm->q, ftype, mm->arch, mm->renamed != NULL, mm->n_layers,
+                                       &mm->wopts, &mm->n_wopts, err);
     if (!rc && mm->im) rc = imatrix_keys(mm, imatrix, err);
     if (rc) {
         enc_end(mm);
@@ -463,8 +544,10 @@ static uint32_t plain_type(amn_dtype d) {
 }
 
 /* Source i's type in the output; false when it is written as stored (no
- * encoding). */
-static bool source_type(const enc_model *mm, size_t i, uint32_t *out, uint32_t *own_out) {
+ * encoding). rename: its name changes (--prune-layers), so it is written
+ * anew even at its own type. */
+static bool source_type(const enc_model *mm, size_t i, bool rename, uint32_t *out,
+                        uint32_t *own_out) {
     const amn_encode_source *s = &mm->src[i];
     uint32_t type, own;
     if (mm->gguf_input) {
@@ -484,10 +567,17 @@ static bool source_type(const enc_model *mm, size_t i, uint32_t *out, uint32_t *
      * dequantized, so it is "encoded" at its own type, which copies it. */
     if (s->keep && own != GGUF_TYPE_COUNT) type = own;
     if (s->keep && !mm->gguf_input && !mm->chained) return false;
-    if (type == own && !s->dequantized) return false;
+    if (type == own && !s->dequantized && !rename) return false;
     *out = type;
     *own_out = own;
     return true;
+}
+
+/* Source i's name in the output (--prune-layers renumbers layers); NULL
+ * when it is pruned. */
+static const char *source_name(const enc_model *mm, size_t i) {
+    const amn_encode_source *s = &mm->src[i];
+    return mm->gguf_input && mm->renamed ? mm->renamed[mm->tensor_of[i]] : s->name;
 }
 
 static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *n_outs,
@@ -497,9 +587,14 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
     *tstate = NULL;
     if (i >= mm->n_src) return amn_error_set(err, AMN_E_INVALID, "gguf encoder: bad tensor index");
     const amn_encode_source *s = &mm->src[i];
+    const char *name = source_name(mm, i);
+    if (!name) {
+        *n_outs = AMN_ENCODE_DROP;
+        return AMN_OK;
+    }
     const amn_tensor *t = mm->gguf_input ? amn_model_tensor(mm->m, mm->tensor_of[i]) : NULL;
     uint32_t type, own;
-    if (!source_type(mm, i, &type, &own)) return AMN_OK;
+    if (!source_type(mm, i, strcmp(name, s->name) != 0, &type, &own)) return AMN_OK;
     const gguf_type_traits *tr = gguf_type_traits_get(type);
     if (!tr || s->ndim == 0)
         return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot write GGUF type %u",
@@ -524,7 +619,7 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
         return amn_error_set(err, AMN_E_INVALID, "tensor %s: rows of %llu do not fit %s", s->name,
                              (unsigned long long)ne0, tr->name);
     }
-    e->name = s->name;
+    e->name = name;
     e->dtype = tr->kind == GGUF_KIND_PLAIN ? tr->plain : AMN_DTYPE_BLOCK;
     e->ndim = s->ndim;
     memcpy(e->shape, s->shape, sizeof e->shape);
@@ -658,8 +753,8 @@ static void tensor_free(void *tstate) {
 static int enc_writer_options(void *state, const char *const **options, size_t *n, amn_error *err) {
     (void)err;
     enc_model *mm = state;
-    *options = mm->opts;
-    *n = mm->n_opts;
+    *options = (const char *const *)mm->wopts;
+    *n = mm->n_wopts;
     return AMN_OK;
 }
 

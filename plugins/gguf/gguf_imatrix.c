@@ -53,6 +53,19 @@ const float *gguf_imatrix_find(const gguf_imatrix *im, const char *name, uint64_
     return e ? e->w : NULL;
 }
 
+void gguf_imatrix_filter(gguf_imatrix *im, bool (*keep)(const char *name, void *ctx), void *ctx) {
+    size_t kept = 0;
+    for (size_t i = 0; i < im->n; i++) {
+        if (keep(im->e[i].name, ctx)) {
+            im->e[kept++] = im->e[i];
+            continue;
+        }
+        free(im->e[i].name);
+        free(im->e[i].w);
+    }
+    im->n = kept;
+}
+
 size_t gguf_imatrix_count(const gguf_imatrix *im) {
     return im->n;
 }

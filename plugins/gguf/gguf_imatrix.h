@@ -13,6 +13,7 @@
 #ifndef AMN_GGUF_IMATRIX_H
 #define AMN_GGUF_IMATRIX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,7 +30,10 @@ void gguf_imatrix_free(gguf_imatrix *im);
 /* The weights of the entry named name (a tensor name), *n of them; NULL
  * when the file has none. */
 const float *gguf_imatrix_find(const gguf_imatrix *im, const char *name, uint64_t *n);
-/* Entries in the file (quantize.imatrix.entries_count). */
+/* Drops the entries whose name keep() refuses (--include-weights /
+ * --exclude-weights, as quantize.cpp's prepare_imatrix drops them). */
+void gguf_imatrix_filter(gguf_imatrix *im, bool (*keep)(const char *name, void *ctx), void *ctx);
+/* Entries in the file, after any filter (quantize.imatrix.entries_count). */
 size_t gguf_imatrix_count(const gguf_imatrix *im);
 /* The first dataset name (NULL when none) and the chunk count
  * (quantize.imatrix.dataset / .chunks_count). */

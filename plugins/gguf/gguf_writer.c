@@ -26,6 +26,7 @@
 #include "amn/checked.h"
 #include "gguf_endian.h"
 #include "gguf_format.h"
+#include "gguf_qopts.h"
 #include "gguf_qpolicy.h"
 #include "gguf_types.h"
 
@@ -231,63 +232,6 @@ static int set_llama_ftype(gguf_kvlist *l, const char *value, amn_error *err) {
     return AMN_OK;
 }
 
-/* override_kv=KEY=TYPE:VALUE, llama-quantize's --override-kv and the keys
- * it writes for an importance matrix (tools/quantize/quantize.cpp): TYPE
- * int (written as u32 |value|, llama_model_quantize_impl's rule), float
- * (f32), bool (true / false) or str (at most 127 bytes, its buffer). Set
- * as ggml's gguf_set_val_* sets a key: removed, then appended. */
-static int set_override_kv(gguf_kvlist *l, const char *value, amn_error *err) {
-    const char *eq = strchr(value, '='), *colon = eq ? strchr(eq, ':') : NULL;
-    if (!eq || eq == value || eq - value > 127 || !colon)
-        return amn_error_set(err, AMN_E_INVALID, "option override_kv %s: expected KEY=TYPE:VALUE",
-                             value);
-    char *key = amn_model_alloc(l->arena, (size_t)(eq - value) + 1);
-    if (!key) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    memcpy(key, value, (size_t)(eq - value));
-    key[eq - value] = 0;
-    const char *type = eq + 1, *v = colon + 1;
-    const size_t tlen = (size_t)(colon - type);
-    amn_kv kv = {.key = key};
-    char *end = NULL;
-    if (tlen == 3 && strncmp(type, "int", 3) == 0) {
-        const long long x = strtoll(v, &end, 10);
-        uint32_t *p = amn_model_alloc(l->arena, sizeof *p);
-        if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        *p = (uint32_t)(x < 0 ? -(unsigned long long)x : (unsigned long long)x);
-        kv.type = AMN_KV_U32, kv.data = p;
-    } else if (tlen == 5 && strncmp(type, "float", 5) == 0) {
-        const double x = strtod(v, &end);
-        float *p = amn_model_alloc(l->arena, sizeof *p);
-        if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        *p = (float)x;
-        kv.type = AMN_KV_F32, kv.data = p;
-    } else if (tlen == 4 && strncmp(type, "bool", 4) == 0) {
-        uint8_t *p = amn_model_alloc(l->arena, 1);
-        if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
-            return amn_error_set(err, AMN_E_INVALID, "option override_kv %s: bool is true or false",
-                                 value);
-        *p = strcmp(v, "true") == 0;
-        kv.type = AMN_KV_BOOL, kv.data = p;
-    } else if (tlen == 3 && strncmp(type, "str", 3) == 0) {
-        const size_t n = strnlen(v, 127);
-        amn_str *p = amn_model_alloc(l->arena, sizeof *p);
-        char *text = amn_model_alloc(l->arena, n + 1);
-        if (!p || !text) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        memcpy(text, v, n);
-        text[n] = 0;
-        p->ptr = text, p->len = n;
-        kv.type = AMN_KV_STRING, kv.data = p;
-    } else
-        return amn_error_set(err, AMN_E_INVALID,
-                             "option override_kv %s: type is int, float, bool or str", value);
-    if (end && (end == v || *end))
-        return amn_error_set(err, AMN_E_INVALID, "option override_kv %s: bad number", value);
-    const ptrdiff_t at = gguf_kvlist_find(l, key);
-    if (at >= 0) gguf_kvlist_remove(l, (size_t)at);
-    return gguf_kvlist_set(l, &kv, err);
-}
-
 static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *err) {
     const amn_model *src = a->source;
     int rc = AMN_OK;
@@ -315,9 +259,9 @@ static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *e
     for (size_t i = 0; !rc && i < a->n_options; i++)
         if (strcmp(a->option_keys[i], "llama_ftype") == 0)
             rc = set_llama_ftype(l, a->option_values[i], err);
-    for (size_t i = 0; !rc && i < a->n_options; i++)
-        if (strcmp(a->option_keys[i], "override_kv") == 0)
-            rc = set_override_kv(l, a->option_values[i], err);
+    for (size_t i = 0; !rc && i < a->n_options; i++) /* --override-kv, in order */
+        if (strcmp(a->option_keys[i], "llama_kv") == 0)
+            rc = gguf_qopts_apply_kv(a->option_values[i], l, err);
     for (size_t i = 0; !rc && i < a->n_options; i++)
         if (strcmp(a->option_keys[i], "metadata") == 0)
             rc = gguf_metadata_load(a->option_values[i], l, err);
@@ -600,11 +544,12 @@ static int write_data(void *state, size_t index, const void *data, size_t n, amn
  * general.quantization_version and general.file_type set, tensors in its
  * order; endian=big|little the byte order of the file (default little);
  * tensor_order=NAME,NAME,... writes those tensors first, in that order (the
- * hf encoder gives llama.cpp's converter's order); override_kv=KEY=TYPE:VALUE
- * sets a key as llama-quantize's kv overrides do (after llama_ftype; the
- * gguf encoder's importance-matrix keys). */
+ * hf encoder gives llama.cpp's converter's order); llama_kv=KEY=TYPE:VALUE
+ * sets a key as llama-quantize's --override-kv does (gguf_qopts.h), after
+ * llama_ftype's keys and before kv / metadata (the gguf encoder's
+ * --override-kv, then its quantize.imatrix.* keys). */
 static const char *const gguf_writer_options[] = {
-    "kv", "metadata", "llama_ftype", "endian", "tensor_order", "override_kv", NULL};
+    "kv", "metadata", "llama_ftype", "llama_kv", "endian", "tensor_order", NULL};
 
 /* What can be checked before the metadata exists: the shape of a kv value
  * (its type follows from the key already set), and that a metadata file is
@@ -615,6 +560,7 @@ static int check_option(const char *key, const char *value, amn_error *err) {
                              value);
     if (strcmp(key, "llama_ftype") == 0 && (value[0] < '0' || value[0] > '9'))
         return amn_error_set(err, AMN_E_INVALID, "option llama_ftype %s: not a file type", value);
+    if (strcmp(key, "llama_kv") == 0) return gguf_qopts_check_kv(value, err);
     if (strcmp(key, "endian") == 0 && strcmp(value, "big") != 0 && strcmp(value, "little") != 0)
         return amn_error_set(err, AMN_E_INVALID, "option endian %s: expected big or little", value);
     if (strcmp(key, "metadata") == 0 && !value[0])

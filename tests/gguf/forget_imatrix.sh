@@ -15,18 +15,20 @@ trap 'rm -rf "$work"' EXIT
 fails=0
 # Run where the inputs are: llama-quantize recorded the file name as given.
 cd "$fix" || exit 1
-while read -r hash im type; do
+# A line may end with llama-quantize options given to both (word-split).
+while read -r hash im type opts; do
     for run in "1:" "3:" "3:scalar"; do
         t=${run%%:*} level=${run#*:}
         out=$work/$type-$t$level.gguf
+        # shellcheck disable=SC2086
         if ! AMN_SIMD=${level:-${AMN_SIMD:-}} "$amn" forget model.gguf --imatrix "$im" --to "$type" \
-            --threads "$t" -o "$out" >"$work/log" 2>&1; then
-            echo "FAIL $im $type (threads $t ${level:-default}): amn failed"; cat "$work/log"
+            $opts --threads "$t" -o "$out" >"$work/log" 2>&1; then
+            echo "FAIL $im $type $opts (threads $t ${level:-default}): amn failed"; cat "$work/log"
             fails=$((fails + 1)); continue
         fi
         got=$(sha256sum "$out" | cut -d' ' -f1)
         if [ "$got" != "$hash" ]; then
-            echo "FAIL $im $type (threads $t ${level:-default}): sha256 $got, llama-quantize $hash"
+            echo "FAIL $im $type $opts (threads $t ${level:-default}): sha256 $got, llama-quantize $hash"
             fails=$((fails + 1))
         fi
         rm -f "$out"
