@@ -569,7 +569,7 @@ typedef struct enc_run {
 } enc_run;
 
 /* Elements [e0, e0 + n) of a chained source: the upstream's whole units
- * covering them, filled and widened to F32. */
+ * covering them, filled and widened to F32, as host floats (read_values). */
 static int read_upstream(const void *vctx, uint64_t e0, uint64_t n, float *dst, amn_error *err) {
     const chain_ctx *c = vctx;
     if (n == 0) return AMN_OK;
@@ -584,6 +584,7 @@ static int read_upstream(const void *vctx, uint64_t e0, uint64_t n, float *dst, 
                                  AMN_DTYPE_F32, dst, (size_t)n))
         rc = amn_error_set(err, AMN_E_UNSUPPORTED, "cannot read %s as F32",
                            amn_dtype_name(c->dtype));
+    if (!rc) amn_le_to_host_n(dst, 4, (size_t)n); /* fill() wrote little-endian bytes */
     free(buf);
     return rc;
 }

@@ -640,6 +640,7 @@ static int add_error(const enc_tensor *et, const float *x, const uint8_t *q, uin
                        : gguf_dequantize(et->type, q, count, AMN_DTYPE_F32, y);
     if (rc)
         return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: cannot decode %s", et->name, tr->name);
+    amn_le_to_host_n(y, 4, (size_t)count); /* bytes to host floats, as x */
     for (uint64_t k = 0; k < count; k++) *sum += fabs((double)x[k] - (double)y[k]);
     return AMN_OK;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "amn/dtype.h"
 #include "hf_convert.h"
 
@@ -47,8 +48,7 @@ static void q8_0_row(const float *x, uint64_t n, uint8_t *dst) {
             if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
         const float d = amax / 127.0f;
         const float id = d == 0.0f ? 0.0f : 1.0f / d;
-        const uint16_t dh = amn_f32_to_f16(d);
-        memcpy(dst, &dh, 2);
+        amn_store_le16(dst, amn_f32_to_f16(d)); /* GGUF blocks are little-endian */
         for (int j = 0; j < 32; j++) dst[2 + j] = (uint8_t)(int8_t)roundf_np(x[j] * id);
     }
 }

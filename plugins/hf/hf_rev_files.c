@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "hf_params.h"
 #include "hf_rev.h"
 
@@ -131,9 +132,8 @@ static json_object *f32_array(const amn_model *m, const char *name) {
     if (!v) return NULL;
     json_object *a = json_object_new_array();
     for (uint64_t k = 0; k < t->shape[0]; k++) {
-        float f;
-        memcpy(&f, (const char *)v + k * 4, 4); /* not necessarily aligned */
-        json_object_array_add(a, float_json(f));
+        /* tensor bytes: little-endian, not necessarily aligned */
+        json_object_array_add(a, float_json(amn_load_le_f32((const char *)v + k * 4)));
     }
     return a;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amn/byteorder.h"
 #include "hf_rev.h"
 
 typedef struct buf {
@@ -59,7 +60,9 @@ static void field_bytes(buf *b, unsigned field, const void *d, size_t n) {
 
 static void field_f32(buf *b, unsigned field, float f) {
     varint(b, (uint64_t)field << 3 | 5);
-    put(b, &f, 4); /* little-endian hosts only, as the rest of amn */
+    uint8_t le[4]; /* protobuf's fixed32 is little-endian */
+    amn_store_le_f32(le, f);
+    put(b, le, 4);
 }
 
 /* The converter's "[PAD<i>]" filler (UNUSED tokens up to config.json's

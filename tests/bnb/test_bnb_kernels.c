@@ -28,8 +28,7 @@ static void check_4bit(const char *path, const uint8_t *buf, size_t size, size_t
     const uint32_t wl = qg_u32(buf, 20), al = qg_u32(buf, 24), ql = qg_u32(buf, 28),
                    nal = qg_u32(buf, 32), nql = qg_u32(buf, 36), bl = qg_u32(buf, 40),
                    fl = qg_u32(buf, 44);
-    float offset;
-    memcpy(&offset, buf + 48, 4);
+    const float offset = amn_load_le_f32(buf + 48);
     assert_int_equal((uint64_t)52 + wl + al + ql + nal + nql + bl + fl, size);
     assert_int_equal(wl, n / 2);
     assert_int_equal(ql, 64);
@@ -42,6 +41,7 @@ static void check_4bit(const char *path, const uint8_t *buf, size_t size, size_t
                   *gbf = nq + nql, *gf = gbf + bl;
     float qm[16], nmap[256];
     memcpy(qm, q, 64);
+    amn_le_to_host_n(qm, 4, 16); /* the file's little-endian binary32 */
     bnb4_layout l = {.weight = w, .n = n, .block = bs, .absmax = a, .nested = nested};
     bnb4_codebook(qm, l.codebook);
     /* The stored map is one of the two the encoder writes. */
@@ -50,6 +50,7 @@ static void check_4bit(const char *path, const uint8_t *buf, size_t size, size_t
     if (nested) {
         assert_int_equal(nql, 1024);
         memcpy(nmap, nq, 1024);
+        amn_le_to_host_n(nmap, 4, 256);
         assert_memory_equal(nmap, bnb_dynamic_map, 1024);
         /* upstream infers nested blocks as ceil(blocks / K) */
         const uint64_t K = nal / 4;
@@ -93,10 +94,10 @@ static void check_4bit(const char *path, const uint8_t *buf, size_t size, size_t
         const uint64_t e0 = b * bs, c = n - e0 < bs ? n - e0 : bs;
         float x[4096];
         memcpy(x, gf + e0 * 4, c * 4);
+        amn_le_to_host_n(x, 4, c);
         bnb4_encode(fp4 ? BNB_FP4 : BNB_NF4, x, c, bnb4_block_scale(&l, b), 0, packed + e0 / 2);
         if (nested) {
-            float nab;
-            memcpy(&nab, l.nested_absmax + (b / l.nested_block) * 4, 4);
+            const float nab = amn_load_le_f32(l.nested_absmax + (b / l.nested_block) * 4);
             const float scaled = (bnb4_block_scale(&l, b) - offset) * (1.0f / nab);
             assert_int_equal(bnb_dynamic_code(bnb_dynamic_map, scaled), a[b]);
         }
@@ -144,11 +145,9 @@ static void check_int8(const char *path, const uint8_t *buf, size_t size, size_t
     float *x = malloc((size_t)cols * 4);
     assert_true(q && x);
     for (uint32_t r = 0; r < rows; r++) {
-        float scb;
-        memcpy(&scb, s + r * 4, 4);
+        const float scb = amn_load_le_f32(s + r * 4);
         for (uint32_t c = 0; c < cols; c++) {
-            float f;
-            memcpy(&f, gf + ((size_t)r * cols + c) * 4, 4);
+            const float f = amn_load_le_f32(gf + ((size_t)r * cols + c) * 4);
             x[c] = amn_f16_to_f32(amn_f32_to_f16(f));
         }
         bnb8_encode_row(x, cols, scb, q + (size_t)r * cols);

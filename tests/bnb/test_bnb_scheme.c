@@ -48,7 +48,7 @@ static size_t load_goldens(golden *g, size_t max) {
         x->wl = qg_u32(b, 20);
         x->al = qg_u32(b, 24);
         x->nal = qg_u32(b, 32);
-        memcpy(&x->offset, b + 48, 4);
+        x->offset = amn_load_le_f32(b + 48);
         x->rows = 64;
         x->cols = x->n / 64;
         x->w = b + 52;
@@ -72,7 +72,7 @@ static const char *kind_of(const golden *g) {
 /* The golden as transformers saves it; blob_override replaces the JSON. */
 static size_t golden_tensors(const golden *g, qe_tensor *t, const char *blob_override) {
     static uint16_t norm[64];
-    for (int i = 0; i < 64; i++) norm[i] = amn_f32_to_bf16(1.0f + (float)i / 64.0f);
+    for (int i = 0; i < 64; i++) amn_store_le16(&norm[i], amn_f32_to_bf16(1.0f + (float)i / 64.0f));
     size_t n = 0;
     if (g->fmt == 1) {
         t[n++] = (qe_tensor){P ".weight", AMN_DTYPE_I8, 2, {g->rows, g->cols}, g->w, g->n};

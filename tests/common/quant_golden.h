@@ -104,8 +104,8 @@ static inline uint32_t qg_lcg(uint32_t *x) {
     return *x = *x * 1664525u + 1013904223u;
 }
 
-/* A random scale of dtype st into s + i; with `specials`, now and then a
- * zero, subnormal, huge (overflows when multiplied), infinite or NaN one. */
+/* A random scale of dtype st into s + i (little-endian, as in a file); with `specials`, now and
+ * then a zero, subnormal, huge (overflows when multiplied), infinite or NaN one. */
 static inline void qg_put_scale(uint8_t *s, uint64_t i, amn_dtype st, bool specials, uint32_t *x) {
     uint32_t r = qg_lcg(x);
     if (!specials && (r >> 4) % 32 < 6) r |= 0x1f0; /* an ordinary value */
@@ -137,17 +137,17 @@ static inline void qg_put_scale(uint8_t *s, uint64_t i, amn_dtype st, bool speci
     uint16_t h;
     switch (st) {
     case AMN_DTYPE_F32:
-        memcpy(s + i * 4, &bits, 4);
+        amn_store_le32(s + i * 4, bits);
         break;
     case AMN_DTYPE_F16:
         h = amn_f32_to_f16(f);
         if ((r >> 4) % 32 == 5) h = (uint16_t)(0x7c01u + (r >> 24)); /* signalling NaN */
-        memcpy(s + i * 2, &h, 2);
+        amn_store_le16(s + i * 2, h);
         break;
     default:
         h = (uint16_t)(bits >> 16);
         if ((r >> 4) % 32 == 5) h = (uint16_t)(0x7f81u + (r >> 26)); /* signalling NaN */
-        memcpy(s + i * 2, &h, 2);
+        amn_store_le16(s + i * 2, h);
         break;
     }
 }

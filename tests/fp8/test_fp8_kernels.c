@@ -161,20 +161,22 @@ static void test_fp8_partial_blocks(void **state) {
     (void)state;
     const uint64_t rows = 300, cols = 200, gr = 3, gc = 2;
     uint8_t *w = malloc(rows * cols);
-    float sc[6] = {0.5f, 2.0f, -4.0f, 0.25f, 8.0f, 1.5f};
+    const float sc[6] = {0.5f, 2.0f, -4.0f, 0.25f, 8.0f, 1.5f};
+    uint8_t scb[6 * 4]; /* the scales as a checkpoint stores them */
+    for (int i = 0; i < 6; i++) amn_store_le_f32(scb + i * 4, sc[i]);
     assert_non_null(w);
     for (uint64_t i = 0; i < rows * cols; i++) w[i] = (uint8_t)((i * 31 + 7) & 0xff);
     fp8_layout l = {.weight = w,
                     .wtype = AMN_DTYPE_F8_E4M3,
                     .rows = rows,
                     .cols = cols,
-                    .scale = (const uint8_t *)sc,
+                    .scale = scb,
                     .stype = AMN_DTYPE_F32,
                     .block_rows = 128,
                     .block_cols = 128,
                     .grid_cols = gc};
     (void)gr;
-    float *out = malloc(rows * cols * 4);
+    uint8_t *out = malloc(rows * cols * 4);
     assert_non_null(out);
     amn_simd lv[2];
     const size_t nl = qg_levels(lv);
@@ -184,7 +186,7 @@ static void test_fp8_partial_blocks(void **state) {
             for (uint64_t c = 0; c < cols; c++) {
                 const float x = amn_f8e4m3_to_f32(w[r * cols + c]);
                 const float e = x != x ? x : x * sc[(r / 128) * gc + c / 128];
-                assert_memory_equal(&out[r * cols + c], &e, 4);
+                assert_int_equal(amn_load_le32(out + (r * cols + c) * 4), amn_f32_bits(e));
             }
     }
     free(out);
@@ -202,18 +204,20 @@ static void test_fp8_narrow_blocks(void **state) {
     const uint64_t gr = (rows + br - 1) / br;
     uint8_t *w = malloc(rows * cols);
     float *sc = malloc(gr * gc * 4);
-    assert_true(w && sc);
+    uint8_t *scb = malloc(gr * gc * 4); /* sc as a checkpoint stores it */
+    assert_true(w && sc && scb);
     for (uint64_t i = 0; i < rows * cols; i++) w[i] = (uint8_t)((i * 97 + 11) & 0xff);
     for (uint64_t i = 0; i < gr * gc; i++) sc[i] = (float)((int)(i % 17) - 8) * 0.375f;
     sc[1 * gc + 300] = amn_bits_f32(0x7f800000u);
     sc[2 * gc + 5] = amn_bits_f32(0x7f80ffffu);
+    for (uint64_t i = 0; i < gr * gc; i++) amn_store_le_f32(scb + i * 4, sc[i]);
     for (int fmt = 0; fmt < 2; fmt++)
         for (size_t oi = 0; oi < 3; oi++) {
             const fp8_layout l = {.weight = w,
                                   .wtype = fmt ? AMN_DTYPE_F8_E5M2 : AMN_DTYPE_F8_E4M3,
                                   .rows = rows,
                                   .cols = cols,
-                                  .scale = (const uint8_t *)sc,
+                                  .scale = scb,
                                   .stype = AMN_DTYPE_F32,
                                   .block_rows = br,
                                   .block_cols = bc,
@@ -241,6 +245,7 @@ static void test_fp8_narrow_blocks(void **state) {
             free(got);
         }
     free(sc);
+    free(scb);
     free(w);
 }
 

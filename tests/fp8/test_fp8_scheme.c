@@ -47,9 +47,13 @@ static size_t load_goldens(golden *g, size_t max) {
 /* The golden as a checkpoint stores it, plus a norm, CLIP's logit_scale (a
  * real parameter that ends in _scale) and an activation input_scale. */
 static size_t golden_tensors(const golden *g, qe_tensor *t, int variant) {
-    static const float act = 0.0123f, logit = 4.6052f;
+    /* tensor bytes are little-endian, as in a checkpoint */
+    static uint8_t act[4], logit[4];
     static uint16_t norm[256];
-    for (int i = 0; i < 256; i++) norm[i] = amn_f32_to_bf16(1.0f + (float)i / 256.0f);
+    amn_store_le_f32(act, 0.0123f);
+    amn_store_le_f32(logit, 4.6052f);
+    for (int i = 0; i < 256; i++)
+        amn_store_le16(&norm[i], amn_f32_to_bf16(1.0f + (float)i / 256.0f));
     size_t n = 0;
     t[n++] = (qe_tensor){WNAME, AMN_DTYPE_F8_E4M3, 2, {g->rows, g->cols}, g->w, g->rows * g->cols};
     qe_tensor s = {NULL, g->stype, 0, {0}, g->s, g->sl};
@@ -70,10 +74,9 @@ static size_t golden_tensors(const golden *g, qe_tensor *t, int variant) {
         s.shape[1] = 1;
     }
     t[n++] = s;
-    t[n++] =
-        (qe_tensor){"model.layers.0.mlp.down_proj.input_scale", AMN_DTYPE_F32, 0, {0}, &act, 4};
+    t[n++] = (qe_tensor){"model.layers.0.mlp.down_proj.input_scale", AMN_DTYPE_F32, 0, {0}, act, 4};
     t[n++] = (qe_tensor){"model.norm.weight", AMN_DTYPE_BF16, 1, {256}, norm, 512};
-    t[n++] = (qe_tensor){"logit_scale", AMN_DTYPE_F32, 0, {0}, &logit, 4};
+    t[n++] = (qe_tensor){"logit_scale", AMN_DTYPE_F32, 0, {0}, logit, 4};
     return n;
 }
 
@@ -137,13 +140,14 @@ static void test_fp8_e5m2(void **state) {
     (void)state;
     if (!qe_have_writer()) skip();
     static uint8_t w[4][256];
-    static uint16_t sc[4];
+    static uint16_t sc[4], le[4]; /* le: the scales as the file stores them */
     for (int r = 0; r < 4; r++) {
         for (int c = 0; c < 256; c++) w[r][c] = (uint8_t)(c + 37 * r);
         sc[r] = amn_f32_to_f16(0.75f * (float)(r + 1));
+        amn_store_le16(&le[r], sc[r]);
     }
     const qe_tensor t[2] = {{"e.weight", AMN_DTYPE_F8_E5M2, 2, {4, 256}, w, sizeof w},
-                            {"e.weight_scale", AMN_DTYPE_F16, 2, {4, 1}, sc, sizeof sc}};
+                            {"e.weight_scale", AMN_DTYPE_F16, 2, {4, 1}, le, sizeof le}};
     char label[128], path[512];
     amn_error err = {0};
     assert_int_equal(qe_plan(t, 2, &err, label, sizeof label), AMN_OK);
@@ -151,12 +155,12 @@ static void test_fp8_e5m2(void **state) {
     qe_convert(t, 2, AMN_DTYPE_F32, 1, qe_path(path, sizeof path, "e5m2.safetensors"));
     const uint64_t shape[2] = {4, 256};
     size_t nb;
-    float *y = (float *)qe_read(path, "e.weight", AMN_DTYPE_F32, 2, shape, &nb);
+    uint8_t *y = qe_read(path, "e.weight", AMN_DTYPE_F32, 2, shape, &nb);
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 256; c++) {
             const float x = amn_f8e5m2_to_f32(w[r][c]);
             const float e = x != x ? x : x * amn_f16_to_f32(sc[r]);
-            assert_memory_equal(&y[r * 256 + c], &e, 4);
+            assert_int_equal(amn_load_le32(y + (r * 256 + c) * 4), amn_f32_bits(e));
         }
     free(y);
 }
@@ -207,7 +211,7 @@ static void test_fp8_malformed(void **state) {
 static void test_fp8_not_scales(void **state) {
     (void)state;
     static uint16_t w[16];
-    static float s[1] = {2.0f};
+    static uint8_t s[4] = {0, 0, 0, 0x40}; /* 2.0f, little-endian */
     const qe_tensor t[4] = {{"logit_scale", AMN_DTYPE_F32, 0, {0}, s, 4},
                             {"a.input_scale", AMN_DTYPE_F32, 0, {0}, s, 4},
                             {"b.weight", AMN_DTYPE_BF16, 2, {4, 4}, w, 32},

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "amn/amn.h"
+#include "amn/byteorder.h"
 #include "amn_test.h"
 #include "gguf_endian.h"
 #include "gguf_format.h"
@@ -492,7 +493,8 @@ static void python_fixtures(void **state) {
             assert_int_equal(t->dtype, AMN_DTYPE_F32);
             /* values i * 0.25 - 16 */
             for (size_t j = 0; j < 128; j++)
-                assert_true(((const float *)t->data)[j] == (float)j * 0.25f - 16.0f);
+                assert_true(amn_load_le_f32((const uint8_t *)t->data + j * 4) ==
+                            (float)j * 0.25f - 16.0f);
         }
         free(bytes);
         amn_model_free(m);

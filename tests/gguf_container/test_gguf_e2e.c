@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "amn/amn.h"
+#include "amn/byteorder.h"
 #include "amn_test.h"
 
 #define FIXTURE(name) AMN_SOURCE_DIR "/fixtures/gguf/" name
@@ -72,12 +73,14 @@ static int convert(const amn_model *m, const char *target, amn_mode mode, const 
     return rc;
 }
 
-/* The Q8_0 weight of tiny-quant.gguf, decoded here from its blocks. */
-static void expected_q8(const amn_tensor *t, float *out) {
+/* The Q8_0 weight of tiny-quant.gguf, decoded here from its blocks, as the
+ * little-endian F32 bytes a written tensor holds. */
+static void expected_q8(const amn_tensor *t, uint8_t *out) {
     const uint8_t *b = t->data;
     for (size_t blk = 0; blk < 4; blk++, b += 34) {
         const float d = amn_f16_to_f32((uint16_t)(b[0] | b[1] << 8));
-        for (int j = 0; j < 32; j++) out[blk * 32 + j] = (float)(int8_t)b[2 + j] * d;
+        for (int j = 0; j < 32; j++)
+            amn_store_le_f32(out + (blk * 32 + j) * 4, (float)(int8_t)b[2 + j] * d);
     }
 }
 
@@ -119,7 +122,7 @@ static void remember_to_safetensors(void **state) {
     assert_int_equal(q->ndim, 2);
     assert_int_equal(q->shape[0], 4);
     assert_int_equal(q->shape[1], 32);
-    float want[128];
+    uint8_t want[128 * 4];
     expected_q8(amn_model_tensor(m, (size_t)amn_model_find(m, "blk.0.attn_q.weight")), want);
     assert_memory_equal(q->data, want, sizeof want);
     const amn_tensor *e = amn_model_tensor(st, (size_t)amn_model_find(st, "token_embd.weight"));
@@ -154,7 +157,7 @@ static void gguf_to_gguf(void **state) {
     assert_int_equal(q->dtype, AMN_DTYPE_F32);
     assert_int_equal(q->shape[0], 4);
     assert_int_equal(q->shape[1], 32);
-    float want[128];
+    uint8_t want[128 * 4];
     expected_q8(amn_model_tensor(m, (size_t)amn_model_find(m, "blk.0.attn_q.weight")), want);
     assert_memory_equal(q->data, want, sizeof want);
     for (size_t i = 0; i < amn_model_tensor_count(g); i++)

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "amn/byteorder.h"
 #include "hf_vocab.h"
 #include "hf_tok_regex.h"
 #include "hf_vocab_int.h"
@@ -48,11 +49,15 @@ static void put(buf *b, const void *d, size_t n) {
 }
 
 static void put_u32(buf *b, uint32_t v) {
-    put(b, &v, 4); /* little-endian hosts only, as the rest of amn */
+    uint8_t le[4];
+    amn_store_le32(le, v);
+    put(b, le, 4);
 }
 
 static void put_u64(buf *b, uint64_t v) {
-    put(b, &v, 8);
+    uint8_t le[8];
+    amn_store_le64(le, v);
+    put(b, le, 8);
 }
 
 static void put_value(buf *b, amn_kv_type t, const void *d) {
@@ -60,8 +65,12 @@ static void put_value(buf *b, amn_kv_type t, const void *d) {
         const amn_str *s = d;
         put_u64(b, s->len);
         put(b, s->ptr, (size_t)s->len);
-    } else {
-        put(b, d, amn_kv_type_size(t));
+    } else { /* a host-order value (amn_kv), written little-endian */
+        const size_t n = amn_kv_type_size(t);
+        uint8_t le[8];
+        memcpy(le, d, n);
+        amn_le_to_host_n(le, n, 1);
+        put(b, le, n);
     }
 }
 

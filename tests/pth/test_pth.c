@@ -6,6 +6,7 @@
 
 #include "pickle_vm.h"
 #include "amn/kit/zip_reader.h"
+#include "amn/byteorder.h"
 
 static void test_reference(void **state) {
     (void)state;
@@ -472,9 +473,10 @@ static void test_weights_only_values(void **state) {
     assert_int_equal(t->dtype, AMN_DTYPE_C64);
     assert_int_equal(t->ndim, 1);
     assert_int_equal(t->shape[0], 2);
-    float v[4];
+    uint8_t v[16], want[16]; /* tensor bytes: little-endian binary32 pairs */
     assert_int_equal(amn_tensor_read(t, 0, v, sizeof v, &err), AMN_OK);
-    const float want[4] = {1, 2, 3, -1};
+    const float parts[4] = {1, 2, 3, -1};
+    for (int i = 0; i < 4; i++) amn_store_le_f32(want + 4 * i, parts[i]);
     assert_memory_equal(v, want, sizeof v);
     amn_model_free(m);
 }
