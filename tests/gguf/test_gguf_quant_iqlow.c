@@ -17,6 +17,7 @@
 #include "amn_test.h"
 #include "sha256.h"
 
+#include "amn/byteorder.h"
 #include "amn/error.h"
 #include "amn/simd.h"
 #include "gguf_dequant.h"
@@ -41,6 +42,8 @@ static const struct {
 };
 #define NTYPES (sizeof types / sizeof types[0])
 
+/* A whole file; a .f32 file's little-endian floats in host order (the
+ * suite also runs on big-endian hosts). */
 static void *read_all(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -54,6 +57,12 @@ static void *read_all(const char *path, size_t *size) {
     }
     fclose(f);
     *size = (size_t)n;
+    const size_t len = strlen(path);
+    if (p && len > 4 && strcmp(path + len - 4, ".f32") == 0)
+        for (size_t i = 0; i + 4 <= (size_t)n; i += 4) {
+            const float v = amn_load_le_f32((const uint8_t *)p + i);
+            memcpy((uint8_t *)p + i, &v, 4);
+        }
     return p;
 }
 
