@@ -42,11 +42,13 @@ typedef struct cli_args {
     bool limits_set;
     const char *keep[64]; /* forget: --keep GLOB */
     size_t n_keep;
-    const char *block_size;  /* forget: --block-size N */
-    const char *shard_size;  /* model folders: --shard-size SIZE */
-    const char *only_shards; /* --only-shards K[-L] */
-    bool write_index;        /* --write-index */
-    bool resume, dedup_tied; /* --resume, --dedup-tied */
+    const char *block_size;        /* forget: --block-size N */
+    const char *shard_size;        /* model folders: --shard-size SIZE */
+    const char *only_shards;       /* --only-shards K[-L] */
+    bool write_index;              /* --write-index */
+    bool resume, dedup_tied;       /* --resume, --dedup-tied */
+    const char *split_max_tensors; /* convert --to gguf: --split-max-tensors N */
+    const char *split_max_size;    /* convert --to gguf: --split-max-size N(M|G) */
     /* Every FILE argument, input first; more than one only for inspect
      * (multi_input). The array belongs to main. */
     const char **inputs;
@@ -179,6 +181,8 @@ int cli_encode_option(cli_args *a, const char *opt, const char *value);
 /* forget --dry-run (a dry_run=1 encoder parameter): print the sizes
  * llama-quantize's --dry-run prints for o, write nothing; an exit code. */
 bool cli_dry_run(const cli_args *a);
+/* forget --keep-split (a keep_split=1 encoder parameter). */
+bool cli_keep_split(const cli_args *a);
 int cli_forget_dry_run(const amn_ctx *ctx, const cli_args *a, const cli_input *in,
                        const amn_convert_options *o);
 /* True when a loaded scheme encodes `to`. */

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "folder.h"
+#include "gguf_split.h"
 
 double cli_now(void) {
     struct timespec ts;
@@ -208,6 +209,64 @@ static int run(const amn_ctx *ctx, const cli_args *a, const remember_req *rq, co
     return EXIT_OK;
 }
 
+/* --split-max-tensors / --split-max-size into rq (the mode and limit); a
+ * message for a bad request, or NULL. */
+static const char *split_request(const cli_args *a, const remember_req *rq, bool folder,
+                                 cli_gguf_split_req *sr) {
+    if (a->split_max_tensors && a->split_max_size)
+        return "either --split-max-tensors or --split-max-size can be given, not both";
+    if (!rq->convert || strcmp(rq->target, "gguf") != 0 || folder)
+        return "--split-max-tensors and --split-max-size write a split GGUF (convert --to gguf)";
+    if (a->split_max_tensors) {
+        char *end;
+        const unsigned long long n = strtoull(a->split_max_tensors, &end, 10);
+        if (a->split_max_tensors[0] < '1' || a->split_max_tensors[0] > '9' || *end || n > INT32_MAX)
+            return "bad --split-max-tensors (want a tensor count from 1)";
+        sr->max_tensors = n;
+    } else if (!cli_gguf_split_size(a->split_max_size, &sr->max_bytes)) {
+        return "bad --split-max-size (want N followed by M or G, as 500M or 2G)";
+    }
+    return NULL;
+}
+
+/* The same as a split GGUF (gguf_split_out.c); an exit code. */
+static int run_split(const amn_ctx *ctx, const cli_args *a, const remember_req *rq,
+                     const cli_input *in, const char *output, cli_gguf_split_req *sr,
+                     amn_convert_stats *st, double *seconds) {
+    char prefix[4096];
+    if (!cli_gguf_split_prefix(output, prefix, sizeof prefix))
+        return cli_usage_fail(a->command, "bad -o for a split GGUF (want NAME or NAME.gguf)");
+    cli_progress prog;
+    cli_progress_begin(&prog, a);
+    sr->base = (amn_convert_options){.struct_size = sizeof(amn_convert_options),
+                                     .mode = rq->mode,
+                                     .target = rq->target,
+                                     .out_dtype = rq->out,
+                                     .overwrite = a->force,
+                                     .threads = a->threads,
+                                     .options = a->opts,
+                                     .n_options = a->n_opts,
+                                     .progress =
+                                         prog.mode != CLI_PROGRESS_OFF ? cli_progress_update : NULL,
+                                     .progress_user = &prog,
+                                     .no_sync = a->no_sync};
+    sr->prefix = prefix;
+    cli_signals_input(in->path);
+    cli_gguf_split_result res;
+    amn_error err = {0};
+    int rc = cli_gguf_split_run(ctx, in->m, in->p, sr, &res, &err);
+    cli_progress_end(&prog);
+    *seconds = cli_now() - in->t0;
+    if (rc) return cli_fail(&err);
+    *st = res.st;
+    if (a->json)
+        print_json(a, rq->convert, in->m, in->p, rq->target, output, rq->out, st, NULL, *seconds);
+    else if (!a->quiet)
+        printf("  %u shard%s: %s-%05u-of-%05u.gguf ...\n", res.shards, res.shards == 1 ? "" : "s",
+               prefix, 1u, res.shards);
+    return EXIT_OK;
+}
+
 /* torch_dtype's name for an output dtype. */
 static const char *torch_dtype_name(amn_dtype d) {
     return d == AMN_DTYPE_F32 ? "float32" : d == AMN_DTYPE_F16 ? "float16" : "bfloat16";
@@ -311,10 +370,13 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     }
     amn_convert_stats st = {.struct_size = sizeof(amn_convert_stats)};
     double seconds = 0;
+    cli_gguf_split_req sr = {0};
+    const bool gsplit = a->split_max_tensors || a->split_max_size;
+    const char *bad_split = gsplit ? split_request(a, &rq, folder, &sr) : NULL;
     if (!output) {
         rc = cli_usage_fail(a->command, "output path too long; pass -o");
-    } else if (bad_arg) {
-        rc = cli_usage_fail(a->command, bad_arg);
+    } else if (bad_arg || bad_split) {
+        rc = cli_usage_fail(a->command, bad_arg ? bad_arg : bad_split);
     } else if (!folder && (a->only_shards || a->write_index || a->resume || a->dedup_tied)) {
         rc = cli_usage_fail(
             a->command,
@@ -324,8 +386,9 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
                             "a model folder is written as safetensors (--to safetensors)");
     } else {
         announce(a, &rq, output, &s);
-        rc = folder ? run_folder(ctx, a, &rq, &in, output, s.groups > 0, &st, &seconds)
-                    : run(ctx, a, &rq, &in, output, &st, &seconds);
+        rc = folder   ? run_folder(ctx, a, &rq, &in, output, s.groups > 0, &st, &seconds)
+             : gsplit ? run_split(ctx, a, &rq, &in, output, &sr, &st, &seconds)
+                      : run(ctx, a, &rq, &in, output, &st, &seconds);
     }
     cli_input_free(&in);
     if (!rc) print_report(a, &rq, &st, seconds);

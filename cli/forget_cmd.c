@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "folder.h"
+#include "gguf_split.h"
 
 bool cli_is_encode_target(const amn_ctx *ctx, const char *to) {
     return to && amn_ctx_find_encoder(ctx, to) != NULL;
@@ -126,7 +127,32 @@ static const struct {
     {"--include-weights", "include_weights=", true},
     {"--exclude-weights", "exclude_weights=", true},
     {"--dry-run", "dry_run=1", false}, /* also read by cmd_forget: cli_dry_run */
+    /* the policy walks the input's order; cmd_forget writes the shards */
+    {"--keep-split", "keep_split=1", false},
 };
+
+bool cli_keep_split(const cli_args *a) {
+    for (size_t i = 0; i < a->n_enc_params; i++)
+        if (strcmp(a->enc_params[i], "keep_split=1") == 0) return true;
+    return false;
+}
+
+/* --keep-split's refusals, before the input is opened: a message, or NULL. */
+static const char *keep_split_refusal(const amn_ctx *ctx, const cli_args *a) {
+    if (a->split_max_tensors || a->split_max_size)
+        return "--split-max-tensors and --split-max-size belong to convert --to gguf (a file "
+               "type keeps the input's shards with --keep-split)";
+    if (!cli_keep_split(a)) return NULL;
+    if (strcmp(cli_encode_container(ctx, a->to), "gguf") != 0 || a->then)
+        return "--keep-split writes a split GGUF from a GGUF input (a GGUF file type)";
+    if (cli_dry_run(a)) return "--keep-split and --dry-run: the dry run prints one file's sizes";
+    for (size_t i = 0; i < a->n_enc_params; i++)
+        if (strncmp(a->enc_params[i], "prune_layers=", 13) == 0)
+            return "--keep-split with --prune-layers is not supported (a renamed tensor's shard "
+                   "is unknown)";
+    if (a->output && names_folder(a->output)) return "--keep-split: -o names a folder";
+    return NULL;
+}
 
 int cli_encode_option(cli_args *a, const char *opt, const char *value) {
     for (size_t k = 0; k < sizeof encode_flags / sizeof *encode_flags; k++) {
@@ -241,6 +267,7 @@ static int parse_request(const amn_ctx *ctx, const cli_args *a, uint64_t *block)
         *block = v;
     }
     const char *bad = cli_folder_args(a, NULL);
+    if (!bad) bad = keep_split_refusal(ctx, a);
     if (bad) return cli_usage_fail(a->command, bad);
     return EXIT_OK;
 }
@@ -295,6 +322,17 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
         if (side_dir) fr.in_dir = side_dir;
         if (!rc) rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
         if (side_dir) cli_remove_tree(side_dir);
+        *st = res.st;
+        return rc ? cli_fail(&err) : EXIT_OK;
+    }
+    if (cli_keep_split(a)) { /* gguf_split_out.c */
+        cli_gguf_split_req sr = {.base = o, .keep_split = true};
+        char prefix[4096];
+        if (!cli_gguf_split_prefix(output, prefix, sizeof prefix))
+            return cli_usage_fail(a->command, "--keep-split: bad -o (want NAME or NAME.gguf)");
+        sr.prefix = prefix;
+        cli_gguf_split_result res;
+        const int rc = cli_gguf_split_run(ctx, in->m, in->p, &sr, &res, &err);
         *st = res.st;
         return rc ? cli_fail(&err) : EXIT_OK;
     }

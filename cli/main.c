@@ -311,6 +311,12 @@ static int parse_args(int argc, char **argv, int first, cli_args *a) {
             a->resume = true;
         } else if (strcmp(s, "--dedup-tied") == 0) {
             a->dedup_tied = true;
+        } else if (strcmp(s, "--split-max-tensors") == 0) {
+            NEED_VALUE();
+            a->split_max_tensors = next;
+        } else if (strcmp(s, "--split-max-size") == 0) {
+            NEED_VALUE();
+            a->split_max_size = next;
         } else if (strcmp(s, "--threads") == 0) {
             NEED_VALUE();
             char *end;

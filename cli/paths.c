@@ -46,6 +46,14 @@ bool cli_default_output(const char *input, bool resolved, const char *tag, const
             break;
         }
     }
+    /* A shard of a split GGUF names the whole model without -0000K-of-0000N. */
+    size_t bl = strlen(base);
+    unsigned sk, sn;
+    char tail[24];
+    if (bl > 15 && sscanf(base + bl - 15, "-%5u-of-%5u", &sk, &sn) == 2 &&
+        (size_t)snprintf(tail, sizeof tail, "-%05u-of-%05u", sk, sn) == 15 &&
+        strcmp(base + bl - 15, tail) == 0)
+        base[bl - 15] = '\0';
     for (size_t i = 0; i < sizeof quant_suffixes / sizeof *quant_suffixes; i++) {
         size_t bl = strlen(base), sl = strlen(quant_suffixes[i]);
         if (bl > sl && strcmp(base + bl - sl, quant_suffixes[i]) == 0) {

@@ -259,6 +259,10 @@ static json_object *model_json(const amn_model *m, const amn_plan *p, const cli_
             json_object_object_add(o, "shape", shape);
             json_object_object_add(o, "bytes", json_u64(t->nbytes));
             json_object_object_add(o, "offset", json_u64(t->file_offset));
+            /* A model of several files (a split GGUF): the file, from 1. */
+            if (AMN_HAS_FIELD(t, amn_tensor, shard) &&
+                amn_model_tensor(m, amn_model_tensor_count(m) - 1)->shard)
+                json_object_object_add(o, "shard", json_u64((uint64_t)t->shard + 1));
             const char *what = NULL;
             const bool unhandled = amn_plan_tensor_unhandled(p, i, &what, NULL);
             json_object_object_add(

@@ -261,6 +261,8 @@ static int parse_params(const amn_encode_options *o, gguf_qpolicy_options *opt,
             opt->leave_output_tensor = true;
         else if (param_is(p, "allow_requantize", &v))
             opt->allow_requantize = true;
+        else if (param_is(p, "keep_split", &v))
+            opt->input_order = true;
         else if (param_is(p, "imatrix", &v)) {
             if (!*v) rc = amn_error_set(err, AMN_E_INVALID, "--imatrix needs a file");
             *imatrix = v;

@@ -29,8 +29,10 @@ static int probe(const amn_probe_data *pd) {
     return AMN_PROBE_MAX - 5;
 }
 
-static int read_model(const amn_source *src, const uint8_t *map, const amn_limits *lim,
-                      amn_model **out, amn_error *err) {
+/* The file at path (NULL: a stream), or with its other shards the whole
+ * model it is a shard of (gguf_split.c). */
+static int read_model(const amn_source *src, const uint8_t *map, const char *path,
+                      const amn_limits *lim, amn_model **out, amn_error *err) {
     amn_model *m = amn_model_new("gguf");
     if (!m) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     int rc = gguf_read(src, map, lim, m, err);
@@ -38,8 +40,7 @@ static int read_model(const amn_source *src, const uint8_t *map, const amn_limit
         amn_model_free(m);
         return rc;
     }
-    *out = m;
-    return AMN_OK;
+    return gguf_split_resolve(path, m, map == NULL, lim, out, err);
 }
 
 static int open_model(const amn_open_args *a, amn_model **out, amn_error *err) {
@@ -50,7 +51,7 @@ static int open_model(const amn_open_args *a, amn_model **out, amn_error *err) {
     const uint64_t size = amn_map_size(a->map);
     if (size > SIZE_MAX) return amn_error_set(err, AMN_E_LIMIT, "%s: file too large", a->path);
     amn_source_memory(&src, amn_map_data(a->map), (size_t)size, a->path);
-    return read_model(&src, amn_map_data(a->map), a->limits, out, err);
+    return read_model(&src, amn_map_data(a->map), a->path, a->limits, out, err);
 }
 
 static int inspect(const amn_inspect_args *a, amn_model **out, amn_error *err) {
@@ -60,7 +61,7 @@ static int inspect(const amn_inspect_args *a, amn_model **out, amn_error *err) {
                              a->path ? a->path : "input");
     amn_source src = *a->src;
     if (!src.name) src.name = a->path;
-    return read_model(&src, NULL, a->limits, out, err);
+    return read_model(&src, NULL, a->path, a->limits, out, err);
 }
 
 /* probe() scores nothing without the magic. */

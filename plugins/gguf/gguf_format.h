@@ -24,6 +24,13 @@ extern const amn_writer gguf_writer;
 int gguf_read(const amn_source *src, const uint8_t *map, const amn_limits *lim, amn_model *m,
               amn_error *err);
 
+/* m, read from the file at path (NULL: a stream), when it is a model of one
+ * file; when it is a shard of a split GGUF (split.count > 1), the whole
+ * model its shards make, found by name beside it (gguf_split.c). Takes m
+ * (freed on failure or replaced). */
+int gguf_split_resolve(const char *path, amn_model *m, bool header_only, const amn_limits *lim,
+                       amn_model **out, amn_error *err);
+
 /* ---- writer metadata: an ordered key -> typed value list ---------------- */
 
 typedef struct gguf_kvlist {

@@ -706,7 +706,7 @@ int gguf_qpolicy_choose(const gguf_qpolicy_model *model, const gguf_qpolicy_tens
         goto out;
     }
     for (size_t i = 0; i < n; i++) keys[i] = (keyed){layer_of(tensors[i].name), tensors[i].name, i};
-    qsort(keys, n, sizeof *keys, cmp_weight_names);
+    if (!opt->input_order) qsort(keys, n, sizeof *keys, cmp_weight_names);
     for (size_t k = 0; k < n; k++) order[k] = keys[k].index;
     free(keys);
 

@@ -98,6 +98,10 @@ typedef struct gguf_qpolicy_options {
     uint32_t token_embedding_type;          /* --token-embedding-type; GGUF_TYPE_COUNT: none */
     const gguf_qpolicy_override *overrides; /* --tensor-type, in command-line order */
     size_t n_overrides;
+    /* --keep-split: the walk takes the tensors in the order given (the
+     * input's: by shard, then offset, as llama-quantize sorts them then),
+     * not weights_map's; the counters of the rules follow it. */
+    bool input_order;
 } gguf_qpolicy_options;
 
 /* The options llama-quantize starts from for a file type. */

@@ -9,9 +9,12 @@
  *
  * Metadata: the source model's key/values when it is a GGUF file, then
  * --gguf-metadata, then --gguf-kv, later values replacing earlier ones in
- * place. Keys that describe the source file rather than the model are not
- * carried over: split.* (the output is one file) and general.file_type when
- * the tensors' types changed (recomputed from what is written).
+ * place. general.file_type is recomputed from what is written. The split.*
+ * keys of a split source (the model's are its shard 1's): with llama_ftype
+ * dropped, as llama-quantize drops them; otherwise kept, split.count set to
+ * 0 and moved last, as llama-gguf-split --merge leaves them in the file it
+ * merges. split=NO/COUNT/TENSORS writes shard NO (from 0) of a split output
+ * instead (see split_keys below).
  *
  * endian=big writes the file as gguf-py does with GGUFEndian.BIG (llama.cpp
  * on s390x): every number of the header and the key/values most significant
@@ -19,6 +22,7 @@
  * gguf_convert_endian.py swaps; the core hands such tensors' bytes to
  * write_data() (amn_writer.filters), which swaps them on the way out.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,17 +236,93 @@ static int set_llama_ftype(gguf_kvlist *l, const char *value, amn_error *err) {
     return AMN_OK;
 }
 
-static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *err) {
+/* The value of writer option key (the last one given), or NULL. */
+static const char *option_of(const amn_write_args *a, const char *key) {
+    const char *v = NULL;
+    for (size_t i = 0; i < a->n_options; i++)
+        if (strcmp(a->option_keys[i], key) == 0) v = a->option_values[i];
+    return v;
+}
+
+/* split=NO/COUNT/TENSORS: shard NO (from 0) of COUNT, the whole model
+ * TENSORS tensors. */
+typedef struct split_spec {
+    uint16_t no, count;
+    int32_t tensors;
+} split_spec;
+
+static int parse_split(const char *v, split_spec *out, amn_error *err) {
+    unsigned long no, count, tensors;
+    char tail;
+    if (sscanf(v, "%lu/%lu/%lu%c", &no, &count, &tensors, &tail) != 3 || count < 1 ||
+        count > UINT16_MAX || no >= count || tensors > INT32_MAX || v[0] == '-' || strchr(v, '-') ||
+        strchr(v, '+') || strchr(v, ' '))
+        return amn_error_set(err, AMN_E_INVALID,
+                             "option split %s: expected NO/COUNT/TENSORS (NO below COUNT, "
+                             "COUNT at most 65535)",
+                             v);
+    *out = (split_spec){(uint16_t)no, (uint16_t)count, (int32_t)tensors};
+    return AMN_OK;
+}
+
+/* A u16 / i32 metadata value owned by the list's arena. */
+static int set_int(gguf_kvlist *l, const char *key, amn_kv_type type, int64_t v, amn_error *err) {
+    void *p = amn_model_alloc(l->arena, 4);
+    if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (type == AMN_KV_U16) {
+        const uint16_t u = (uint16_t)v;
+        memcpy(p, &u, 2);
+    } else {
+        const int32_t i = (int32_t)v;
+        memcpy(p, &i, 4);
+    }
+    const ptrdiff_t at = gguf_kvlist_find(l, key);
+    if (at >= 0) gguf_kvlist_remove(l, (size_t)at); /* ggml's gguf_set_val_*: removed, appended */
+    const amn_kv kv = {.key = key, .type = type, .data = p};
+    return gguf_kvlist_set(l, &kv, err);
+}
+
+/* A split source merged into one file: split.count = 0, moved last
+ * (llama-gguf-split --merge's gguf_set_val_u16, which keeps the merge from
+ * being taken for a split). A source of one file keeps its keys as they are. */
+static int merged_split_count(gguf_kvlist *l, amn_error *err) {
+    const ptrdiff_t at = gguf_kvlist_find(l, "split.count");
+    uint16_t count = 0;
+    if (at < 0 || l->items[at].type != AMN_KV_U16) return AMN_OK;
+    memcpy(&count, l->items[at].data, 2);
+    return count > 1 ? set_int(l, "split.count", AMN_KV_U16, 0, err) : AMN_OK;
+}
+
+/* A shard's split keys, appended last. Shard 1 keeps the whole metadata,
+ * every other shard holds these three keys alone (both tools start the
+ * other shards from gguf_init_empty). The order is the tool's: llama-quantize
+ * --keep-split (llama_ftype) sets no, count, tensors.count, and none at all
+ * for a model of one file; llama-gguf-split sets no, count (a placeholder),
+ * tensors.count, then count again, which moves it last. */
+static int split_keys(gguf_kvlist *l, const split_spec *sp, bool quantize, amn_error *err) {
+    if (quantize && sp->count == 1) return AMN_OK;
+    if (sp->no > 0) l->n = 0;
+    int rc = set_int(l, "split.no", AMN_KV_U16, sp->no, err);
+    if (!rc && quantize) rc = set_int(l, "split.count", AMN_KV_U16, sp->count, err);
+    if (!rc) rc = set_int(l, "split.tensors.count", AMN_KV_I32, sp->tensors, err);
+    if (!rc && !quantize) rc = set_int(l, "split.count", AMN_KV_U16, sp->count, err);
+    return rc;
+}
+
+static int gather_metadata(const amn_write_args *a, const split_spec *split, gguf_kvlist *l,
+                           amn_error *err) {
     const amn_model *src = a->source;
     int rc = AMN_OK;
     /* "hf": the key/values the hf plugin derives from a model folder, in
      * llama.cpp's converter's order, general.file_type included. */
     const bool from_gguf = src && strcmp(amn_model_format(src), "gguf") == 0;
     if (from_gguf || (src && strcmp(amn_model_format(src), "hf") == 0)) {
+        const bool drop_split = split || option_of(a, "llama_ftype");
         for (size_t i = 0; !rc && i < amn_model_kv_count(src); i++) {
             const amn_kv *kv = amn_model_kv(src, i);
-            if (!is_split_key(kv->key)) rc = gguf_kvlist_set(l, kv, err);
+            if (!drop_split || !is_split_key(kv->key)) rc = gguf_kvlist_set(l, kv, err);
         }
+        if (!rc && !drop_split) rc = merged_split_count(l, err);
         ptrdiff_t ft = gguf_kvlist_find(l, "general.file_type");
         bool known;
         uint32_t v = file_type_of(a, &known);
@@ -268,6 +348,7 @@ static int gather_metadata(const amn_write_args *a, gguf_kvlist *l, amn_error *e
     for (size_t i = 0; !rc && i < a->n_options; i++)
         if (strcmp(a->option_keys[i], "kv") == 0)
             rc = gguf_metadata_override(a->option_values[i], l, err);
+    if (!rc && split) rc = split_keys(l, split, option_of(a, "llama_ftype") != NULL, err);
     return rc;
 }
 
@@ -404,7 +485,9 @@ static int tensor_order(const amn_write_args *a, size_t *order, amn_error *err) 
     }
     for (size_t i = 0; i < a->n_tensors; i++) order[i] = i;
     if (list) return listed_order(a, list, order, err);
-    if (!llama || !a->n_tensors) return AMN_OK;
+    /* A shard keeps the input's order (llama-quantize --keep-split sorts by
+     * shard and offset; llama-gguf-split copies in order). */
+    if (!llama || !a->n_tensors || option_of(a, "split")) return AMN_OK;
     const char **names = malloc(a->n_tensors * sizeof *names);
     if (!names) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     for (size_t i = 0; i < a->n_tensors; i++) names[i] = a->tensors[i]->name;
@@ -433,7 +516,10 @@ static int begin(const amn_write_args *a, void **state, size_t *order, amn_error
     if (!rc && s->big_endian && !(s->stage = malloc(STAGE_BYTES)))
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
     b.swap = s && s->big_endian != gguf_host_big_endian();
-    if (!rc) rc = gather_metadata(a, &l, err);
+    split_spec split;
+    const char *sv = option_of(a, "split");
+    if (!rc && sv) rc = parse_split(sv, &split, err);
+    if (!rc) rc = gather_metadata(a, sv ? &split : NULL, &l, err);
     if (!rc) rc = alignment_of(&l, &s->align, err);
     if (!rc) rc = tensor_order(a, order, err);
     if (!rc) {
@@ -547,9 +633,13 @@ static int write_data(void *state, size_t index, const void *data, size_t n, amn
  * hf encoder gives llama.cpp's converter's order); llama_kv=KEY=TYPE:VALUE
  * sets a key as llama-quantize's --override-kv does (gguf_qopts.h), after
  * llama_ftype's keys and before kv / metadata (the gguf encoder's
- * --override-kv, then its quantize.imatrix.* keys). */
+ * --override-kv, then its quantize.imatrix.* keys); split=NO/COUNT/TENSORS
+ * writes shard NO (from 0) of a split model of COUNT files and TENSORS
+ * tensors, in the input's order, its split.* keys last (shard 1) or alone
+ * (the others), as llama-quantize --keep-split (with llama_ftype) or
+ * llama-gguf-split --split (without) write them. */
 static const char *const gguf_writer_options[] = {
-    "kv", "metadata", "llama_ftype", "llama_kv", "endian", "tensor_order", NULL};
+    "kv", "metadata", "llama_ftype", "llama_kv", "endian", "tensor_order", "split", NULL};
 
 /* What can be checked before the metadata exists: the shape of a kv value
  * (its type follows from the key already set), and that a metadata file is
@@ -563,6 +653,10 @@ static int check_option(const char *key, const char *value, amn_error *err) {
     if (strcmp(key, "llama_kv") == 0) return gguf_qopts_check_kv(value, err);
     if (strcmp(key, "endian") == 0 && strcmp(value, "big") != 0 && strcmp(value, "little") != 0)
         return amn_error_set(err, AMN_E_INVALID, "option endian %s: expected big or little", value);
+    if (strcmp(key, "split") == 0) {
+        split_spec sp;
+        return parse_split(value, &sp, err);
+    }
     if (strcmp(key, "metadata") == 0 && !value[0])
         return amn_error_set(err, AMN_E_INVALID, "option metadata (--gguf-metadata): no file");
     return AMN_OK;

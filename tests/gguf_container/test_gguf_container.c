@@ -857,7 +857,7 @@ static void writer_metadata_errors(void **state) {
 }
 
 /* Only what is given is written for a non-GGUF source; what the GGUF writer
- * cannot hold is refused; split.* keys are dropped and file_type follows the
+ * cannot hold is refused; a merged split keeps its split.* keys and file_type follows the
  * written tensors. */
 /* Write src with endian=big as the core does: the tensors the writer
  * filters go through write_data() in pieces of `piece` bytes (splitting
@@ -1036,13 +1036,14 @@ static void writer_sources_and_limits(void **state) {
     assert_int_equal(write_like_core(st, tmp("five.gguf"), NULL, 0, NULL, &err), AMN_E_UNSUPPORTED);
     amn_model_free(st);
 
-    /* a GGUF source: split.* dropped, general.file_type recomputed */
+    /* a GGUF source of one file (a merged split: split.count 0): split.*
+     * kept as they are, general.file_type recomputed */
     gb b = {0};
     gb_header(&b, 3, 1, 4);
     gb_kv_str(&b, "general.architecture", "llama");
     gb_kv_u32(&b, "general.file_type", 15); /* MOSTLY_Q4_K_M */
     gb_key(&b, "split.count", T_U16);
-    gb_u16(&b, 3);
+    gb_u16(&b, 0);
     gb_key(&b, "split.no", T_U16);
     gb_u16(&b, 0);
     const uint64_t ne[2] = {3, 2};
@@ -1056,8 +1057,8 @@ static void writer_sources_and_limits(void **state) {
     assert_int_equal(open_path(in, &m, &err), AMN_OK);
     assert_int_equal(write_like_core(m, out, NULL, 0, NULL, &err), AMN_OK);
     assert_int_equal(open_path(out, &w, &err), AMN_OK);
-    assert_int_equal(amn_model_kv_count(w), 2);
-    assert_null(amn_model_find_kv(w, "split.count"));
+    assert_int_equal(amn_model_kv_count(w), 4);
+    assert_int_equal(*(const uint16_t *)kv(w, "split.count")->data, 0);
     assert_int_equal(*(const uint32_t *)kv(w, "general.file_type")->data, 1); /* MOSTLY_F16 */
     amn_model_free(w);
     amn_model_free(m);

@@ -54,6 +54,12 @@ typedef struct amn_tensor {
     /* For AMN_DTYPE_BLOCK: the family's type id (GGUF: ggml type) and its name. */
     uint32_t encoding;
     const char *encoding_name;
+    /* Appended (read it after AMN_HAS_FIELD): which file of a model made of
+     * several holds the data, numbered from 0 in the model's order (the
+     * shards of a split GGUF, 0 for shard 1); 0 for a model of one file.
+     * A core that predates the field ignores it (the model reads as one
+     * file to `--keep-split`). */
+    uint32_t shard;
 } amn_tensor;
 
 /* product(shape) into *out; false on overflow. */
