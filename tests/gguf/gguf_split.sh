@@ -60,6 +60,19 @@ for t in 1 3; do
 done
 s=$work/t1
 
+# A larger model split by size into 4 (the shared reference model; skipped
+# without it), and llama-quantize --keep-split of that split.
+l4=${AMN_REFERENCE_DIR:-$src/../shared/fixtures}/gguf_quant_reference/model_l4_f16.gguf
+if [ -f "$l4" ]; then
+    four=(l4-00001-of-00004.gguf l4-00002-of-00004.gguf l4-00003-of-00004.gguf l4-00004-of-00004.gguf)
+    run convert "$l4" --to gguf --out-dtype keep --split-max-size 2M -o "$work/l4" --threads 3
+    same l4_size2M "$work" "${four[@]}"
+    run forget "$work/l4-00004-of-00004.gguf" --to Q4_K_M --keep-split -o "$work/lq" --threads 3
+    same l4_keep_Q4_K_M "$work" "${four[@]/l4/lq}"
+else
+    echo "note: no $l4; the split by size into several shards is not checked"
+fi
+
 # Any shard is the whole model, for every command.
 for k in 1 2 3; do
     f=$s/sh-0000$k-of-00003.gguf
