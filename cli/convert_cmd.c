@@ -104,6 +104,7 @@ typedef struct remember_req {
     const amn_format *tf; /* the target's format, which has a writer */
     amn_dtype out;
     amn_mode mode;
+    bool copy; /* a GGUF copied to GGUF: every tensor as stored (keep_quantized) */
 } remember_req;
 
 /* The target and output dtype from the command line; an exit code. */
@@ -148,6 +149,19 @@ static amn_mode choose_mode(const amn_ctx *ctx, const cli_args *a, const remembe
                                                                     : AMN_MODE_REMEMBER;
 }
 
+/* A GGUF input to GGUF with --out-dtype keep is a container copy, quantized
+ * tensors included (llama-gguf-split's); a split input (a merge) or
+ * --split-max-* asks for one unless --out-dtype is given. */
+static void gguf_copy(const cli_args *a, remember_req *rq, const amn_model *m) {
+    if (!rq->convert || strcmp(rq->target, "gguf") != 0 || strcmp(amn_model_format(m), "gguf"))
+        return;
+    const amn_kv *kv = amn_model_find_kv(m, "split.count");
+    uint16_t count = 0;
+    if (kv && kv->type == AMN_KV_U16) memcpy(&count, kv->data, 2);
+    const bool split = count > 1 || a->split_max_tensors || a->split_max_size;
+    if (rq->keep || (split && !a->out_dtype)) rq->copy = rq->keep = true;
+}
+
 /* <stem>-<dtype>.<ext>, naming the dtype when something becomes it; a
  * lossless copy of a non-safetensors file is just <stem>.safetensors.
  * NULL when it does not fit. */
@@ -155,8 +169,10 @@ static const char *default_output(const cli_args *a, const remember_req *rq, con
                                   const amn_plan_summary *s, char *buf, size_t size) {
     char ext[64], tag[16] = "";
     first_ext(rq->tf, ext, sizeof ext);
-    if (rq->mode == AMN_MODE_CONVERT || s->groups ||
-        strcmp(amn_model_format(in->m), rq->target) == 0) {
+    if (rq->copy) {
+        snprintf(tag, sizeof tag, "copy");
+    } else if (rq->mode == AMN_MODE_CONVERT || s->groups ||
+               strcmp(amn_model_format(in->m), rq->target) == 0) {
         snprintf(tag, sizeof tag, "%s", amn_dtype_name(rq->out));
         for (char *c = tag; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
     }
@@ -192,6 +208,7 @@ static int run(const amn_ctx *ctx, const cli_args *a, const remember_req *rq, co
         .progress = prog.mode != CLI_PROGRESS_OFF ? cli_progress_update : NULL,
         .progress_user = &prog,
         .no_sync = a->no_sync,
+        .keep_quantized = rq->copy,
     };
     cli_truncate_hook hook;
     if (cli_truncate_hook_init(&hook, in->path, o.progress, o.progress_user)) {
@@ -249,7 +266,8 @@ static int run_split(const amn_ctx *ctx, const cli_args *a, const remember_req *
                                      .progress =
                                          prog.mode != CLI_PROGRESS_OFF ? cli_progress_update : NULL,
                                      .progress_user = &prog,
-                                     .no_sync = a->no_sync};
+                                     .no_sync = a->no_sync,
+                                     .keep_quantized = rq->copy};
     sr->prefix = prefix;
     cli_signals_input(in->path);
     cli_gguf_split_result res;
@@ -354,6 +372,7 @@ int cmd_remember(const amn_ctx *ctx, const cli_args *a, bool convert) {
     if (rc) return rc;
     cli_input in;
     if ((rc = cli_input_open(ctx, a, cli_limits(a), &in))) return rc;
+    gguf_copy(a, &rq, in.m);
     rq.mode = choose_mode(ctx, a, &rq, in.m);
     amn_plan_summary s = {.struct_size = sizeof(amn_plan_summary)};
     amn_plan_summarize(in.p, rq.out, &s);

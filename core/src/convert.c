@@ -852,7 +852,7 @@ static int build_outputs(const amn_format *f, const amn_plan *p, const amn_model
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const amn_tensor *t = amn_model_tensor(m, i);
-        const int64_t gi = p->cs.owner[i];
+        const int64_t gi = o->keep_quantized ? -1 : p->cs.owner[i];
         if (gi < 0) {
             amn_dtype d = t->dtype;
             if (o->mode == AMN_MODE_CONVERT && amn_dtype_is_float(d) && d != AMN_DTYPE_F8_E4M3 &&
@@ -1071,6 +1071,8 @@ static int plan_outputs(const amn_ctx *ctx, conv *c, amn_error *err) {
     if (!rc) rc = encoder_metadata(&c->run, &c->meta, err);
     if (!rc && c->o->encode_then && !c->o->encode)
         rc = amn_error_set(err, AMN_E_INVALID, "encode_then without encode");
+    if (!rc && c->o->keep_quantized && c->o->encode)
+        rc = amn_error_set(err, AMN_E_INVALID, "keep_quantized with encode");
     if (!rc && c->o->encode_then) { /* the second step, on the first's outputs */
         c->run.upstream = true;
         rc = encode_outputs(ctx, c->p, c->m, c->o, c->o->encode_then, &c->run, c->meta, &c->entries,

@@ -9,7 +9,8 @@
  *
  * Metadata: the source model's key/values when it is a GGUF file, then
  * --gguf-metadata, then --gguf-kv, later values replacing earlier ones in
- * place. general.file_type is recomputed from what is written. The split.*
+ * place. general.file_type is recomputed from what is written, unless every
+ * tensor keeps its source's type (a copy). The split.*
  * keys of a split source (the model's are its shard 1's): with llama_ftype
  * dropped, as llama-quantize drops them; otherwise kept, split.count set to
  * 0 and moved last, as llama-gguf-split --merge leaves them in the file it
@@ -213,6 +214,20 @@ static uint32_t file_type_of(const amn_write_args *a, bool *known) {
     return FTYPE_ALL_F32;
 }
 
+/* Every output has the dtype (and block type) of the source tensor of its
+ * name: a copy (llama-gguf-split), whose general.file_type stays. */
+static bool same_types(const amn_write_args *a, const amn_model *src) {
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const amn_out_tensor *t = a->tensors[i];
+        const int64_t at = amn_model_find(src, t->name);
+        if (at < 0) return false;
+        const amn_tensor *s = amn_model_tensor(src, (size_t)at);
+        if (s->dtype != t->dtype || (t->dtype == AMN_DTYPE_BLOCK && s->encoding != t->encoding))
+            return false;
+    }
+    return true;
+}
+
 /* general.quantization_version = 2 (GGML_QNT_VERSION) and general.file_type
  * as llama-quantize writes them: ggml's gguf_set_val_u32 removes a key and
  * appends it, so both end the list in this order. */
@@ -326,7 +341,8 @@ static int gather_metadata(const amn_write_args *a, const split_spec *split, ggu
         ptrdiff_t ft = gguf_kvlist_find(l, "general.file_type");
         bool known;
         uint32_t v = file_type_of(a, &known);
-        if (!rc && from_gguf && ft >= 0 && l->items[ft].type == AMN_KV_U32 && known) {
+        if (!rc && from_gguf && ft >= 0 && l->items[ft].type == AMN_KV_U32 && known &&
+            !same_types(a, src)) {
             uint32_t *p = amn_model_alloc(l->arena, sizeof *p);
             if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
             *p = v;

@@ -57,6 +57,12 @@ for t in 1 3; do
     same keep_imatrix_Q4_K_M "$d/im" "${q3[@]}"
     run forget "$d/sh-00001-of-00003.gguf" --to Q4_K_M -o "$d/one.gguf" --threads "$t"
     same nosplit_Q4_K_M "$d" one.gguf
+    # a quantized split: merged and split again with its blocks copied (a
+    # split input or --split-max-* implies --out-dtype keep, a copy)
+    run convert "$d/Q4_K_M/q-00003-of-00003.gguf" --to gguf -o "$d/qmerged.gguf" --threads "$t"
+    same qmerge "$d" qmerged.gguf
+    run convert "$d/qmerged.gguf" --to gguf --split-max-tensors 5 -o "$d/qs" --threads "$t"
+    same qtensors5 "$d" qs-0000{1,2,3,4,5}-of-00005.gguf
 done
 s=$work/t1
 

@@ -857,8 +857,8 @@ static void writer_metadata_errors(void **state) {
 }
 
 /* Only what is given is written for a non-GGUF source; what the GGUF writer
- * cannot hold is refused; a merged split keeps its split.* keys and file_type follows the
- * written tensors. */
+ * cannot hold is refused; a merged split keeps its split.* keys, a copy its
+ * file_type. */
 /* Write src with endian=big as the core does: the tensors the writer
  * filters go through write_data() in pieces of `piece` bytes (splitting
  * elements and blocks), the others straight to the sink. */
@@ -1037,7 +1037,8 @@ static void writer_sources_and_limits(void **state) {
     amn_model_free(st);
 
     /* a GGUF source of one file (a merged split: split.count 0): split.*
-     * kept as they are, general.file_type recomputed */
+     * kept as they are; a copy (every tensor of its source's type) keeps
+     * general.file_type */
     gb b = {0};
     gb_header(&b, 3, 1, 4);
     gb_kv_str(&b, "general.architecture", "llama");
@@ -1059,7 +1060,7 @@ static void writer_sources_and_limits(void **state) {
     assert_int_equal(open_path(out, &w, &err), AMN_OK);
     assert_int_equal(amn_model_kv_count(w), 4);
     assert_int_equal(*(const uint16_t *)kv(w, "split.count")->data, 0);
-    assert_int_equal(*(const uint32_t *)kv(w, "general.file_type")->data, 1); /* MOSTLY_F16 */
+    assert_int_equal(*(const uint32_t *)kv(w, "general.file_type")->data, 15);
     amn_model_free(w);
     amn_model_free(m);
     gb_free(&b);

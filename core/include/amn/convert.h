@@ -155,6 +155,12 @@ typedef struct amn_convert_options {
      * its writer options replace `encode`'s: the file is the second step's.
      * NULL: one encoder. */
     const amn_encode_options *encode_then;
+    /* Every tensor written as it is stored, quantized ones too (no
+     * dequantization; with AMN_MODE_REMEMBER, nothing cast): a container
+     * copy, for a target that stores what the input holds (a GGUF's block
+     * types to GGUF, as llama-gguf-split copies them); a tensor the target
+     * cannot store is AMN_E_UNSUPPORTED naming it. Not with encode. */
+    bool keep_quantized;
 } amn_convert_options;
 
 typedef struct amn_convert_stats {
