@@ -31,10 +31,10 @@ _amn() {
     parse) opts="--json --full --from --help $limits" ;;
     inspect | info) opts="--json --full --to --from --help $limits" ;;
     remember | dequantize) opts="--to -o --output --force --threads --shard-size --only-shards --write-index --resume --dedup-tied --from --json --quiet --progress --no-sync --help $limits" ;;
-    convert) opts="--to --out-dtype --via -o --output --force --threads --shard-size --only-shards --write-index --opt --gguf-kv --gguf-metadata --imatrix --from --json --quiet --progress --no-sync --help $limits" ;;
+    convert) opts="--to --out-dtype --via -o --output --force --threads --shard-size --only-shards --write-index --opt --gguf-kv --gguf-metadata --imatrix --split-max-tensors --split-max-size --from --json --quiet --progress --no-sync --help $limits" ;;
     plugins) opts="--json --help" ;;
     scan) opts="--json --from --help" ;;
-    forget | quantize) opts="--to --block-size --keep --pure --output-tensor-type --token-embedding-type --leave-output-tensor --tensor-type --allow-requantize --imatrix -o --output --force --threads --shard-size --only-shards --write-index --resume --dedup-tied --from --json --quiet --progress --no-sync --help $limits" ;;
+    forget | quantize) opts="--to --block-size --keep --pure --output-tensor-type --token-embedding-type --leave-output-tensor --tensor-type --allow-requantize --imatrix --keep-split -o --output --force --threads --shard-size --only-shards --write-index --resume --dedup-tied --from --json --quiet --progress --no-sync --help $limits" ;;
     esac
     case $prev in
     --plugin-dir)
