@@ -189,27 +189,34 @@ static void announce(const cli_args *a, const remember_req *rq, const char *outp
     fflush(stdout);
 }
 
+/* What every file of the request is written with (the output, and a
+ * shard's selection, set per file); progress through prog. */
+static amn_convert_options base_options(const cli_args *a, const remember_req *rq,
+                                        cli_progress *prog) {
+    return (amn_convert_options){
+        .struct_size = sizeof(amn_convert_options),
+        .mode = rq->mode,
+        .target = rq->target,
+        .out_dtype = rq->out,
+        .overwrite = a->force,
+        .threads = a->threads,
+        .options = a->opts,
+        .n_options = a->n_opts,
+        .progress = prog->mode != CLI_PROGRESS_OFF ? cli_progress_update : NULL,
+        .progress_user = prog,
+        .no_sync = a->no_sync,
+        .keep_quantized = rq->copy,
+    };
+}
+
 /* Stream the output (with progress), and the --json report on success; an
  * exit code. */
 static int run(const amn_ctx *ctx, const cli_args *a, const remember_req *rq, const cli_input *in,
                const char *output, amn_convert_stats *st, double *seconds) {
     cli_progress prog;
     cli_progress_begin(&prog, a);
-    amn_convert_options o = {
-        .struct_size = sizeof(amn_convert_options),
-        .mode = rq->mode,
-        .target = rq->target,
-        .out_dtype = rq->out,
-        .output = output,
-        .overwrite = a->force,
-        .threads = a->threads,
-        .options = a->opts,
-        .n_options = a->n_opts,
-        .progress = prog.mode != CLI_PROGRESS_OFF ? cli_progress_update : NULL,
-        .progress_user = &prog,
-        .no_sync = a->no_sync,
-        .keep_quantized = rq->copy,
-    };
+    amn_convert_options o = base_options(a, rq, &prog);
+    o.output = output;
     cli_truncate_hook hook;
     if (cli_truncate_hook_init(&hook, in->path, o.progress, o.progress_user)) {
         o.progress = cli_truncate_hook_progress;
@@ -255,19 +262,7 @@ static int run_split(const amn_ctx *ctx, const cli_args *a, const remember_req *
         return cli_usage_fail(a->command, "bad -o for a split GGUF (want NAME or NAME.gguf)");
     cli_progress prog;
     cli_progress_begin(&prog, a);
-    sr->base = (amn_convert_options){.struct_size = sizeof(amn_convert_options),
-                                     .mode = rq->mode,
-                                     .target = rq->target,
-                                     .out_dtype = rq->out,
-                                     .overwrite = a->force,
-                                     .threads = a->threads,
-                                     .options = a->opts,
-                                     .n_options = a->n_opts,
-                                     .progress =
-                                         prog.mode != CLI_PROGRESS_OFF ? cli_progress_update : NULL,
-                                     .progress_user = &prog,
-                                     .no_sync = a->no_sync,
-                                     .keep_quantized = rq->copy};
+    sr->base = base_options(a, rq, &prog);
     sr->prefix = prefix;
     cli_signals_input(in->path);
     cli_gguf_split_result res;
@@ -297,16 +292,11 @@ static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req 
     cli_progress prog;
     cli_progress_begin(&prog, a);
     char in_dir[4096];
+    amn_convert_options base = base_options(a, rq, &prog);
+    base.progress = NULL; /* the folder's own, over every shard */
+    base.progress_user = NULL;
     cli_folder_req fr = {
-        .base = {.struct_size = sizeof(amn_convert_options),
-                 .mode = rq->mode,
-                 .target = rq->target,
-                 .out_dtype = rq->out,
-                 .overwrite = a->force,
-                 .threads = a->threads,
-                 .options = a->opts,
-                 .n_options = a->n_opts,
-                 .no_sync = a->no_sync},
+        .base = base,
         .progress = prog.mode != CLI_PROGRESS_OFF ? cli_progress_update : NULL,
         .progress_user = &prog,
         .out_dir = output,

@@ -148,5 +148,11 @@ int cli_archive_side_dir(const amn_model *m, char *buf, size_t size, const char 
                          amn_error *err);
 /* Remove a tree (no symlink followed); best effort. */
 void cli_remove_tree(const char *path);
+/* path's folder into dir ("." when none) and its last component in *base. */
+void cli_split_path(const char *path, char *dir, size_t dsize, const char **base);
+/* fsync a folder (its entries). */
+int cli_sync_dir(const char *dir, amn_error *err);
+/* A new temporary folder ".<base>.amn-XXXXXX" beside target, its path in dir. */
+int cli_make_tmp_dir(const char *target, char *dir, size_t size, amn_error *err);
 
 #endif

@@ -362,7 +362,7 @@ static int list_names(const fo_plan *pc, const cli_folder_req *rq, amn_error *er
     return AMN_OK;
 }
 
-static void split_path(const char *path, char *dir, size_t dsize, const char **base) {
+void cli_split_path(const char *path, char *dir, size_t dsize, const char **base) {
     const char *slash = strrchr(path, '/');
     if (!slash)
         snprintf(dir, dsize, ".");
@@ -373,7 +373,7 @@ static void split_path(const char *path, char *dir, size_t dsize, const char **b
     *base = slash ? slash + 1 : path;
 }
 
-static int sync_dir(const char *dir, amn_error *err) {
+int cli_sync_dir(const char *dir, amn_error *err) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return amn_error_set(err, AMN_E_IO, "%s: %s", dir, strerror(errno));
     int rc = fsync(fd) != 0 ? amn_error_set(err, AMN_E_IO, "%s: fsync: %s", dir, strerror(errno))
@@ -405,13 +405,12 @@ static int check_target(const cli_folder_req *rq, const amn_model *m, amn_error 
     return AMN_OK;
 }
 
-/* The temporary folder ".<name>.amn-XXXXXX" beside the target, made with
- * mkdir's 0777 so that the umask applies as to any new folder (mkdtemp's
+/* mkdir's 0777, so that the umask applies as to any new folder (mkdtemp's
  * 0700 would stay on the result). */
-static int make_tmp(const cli_folder_req *rq, amn_error *err) {
+int cli_make_tmp_dir(const char *target, char *dir, size_t size, amn_error *err) {
     char parent[PATH_MAX];
     const char *base;
-    split_path(rq->out_dir, parent, sizeof parent, &base);
+    cli_split_path(target, parent, sizeof parent, &base);
     static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
     for (int attempt = 0; attempt < 100; attempt++) {
         unsigned char r[6];
@@ -420,13 +419,16 @@ static int make_tmp(const cli_folder_req *rq, amn_error *err) {
         char sfx[7];
         for (int i = 0; i < 6; i++) sfx[i] = digits[r[i] % 36];
         sfx[6] = '\0';
-        if ((size_t)snprintf(tmp_dir, sizeof tmp_dir, "%s/.%s.amn-%s", parent, base, sfx) >=
-            sizeof tmp_dir)
-            return amn_error_set(err, AMN_E_INVALID, "%s: path too long", rq->out_dir);
-        if (mkdir(tmp_dir, 0777) == 0) return AMN_OK;
+        if ((size_t)snprintf(dir, size, "%s/.%s.amn-%s", parent, base, sfx) >= size)
+            return amn_error_set(err, AMN_E_INVALID, "%s: path too long", target);
+        if (mkdir(dir, 0777) == 0) return AMN_OK;
         if (errno != EEXIST) break;
     }
     return amn_error_set(err, AMN_E_IO, "%s: cannot create a folder: %s", parent, strerror(errno));
+}
+
+static int make_tmp(const cli_folder_req *rq, amn_error *err) {
+    return cli_make_tmp_dir(rq->out_dir, tmp_dir, sizeof tmp_dir, err);
 }
 
 /* The whole job's progress: each shard's report offset by the shards before. */
@@ -653,10 +655,10 @@ static int write_others(const cli_folder_req *rq, const char *qc, cli_folder_res
 static int put_in_place(const cli_folder_req *rq, amn_error *err) {
     char parent[PATH_MAX];
     const char *base;
-    split_path(rq->out_dir, parent, sizeof parent, &base);
+    cli_split_path(rq->out_dir, parent, sizeof parent, &base);
     struct stat st;
     int rc = AMN_OK;
-    if (!rq->base.no_sync && (rc = sync_dir(tmp_dir, err))) return rc;
+    if (!rq->base.no_sync && (rc = cli_sync_dir(tmp_dir, err))) return rc;
     if (lstat(rq->out_dir, &st) == 0) {
         if (renameat2(AT_FDCWD, tmp_dir, AT_FDCWD, rq->out_dir, RENAME_EXCHANGE) != 0)
             return amn_error_set(err, AMN_E_IO, "%s: rename: %s", rq->out_dir, strerror(errno));
@@ -668,7 +670,7 @@ static int put_in_place(const cli_folder_req *rq, amn_error *err) {
             return amn_error_set(err, AMN_E_IO, "%s: rename: %s", rq->out_dir, strerror(errno));
         tmp_active = 0;
     }
-    return rq->base.no_sync ? AMN_OK : sync_dir(parent, err);
+    return rq->base.no_sync ? AMN_OK : cli_sync_dir(parent, err);
 }
 
 /* Scale-out: every file of the temporary folder moved into the target,
@@ -724,7 +726,7 @@ static int run_scale_out(const amn_ctx *ctx, const amn_model *m, const amn_plan 
         tmp_names = NULL;
         tmp_n_names = 0;
     }
-    if (!rc && !rq->base.no_sync) rc = sync_dir(rq->out_dir, err);
+    if (!rc && !rq->base.no_sync) rc = cli_sync_dir(rq->out_dir, err);
     free(qc);
     return rc;
 }
@@ -766,7 +768,7 @@ static int open_tmp(const cli_folder_req *rq, const fo_plan *p, cli_manifest *mf
                     amn_error *err) {
     char parent[PATH_MAX];
     const char *base;
-    split_path(rq->out_dir, parent, sizeof parent, &base);
+    cli_split_path(rq->out_dir, parent, sizeof parent, &base);
     char *identity = cli_resume_identity(rq, p->digest);
     if (!identity) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (cli_resume_find(parent, base, identity, rq->resume, tmp_dir, sizeof tmp_dir, lock_fd, mf)) {

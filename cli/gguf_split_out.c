@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "folder.h"
 #include "gguf_split.h"
 
 /* ---- the shard plan ---- */
@@ -170,21 +171,6 @@ static void shard_path(const char *prefix, uint32_t k, uint32_t n, char *buf, si
     snprintf(buf, size, "%s-%05u-of-%05u.gguf", prefix, k + 1, n);
 }
 
-static const char *base_of(const char *path) {
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
-static void dir_of(const char *path, char *buf, size_t size) {
-    const char *s = strrchr(path, '/');
-    if (!s)
-        snprintf(buf, size, ".");
-    else if (s == path)
-        snprintf(buf, size, "/");
-    else
-        snprintf(buf, size, "%.*s", (int)(s - path), path);
-}
-
 /* ---- the temporary folder, and what a signal removes ---- */
 
 static char tmp_dir[PATH_MAX];
@@ -204,36 +190,6 @@ static void remove_tmp(void) {
     for (size_t i = 0; i < tmp_n; i++)
         if (tmp_names[i]) unlink(tmp_names[i]);
     rmdir(tmp_dir);
-}
-
-static int make_tmp(const char *prefix, amn_error *err) {
-    char parent[PATH_MAX];
-    dir_of(prefix, parent, sizeof parent);
-    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-    for (int attempt = 0; attempt < 100; attempt++) {
-        unsigned char r[6];
-        if (getentropy(r, sizeof r) != 0)
-            return amn_error_set(err, AMN_E_IO, "getentropy: %s", strerror(errno));
-        char sfx[7];
-        for (int i = 0; i < 6; i++) sfx[i] = digits[r[i] % 36];
-        sfx[6] = '\0';
-        if ((size_t)snprintf(tmp_dir, sizeof tmp_dir, "%s/.%s.amn-%s", parent, base_of(prefix),
-                             sfx) >= sizeof tmp_dir)
-            return amn_error_set(err, AMN_E_INVALID, "%s: path too long", prefix);
-        if (mkdir(tmp_dir, 0777) == 0) return AMN_OK;
-        if (errno != EEXIST)
-            return amn_error_set(err, AMN_E_IO, "%s: %s", tmp_dir, strerror(errno));
-    }
-    return amn_error_set(err, AMN_E_IO, "%s: no free temporary name", parent);
-}
-
-static int sync_dir(const char *dir, amn_error *err) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return amn_error_set(err, AMN_E_IO, "%s: %s", dir, strerror(errno));
-    int rc = fsync(fd) != 0 ? amn_error_set(err, AMN_E_IO, "%s: fsync: %s", dir, strerror(errno))
-                            : AMN_OK;
-    close(fd);
-    return rc;
 }
 
 /* Every target free (or --force), and none of them an input file. */
@@ -326,8 +282,9 @@ static int put_in_place(const char *prefix, uint32_t n, bool sync, amn_error *er
                                  path, strerror(e), k + 2, n);
         }
     }
-    dir_of(prefix, parent, sizeof parent);
-    return sync ? sync_dir(parent, err) : AMN_OK;
+    const char *base;
+    cli_split_path(prefix, parent, sizeof parent, &base);
+    return sync ? cli_sync_dir(parent, err) : AMN_OK;
 }
 
 int cli_gguf_split_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
@@ -349,11 +306,14 @@ int cli_gguf_split_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *a
     res->shards = p.n_shards;
     if (!rc && !(tmp_names = calloc(p.n_shards, sizeof *tmp_names)))
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    if (!rc) rc = make_tmp(rq->prefix, err);
+    if (!rc) rc = cli_make_tmp_dir(rq->prefix, tmp_dir, sizeof tmp_dir, err);
     if (!rc) {
         for (uint32_t k = 0; !rc && k < p.n_shards; k++) {
             char name[PATH_MAX + 32], path[2 * PATH_MAX + 40];
-            shard_path(base_of(rq->prefix), k, p.n_shards, name, sizeof name);
+            char parent[PATH_MAX];
+            const char *base;
+            cli_split_path(rq->prefix, parent, sizeof parent, &base);
+            shard_path(base, k, p.n_shards, name, sizeof name);
             snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
             if (!(tmp_names[k] = strdup(path)))
                 rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");

@@ -119,7 +119,7 @@ if "$amn" plugins | grep -q "format gguf"; then
   contains "--opt kv" '"general.name": "opt"'
   contains "--opt metadata" '"general.author": "amn"'
   check "unknown --opt" 2 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf -o "$work/u.gguf" --opt level=9
-  contains "unknown --opt named" "unknown option 'level' for format gguf (it accepts kv, metadata, llama_ftype, llama_kv, endian, tensor_order)"
+  contains "unknown --opt named" "unknown option 'level' for format gguf (it accepts kv, metadata, llama_ftype, llama_kv, endian, tensor_order, split)"
   check "bad llama_ftype" 2 "$amn" convert "$ex/tiny-fp8.safetensors" --to gguf -o "$work/u.gguf" \
     --opt llama_ftype=x
   contains "bad llama_ftype named" "option llama_ftype x: not a file type"
