@@ -57,6 +57,8 @@ for t in 1 3; do
     same keep_imatrix_Q4_K_M "$d/im" "${q3[@]}"
     run forget "$d/sh-00001-of-00003.gguf" --to Q4_K_M -o "$d/one.gguf" --threads "$t"
     same nosplit_Q4_K_M "$d" one.gguf
+    run forget "$model" --to Q8_0 --keep-split -o "$d/k1" --threads "$t"
+    same keep1_Q8_0 "$d" k1-00001-of-00001.gguf
     # a quantized split: merged and split again with its blocks copied (a
     # split input or --split-max-* implies --out-dtype keep, a copy)
     run convert "$d/Q4_K_M/q-00003-of-00003.gguf" --to gguf -o "$d/qmerged.gguf" --threads "$t"
