@@ -143,6 +143,12 @@ cp "$s/sh-00002-of-00003.gguf" "$work/renamed.gguf"
 [ $? -eq 2 ] || fail "--split-max-tensors 0 not refused"
 "$amn" convert "$model" --to gguf --split-max-size 5K -o "$work/bad" >"$work/log" 2>&1
 [ $? -eq 2 ] || fail "--split-max-size 5K not refused"
+# the writer's split option (what each shard is written with) refuses bad values
+for v in 3/3/22 0/0/22 0/70000/22 0/3/-1 x 1/3 0/3/22x; do
+    "$amn" convert "$model" --to gguf --opt "split=$v" -o "$work/bad.gguf" >"$work/log" 2>&1
+    [ $? -eq 2 ] && grep -q "NO/COUNT/TENSORS" "$work/log" || { fail "--opt split=$v"; cat "$work/log"; }
+done
+[ -e "$work/bad.gguf" ] && fail "--opt split: left an output"
 # an existing shard is kept without --force
 run convert "$model" --to gguf --out-dtype keep --split-max-tensors 10 -o "$work/ex.gguf"
 "$amn" convert "$model" --to gguf --out-dtype keep --split-max-tensors 10 -o "$work/ex.gguf" >"$work/log" 2>&1
