@@ -149,17 +149,24 @@ static amn_mode choose_mode(const amn_ctx *ctx, const cli_args *a, const remembe
                                                                     : AMN_MODE_REMEMBER;
 }
 
-/* A GGUF input to GGUF with --out-dtype keep is a container copy, quantized
- * tensors included (llama-gguf-split's); a split input (a merge) or
- * --split-max-* asks for one unless --out-dtype is given. */
+/* A merge (a split GGUF input) or a split (--split-max-*) of a GGUF to GGUF
+ * is a container copy, as llama-gguf-split's: every tensor as stored,
+ * quantized ones included, unless --out-dtype names a float dtype. Not for a
+ * big-endian GGUF with block tensors (their stored bytes are not the
+ * little-endian layout written). */
 static void gguf_copy(const cli_args *a, remember_req *rq, const amn_model *m) {
     if (!rq->convert || strcmp(rq->target, "gguf") != 0 || strcmp(amn_model_format(m), "gguf"))
         return;
     const amn_kv *kv = amn_model_find_kv(m, "split.count");
     uint16_t count = 0;
     if (kv && kv->type == AMN_KV_U16) memcpy(&count, kv->data, 2);
-    const bool split = count > 1 || a->split_max_tensors || a->split_max_size;
-    if (rq->keep || (split && !a->out_dtype)) rq->copy = rq->keep = true;
+    if (count <= 1 && !a->split_max_tensors && !a->split_max_size) return;
+    if (a->out_dtype && !rq->keep) return;
+    for (size_t i = 0; i < amn_model_tensor_count(m); i++) {
+        const amn_tensor *t = amn_model_tensor(m, i);
+        if (t->dtype == AMN_DTYPE_BLOCK && (t->flags & AMN_TENSOR_BIG_ENDIAN)) return;
+    }
+    rq->copy = rq->keep = true;
 }
 
 /* <stem>-<dtype>.<ext>, naming the dtype when something becomes it; a

@@ -95,12 +95,12 @@ static const struct {
      "writes it (--out-dtype f32|f16|bf16|q8_0); --to gguf-Q4_K_M (any GGUF file\n"
      "type, with forget's llama-quantize options) quantizes it in the same pass,\n"
      "--via f32|f16|bf16 naming the converter's output type (default f16).\n"
-     "A GGUF --to gguf with --out-dtype keep copies every tensor as stored, quantized\n"
-     "ones too. A split GGUF (NAME-0000K-of-0000N.gguf: any shard opens them all)\n"
-     "--to gguf is merged into one file as llama-gguf-split --merge writes it.\n"
+     "A split GGUF (NAME-0000K-of-0000N.gguf: any shard opens them all) --to gguf\n"
+     "is merged into one file as llama-gguf-split --merge writes it;\n"
      "--split-max-tensors N or --split-max-size N(M|G) (decimal) writes\n"
      "OUT-0000K-of-0000N.gguf shards as llama-gguf-split --split does (-o OUT or\n"
-     "OUT.gguf). Both from a GGUF imply --out-dtype keep unless it is given.\n"},
+     "OUT.gguf). Both copy a GGUF's tensors as stored, quantized ones too, unless\n"
+     "--out-dtype names a float dtype.\n"},
     {"plugins", NULL,
      "usage: amn plugins [--json]\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"

@@ -852,7 +852,11 @@ static int build_outputs(const amn_format *f, const amn_plan *p, const amn_model
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const amn_tensor *t = amn_model_tensor(m, i);
-        const int64_t gi = o->keep_quantized ? -1 : p->cs.owner[i];
+        /* keep_quantized: stored bytes copied, but for blocks stored big-endian
+         * (their fields swapped, which only the scheme undoes). */
+        const bool copied = o->keep_quantized &&
+                            !(t->dtype == AMN_DTYPE_BLOCK && (t->flags & AMN_TENSOR_BIG_ENDIAN));
+        const int64_t gi = copied ? -1 : p->cs.owner[i];
         if (gi < 0) {
             amn_dtype d = t->dtype;
             if (o->mode == AMN_MODE_CONVERT && amn_dtype_is_float(d) && d != AMN_DTYPE_F8_E4M3 &&

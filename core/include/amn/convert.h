@@ -159,7 +159,9 @@ typedef struct amn_convert_options {
      * dequantization; with AMN_MODE_REMEMBER, nothing cast): a container
      * copy, for a target that stores what the input holds (a GGUF's block
      * types to GGUF, as llama-gguf-split copies them); a tensor the target
-     * cannot store is AMN_E_UNSUPPORTED naming it. Not with encode. */
+     * cannot store is AMN_E_UNSUPPORTED naming it. Quantized tensors stored
+     * big-endian (a big-endian GGUF's blocks) are dequantized as without it.
+     * Not with encode. */
     bool keep_quantized;
 } amn_convert_options;
 
