@@ -96,9 +96,9 @@ static const struct {
      "type, with forget's llama-quantize options) quantizes it in the same pass,\n"
      "--via f32|f16|bf16 naming the converter's output type (default f16).\n"
      "A split GGUF (NAME-0000K-of-0000N.gguf: any shard opens them all) --to gguf\n"
-     "is merged into one file as llama-gguf-split --merge writes it;\n"
+     "is merged into one file as llama-gguf-split's merge writes it;\n"
      "--split-max-tensors N or --split-max-size N(M|G) (decimal) writes\n"
-     "OUT-0000K-of-0000N.gguf shards as llama-gguf-split --split does (-o OUT or\n"
+     "OUT-0000K-of-0000N.gguf shards as llama-gguf-split's split does (-o OUT or\n"
      "OUT.gguf). Both copy a GGUF's tensors as stored, quantized ones too, unless\n"
      "--out-dtype names a float dtype.\n"},
     {"plugins", NULL,
