@@ -13,7 +13,6 @@
  * input larger than memory does not push out pages before they are read. */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,16 +83,10 @@ int amni_ahead_start(const amni_span *spans, size_t n, uint64_t window, amni_ahe
     a->window = window;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
-    /* asynchronous signals stay with the program's own threads (pool_init) */
-    sigset_t all, old;
-    sigfillset(&all);
-    sigdelset(&all, SIGSEGV);
-    sigdelset(&all, SIGBUS);
-    sigdelset(&all, SIGFPE);
-    sigdelset(&all, SIGILL);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
+    sigset_t old; /* asynchronous signals stay with the program's own threads */
+    amni_block_signals(&old);
     const int e = pthread_create(&a->tid, NULL, ahead_main, a);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    amni_restore_signals(&old);
     if (e != 0) {
         ahead_free(a);
         return AMN_E_UNSUPPORTED;

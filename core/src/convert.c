@@ -143,19 +143,14 @@ static void pool_init(pool *p, unsigned threads) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);
     pthread_cond_init(&p->cv_done, NULL);
-    sigset_t all, old;
-    sigfillset(&all);
-    sigdelset(&all, SIGSEGV);
-    sigdelset(&all, SIGBUS);
-    sigdelset(&all, SIGFPE);
-    sigdelset(&all, SIGILL);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
+    sigset_t old;
+    amni_block_signals(&old);
     for (unsigned k = 0; k <= MAX_THREADS; k++) p->self[k].p = p;
     for (unsigned k = 0; threads > 1 && k < threads; k++) {
         if (pthread_create(&p->tid[k], NULL, pool_main, &p->self[k]) != 0) break;
         p->n_threads++;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    amni_restore_signals(&old);
 }
 
 /* The caller's progress callback and what it is told. */
