@@ -13,6 +13,7 @@
 #include "amn/byteorder.h"
 #include "amn/checked.h"
 #include "amn/convert.h"
+#include "ahead_internal.h"
 #include "archive_internal.h"
 #include "abi_internal.h"
 #include "input_internal.h"
@@ -142,19 +143,14 @@ static void pool_init(pool *p, unsigned threads) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);
     pthread_cond_init(&p->cv_done, NULL);
-    sigset_t all, old;
-    sigfillset(&all);
-    sigdelset(&all, SIGSEGV);
-    sigdelset(&all, SIGBUS);
-    sigdelset(&all, SIGFPE);
-    sigdelset(&all, SIGILL);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
+    sigset_t old;
+    amni_block_signals(&old);
     for (unsigned k = 0; k <= MAX_THREADS; k++) p->self[k].p = p;
     for (unsigned k = 0; threads > 1 && k < threads; k++) {
         if (pthread_create(&p->tid[k], NULL, pool_main, &p->self[k]) != 0) break;
         p->n_threads++;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    amni_restore_signals(&old);
 }
 
 /* The caller's progress callback and what it is told. */
@@ -540,6 +536,35 @@ static int read_le_values(const values_ctx *c, uint64_t e0, uint64_t n, float *d
     return rc;
 }
 
+/* amn_values.read_as: straight from the stored dtype where amn_convert_elems
+ * gives what read() then amn_store_f32 would (a float dtype other than
+ * `to`: the value widened exactly, then rounded once); else through F32. */
+static int read_values_as(const void *vctx, uint64_t e0, uint64_t n, amn_dtype to, void *dst,
+                          amn_error *err) {
+    const values_ctx *c = vctx;
+    if (to != AMN_DTYPE_F32 && to != AMN_DTYPE_F16 && to != AMN_DTYPE_BF16)
+        return amn_error_set(err, AMN_E_INVALID, "read_as: values cannot be stored as %s",
+                             amn_dtype_name(to));
+    const amn_tensor *t = c->g ? NULL : c->t;
+    const bool direct =
+        t && amn_tensor_is_plain(t) && t->dtype != to &&
+        (t->dtype == AMN_DTYPE_F32 || t->dtype == AMN_DTYPE_F16 || t->dtype == AMN_DTYPE_BF16);
+    if (direct) {
+        int rc = amni_model_check_inputs(c->m, err);
+        if (rc) return rc;
+        const uint8_t *from = (const uint8_t *)t->data + e0 * amn_dtype_size(t->dtype);
+        amn_convert_elems(t->dtype, from, to, dst, (size_t)n);
+        return AMN_OK;
+    }
+    if (n > SIZE_MAX / 4) return amn_error_set(err, AMN_E_LIMIT, "read_as: too many values");
+    float *tmp = malloc(n ? (size_t)n * 4 : 1);
+    if (!tmp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = read_values(vctx, e0, n, tmp, err);
+    if (!rc) amn_store_f32(tmp, to, dst, (size_t)n);
+    free(tmp);
+    return rc;
+}
+
 struct enc_run;
 
 /* A chained encoder's source: output `out` of the upstream encoder's source
@@ -608,6 +633,7 @@ static int chain_source(enc_run *up, const out_entry *e, enc_source *es, amn_err
                          .unit_bytes = e->unit_bytes};
     es->values.ctx = &es->cc;
     es->values.read = read_upstream;
+    es->values.read_as = NULL; /* values_ctx's: not this source's */
     return AMN_OK;
 }
 
@@ -701,7 +727,8 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
                                   .ctx = &es->vc,
                                   .read = read_values,
                                   .all = run,
-                                  .read_source = read_source_values};
+                                  .read_source = read_source_values,
+                                  .read_as = read_values_as};
         if (up && in[k].enc >= 0) rc = chain_source(up, &in[k], es, err);
     }
     if (rc) return rc;
@@ -792,7 +819,17 @@ static int produce_encode(const void *vctx, uint64_t unit0, uint64_t n, uint8_t 
     return c->e->fill(c->src->state, c->out, unit0, n, &c->src->values, dst, acc, err);
 }
 
-static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bufs[2],
+/* The mapped bytes a source of an encoder reads, or none (a dequantized
+ * weight, a chained source, bytes not in a mapping). */
+static amni_span source_span(const enc_source *s) {
+    const amn_tensor *t = s->vc.g || s->cc.up ? NULL : s->vc.t;
+    if (t && amn_tensor_is_plain(t) && amni_model_map_for(s->vc.m, t->data, t->nbytes))
+        return (amni_span){t->data, t->nbytes};
+    return (amni_span){NULL, 0};
+}
+
+/* mapped: the source's pages are mapped ahead by another thread (ahead.c). */
+static int write_encoded(pool *pl, enc_run *run, const out_entry *e, bool mapped, uint8_t *bufs[2],
                          size_t buf_size, const data_out *out, progress *pr, amn_convert_stats *st,
                          amn_error *err) {
     enc_source *s = &run->src[e->enc];
@@ -800,8 +837,8 @@ static int write_encoded(pool *pl, enc_run *run, const out_entry *e, uint8_t *bu
         /* A stored source is read several times (statistics, each output):
          * fault its pages in once, in large steps, as write_plain does,
          * rather than page by page inside the workers' reads. */
-        const amn_tensor *t = s->vc.g || s->cc.up ? NULL : s->vc.t;
-        if (t && amn_tensor_is_plain(t) && amni_model_map_for(s->vc.m, t->data, t->nbytes))
+        const amn_tensor *t = source_span(s).n && !mapped ? s->vc.t : NULL;
+        if (t)
             for (uint64_t off = 0; off < t->nbytes; off += PASS_CHUNK)
                 (void)amni_prefault((const uint8_t *)t->data + off, t->nbytes - off < PASS_CHUNK
                                                                         ? (size_t)(t->nbytes - off)
@@ -1016,6 +1053,7 @@ typedef struct conv {
     size_t buf_size;
     pool pl;
     bool pool_started;
+    amni_ahead *ahead; /* maps the encoders' sources ahead of the workers, or NULL */
     amn_sink *sink;
     const amn_model *meta; /* the encoder's metadata for the writer, or NULL */
     void *state;           /* the writer's */
@@ -1180,6 +1218,7 @@ static int write_entry(conv *c, size_t k, amn_error *err) {
     int rc;
     if (c->f->writer->tensor_begin && (rc = c->f->writer->tensor_begin(c->state, idx, err)))
         return rc;
+    amni_ahead_at(c->ahead, k);
     c->pr.info.tensor_index = k;
     c->pr.info.tensor_name = e->out.name;
     report(&c->pr, c->sink);
@@ -1188,8 +1227,8 @@ static int write_entry(conv *c, size_t k, amn_error *err) {
     if (amni_writer_filters(c->f->writer, c->state, idx))
         out = (data_out){.sink = c->sink, .w = c->f->writer, .state = c->state, .index = idx};
     if (e->enc >= 0) {
-        rc = write_encoded(&c->pl, e->chained ? &c->then : &c->run, e, c->bufs, c->buf_size, &out,
-                           &c->pr, &c->st, err);
+        rc = write_encoded(&c->pl, e->chained ? &c->then : &c->run, e, c->ahead != NULL, c->bufs,
+                           c->buf_size, &out, &c->pr, &c->st, err);
     } else if (e->group >= 0) {
         rc = write_group(&c->pl, c->m, &c->p->cs.groups[e->group], e->dtype, c->bufs, c->buf_size,
                          &out, &c->pr, err);
@@ -1207,8 +1246,38 @@ static int write_entry(conv *c, size_t k, amn_error *err) {
     return rc;
 }
 
+/* Bytes of the input mapped ahead of the tensor being written: enough for
+ * the disk to stay busy while a tensor converts, little against memory. */
+#define AHEAD_WINDOW (256u << 20)
+
+/* With an encoder, its sources' pages are mapped ahead of the workers by a
+ * thread of their own (ahead.c), in the writer's order: a source's span
+ * comes with the first output that reads it. Without one, nothing changes:
+ * casts and copies read their input through input.c's chosen way. */
+static int start_ahead(conv *c, amn_error *err) {
+    if (!c->run.e || !c->n_out) return AMN_OK;
+    amni_span *spans = calloc(c->n_out, sizeof *spans);
+    bool *seen = calloc(c->run.n_src ? c->run.n_src : 1, sizeof *seen);
+    int rc = spans && seen ? AMN_OK : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    bool any = false;
+    for (size_t k = 0; !rc && k < c->n_out; k++) {
+        const out_entry *e = &c->entries[c->order[k]];
+        if (e->enc < 0 || e->chained || (size_t)e->enc >= c->run.n_src || seen[e->enc]) continue;
+        seen[e->enc] = true;
+        spans[k] = source_span(&c->run.src[e->enc]);
+        any |= spans[k].n > 0;
+    }
+    if (!rc && any) {
+        rc = amni_ahead_start(spans, c->n_out, AHEAD_WINDOW, &c->ahead, err);
+        if (rc == AMN_E_UNSUPPORTED) rc = AMN_OK; /* the workers fault their own pages */
+    }
+    free(spans);
+    free(seen);
+    return rc;
+}
+
 static int write_tensors(conv *c, amn_error *err) {
-    int rc = AMN_OK;
+    int rc = start_ahead(c, err);
     for (size_t k = 0; !rc && k < c->n_out; k++) rc = write_entry(c, k, err);
     return rc;
 }
@@ -1221,6 +1290,8 @@ static int finish_output(conv *c, int rc, amn_error *err) {
         c->begun = false;
         rc = c->f->writer->finish(c->state, err);
     }
+    amni_ahead_stop(c->ahead);
+    c->ahead = NULL;
     if (c->pool_started) pool_destroy(&c->pl);
     c->pool_started = false;
     if (c->begun) c->f->writer->abort(c->state);

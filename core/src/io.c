@@ -322,7 +322,7 @@ size_t amn_sink_pending_count(void) {
  * created and registered (or linked and renamed), so that a handler never
  * sees a file without its registration nor a registration of a name that is
  * not ours. Synchronous faults stay deliverable. */
-static void block_signals(sigset_t *old) {
+void amni_block_signals(sigset_t *old) {
     sigset_t all;
     sigfillset(&all);
     sigdelset(&all, SIGSEGV);
@@ -332,7 +332,7 @@ static void block_signals(sigset_t *old) {
     pthread_sigmask(SIG_BLOCK, &all, old);
 }
 
-static void restore_signals(const sigset_t *old) {
+void amni_restore_signals(const sigset_t *old) {
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
@@ -391,11 +391,11 @@ static int open_named(amn_sink *s, amn_error *err) {
     for (int attempt = 0; attempt < 100; attempt++) {
         temp_name(s, s->tmp_path, size);
         sigset_t old;
-        block_signals(&old);
+        amni_block_signals(&old);
         s->fd = open(s->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         int e = errno;
         if (s->fd >= 0) s->slot = pending_add(s->tmp_path);
-        restore_signals(&old);
+        amni_restore_signals(&old);
         if (s->fd >= 0) return AMN_OK;
         if (e != EEXIST) {
             free(s->tmp_path);
@@ -783,11 +783,11 @@ static int link_anonymous(amn_sink *s, amn_error *err) {
     for (int attempt = 0; attempt < 100; attempt++) {
         temp_name(s, s->tmp_path, size);
         sigset_t old;
-        block_signals(&old);
+        amni_block_signals(&old);
         int rc = AMN_OK;
         if (linkat(AT_FDCWD, proc, AT_FDCWD, s->tmp_path, AT_SYMLINK_FOLLOW) != 0) {
             int e = errno;
-            restore_signals(&old);
+            amni_restore_signals(&old);
             if (e == EEXIST) continue;
             return amn_error_set(err, AMN_E_IO, "%s: link: %s", s->final_path, strerror(e));
         }
@@ -796,7 +796,7 @@ static int link_anonymous(amn_sink *s, amn_error *err) {
             rc = amn_error_set(err, AMN_E_IO, "%s: rename: %s", s->final_path, strerror(errno));
         else
             free(s->tmp_path), s->tmp_path = NULL; /* nothing left to remove */
-        restore_signals(&old);
+        amni_restore_signals(&old);
         return rc; /* on failure abort() unlinks tmp_path */
     }
     return amn_error_set(err, AMN_E_IO, "%s: cannot find a free temporary name", s->final_path);

@@ -2,6 +2,7 @@
 #ifndef AMN_IO_INTERNAL_H
 #define AMN_IO_INTERNAL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -58,6 +59,14 @@ uint64_t amni_sink_digest(const amn_sink *s, const void *buf, size_t n);
 void amni_sink_fold(amn_sink *s, uint64_t digest, uint64_t n);
 /* Hand n bytes to the sink's tap (if any), as if they had been written. */
 void amni_sink_feed_tap(amn_sink *s, const void *buf, size_t n);
+
+/* Hold asynchronous signals off the calling thread (synchronous faults
+ * stay deliverable), *old receiving the previous mask; and put it back.
+ * Around a name's creation and registration (io.c), and around creating
+ * threads, which inherit the mask: a program's handlers (amn's removes
+ * temporary outputs) then run on its own threads. */
+void amni_block_signals(sigset_t *old);
+void amni_restore_signals(const sigset_t *old);
 
 /* Fault in the pages of [p, p+n) of a read-only mapping in one call, so that
  * a write() from it does not fault them one by one. 0, or the errno: EFAULT

@@ -11,7 +11,8 @@
 # two-step pipeline takes minutes), in settings: the input on
 # disk with a warm page cache, the input and output on tmpfs (/dev/shm), and
 # the input on disk with its pages dropped from the cache before each round
-# (posix_fadvise DONTNEED; "cold"). It prints each round's wall time, CPU
+# (posix_fadvise DONTNEED; "cold"; there it also times the floor: reading
+# the input's files cold with cat and nothing else). It prints each round's wall time, CPU
 # time (user + sys) and peak RSS, then the medians and the ratios, the load
 # average before and after, and checks that amn's files (2 threads and 1)
 # equal the converter's and llama-quantize's byte for byte. amn syncs its
@@ -22,14 +23,16 @@
 #
 #   tests/bench/hf_gguf_bench.sh BUILD_DIR LLAMA_CPP_DIR [WORK_DIR]
 #   env: ROUNDS=N, QROUNDS=N, SETTINGS="warm tmpfs cold" (f16's; a subset),
-#        QSETTINGS="warm" (Q4_K_M's)
+#        QSETTINGS="warm" (Q4_K_M's), BASE=BUILD_DIR (another build of amn,
+#        e.g. of the main branch, whose f16 `--no-sync` run is timed in the
+#        same rounds: an A/B comparison one loaded machine can give)
 set -euo pipefail
 build=$(cd "$1" && pwd) llama=$(cd "$2" && pwd) work=${3:-/tmp/amn-hf-bench}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 py=/usr/bin/python3
 amn=$build/bin/amn
 quantize=$llama/build/bin/llama-quantize
-frounds=${ROUNDS:-3} qrounds=${QROUNDS:-1}
+frounds=${ROUNDS:-3} qrounds=${QROUNDS:-1} base=${BASE:+$(cd "$BASE" && pwd)/bin/amn}
 settings=${SETTINGS:-"warm tmpfs cold"} qsettings=${QSETTINGS:-warm}
 [ -x "$quantize" ] || { echo "no $quantize"; exit 1; }
 mkdir -p "$work"
@@ -79,7 +82,7 @@ same() { cmp "$1" "$2" >/dev/null && echo "identical" || { echo "DIFFERENT: $1 $
 converter() { $py "$src/fixtures/hf/gen_fixtures.py" --llama-cpp "$llama" --run-converter "$1" f16 "$2"; }
 two_step() { converter "$1" "$2.f16" && "$quantize" "$2.f16" "$2" Q4_K_M && rm -f "$2.f16"; }
 export py src llama quantize
-export -f converter two_step
+export -f converter two_step warm
 
 for setting in warm tmpfs cold; do
   cases=
@@ -89,7 +92,7 @@ for setting in warm tmpfs cold; do
   model=$work/model out=$work prep="warm $model"
   case $setting in
   tmpfs)
-    out=/dev/shm/amn-hf-bench
+    out=/dev/shm/$(basename "$work")
     mkdir -p "$out"
     [ -f "$out/model/config.json" ] || cp -r "$work/model" "$out/model"
     model=$out/model prep=: ;;
@@ -100,16 +103,29 @@ for setting in warm tmpfs cold; do
     case $c in
     f16)
       rounds=$frounds
+      [ "$setting" = cold ] && run "read_$setting" "$prep" warm "$model"
       run "conv_$setting" "$prep" converter "$model" "$out/conv.gguf"
       run "amn_$setting" "$prep" "$amn" convert "$model" --to gguf -o "$out/amn.gguf" --force --quiet
       run "amnns_$setting" "$prep" "$amn" convert "$model" --to gguf -o "$out/amn.gguf" --force \
         --quiet --no-sync
       run "amn1_$setting" "$prep" "$amn" convert "$model" --to gguf -o "$out/amn1.gguf" --force \
         --quiet --no-sync --threads 1
+      if [ -n "$base" ]; then
+        run "base_$setting" "$prep" "$base" convert "$model" --to gguf -o "$out/base.gguf" --force \
+          --quiet --no-sync
+        wb=wall_base_$setting wn=wall_amnns_$setting cb=cpu_base_$setting cn=cpu_amnns_$setting
+        echo "  base: $(same "$out/amn.gguf" "$out/base.gguf"); base / amn --no-sync: wall" \
+          "$(ratio "${!wb}" "${!wn}")x, CPU $(ratio "${!cb}" "${!cn}")x"
+        rm -f "$out/base.gguf"
+      fi
       echo "  files: $(same "$out/conv.gguf" "$out/amn.gguf"), 1 thread $(same "$out/amn.gguf" "$out/amn1.gguf")"
       w=wall_conv_$setting a=wall_amn_$setting b=wall_amnns_$setting
       cc=cpu_conv_$setting ca=cpu_amn_$setting
       echo "  f16 wall: converter / amn = $(ratio "${!w}" "${!a}")x, / amn --no-sync = $(ratio "${!w}" "${!b}")x; CPU: $(ratio "${!cc}" "${!ca}")x"
+      if [ "$setting" = cold ]; then
+        r=wall_read_$setting
+        echo "  f16 wall against reading the input cold: converter $(ratio "${!w}" "${!r}")x, amn --no-sync $(ratio "${!b}" "${!r}")x the floor"
+      fi
       rm -f "$out/conv.gguf" "$out/amn.gguf" "$out/amn1.gguf" ;;
     q4km)
       rounds=$qrounds

@@ -175,6 +175,36 @@ static void simd_matches_scalar(void **state) {
     use_simd(NULL);
 }
 
+/* BF16 -> F16 in one pass (a Hugging Face folder's weights to a GGUF's)
+ * gives, for every BF16 pattern and every tail length at every vector
+ * level, the bytes of the two steps through F32 on the scalar path, the
+ * converter's route (widened to float32, then rounded). */
+static void bf16_to_f16_matches_two_steps(void **state) {
+    (void)state;
+    enum { N = 65536 };
+    static uint16_t src[N + 3], want[N], got[N];
+    static float mid[N];
+    for (uint32_t h = 0; h < N; h++) src[h + 3] = amn_htole16((uint16_t)h);
+    src[0] = src[1] = src[2] = amn_htole16(0x7f81); /* a signalling NaN */
+    use_simd("scalar");
+    amn_convert_elems(AMN_DTYPE_BF16, src, AMN_DTYPE_F32, mid, 3);
+    amn_convert_elems(AMN_DTYPE_F32, mid, AMN_DTYPE_F16, want, 3);
+    assert_int_equal(amn_load_le16(want), amn_f32_to_f16(amn_bf16_to_f32(0x7f81)));
+    amn_convert_elems(AMN_DTYPE_BF16, src + 3, AMN_DTYPE_F32, mid, N);
+    amn_convert_elems(AMN_DTYPE_F32, mid, AMN_DTYPE_F16, want, N);
+    const char *levels[] = {"scalar", "avx2", NULL}; /* each path the CPU has */
+    for (int l = 0; l < 3; l++) {
+        use_simd(levels[l]);
+        for (size_t n = 1; n < 80; n++) { /* every tail length, from an odd start */
+            amn_convert_elems(AMN_DTYPE_BF16, src + 3 + 5, AMN_DTYPE_F16, got, n);
+            assert_memory_equal(got, want + 5, n * 2);
+        }
+        amn_convert_elems(AMN_DTYPE_BF16, src + 3, AMN_DTYPE_F16, got, N);
+        assert_memory_equal(got, want, sizeof want);
+    }
+    use_simd(NULL);
+}
+
 /* The BF16 golden of every v2 fixture is PyTorch's / bitsandbytes' RNE of its
  * F32 golden: an independent oracle for our F32 -> BF16 on ~1.5M values. */
 static size_t check_goldens_in(const char *dir, size_t hdr_len_off, size_t golden_fields_off) {
@@ -257,6 +287,7 @@ int main(void) {
         cmocka_unit_test(f64_rounds_once),
         cmocka_unit_test(f8_decode),
         cmocka_unit_test(simd_matches_scalar),
+        cmocka_unit_test(bf16_to_f16_matches_two_steps),
         cmocka_unit_test(f32_to_bf16_matches_reference_libraries),
         cmocka_unit_test(names),
     };

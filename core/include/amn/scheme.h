@@ -107,6 +107,13 @@ typedef struct amn_values {
     const void *all;
     int (*read_source)(const void *all, size_t source, uint64_t e0, uint64_t n, float *dst,
                        amn_error *err);
+    /* ABI 2.6 (check struct_size; NULL where the core has none): elements
+     * [e0, e0 + n) stored as `to` (F32, F16 or BF16, little-endian) into
+     * dst: the bytes amn_store_f32 makes of what read() gives, produced
+     * straight from the stored dtype where it differs from `to` (a BF16
+     * weight rounded to F16 in one pass, no F32 buffer). Reentrant. */
+    int (*read_as)(const void *ctx, uint64_t e0, uint64_t n, amn_dtype to, void *dst,
+                   amn_error *err);
 } amn_values;
 
 /* A logical tensor of the model, as begin() sees it. */
