@@ -164,6 +164,8 @@ int hf_rev_new(const amn_encode_options *o, const amn_encode_source *src, size_t
                            "unsupported: a '%.*s' vocabulary to tokenizer files (gpt2 and llama "
                            "convert)",
                            (int)(vm->len > 32 ? 32 : vm->len), vm->ptr);
+    if (!rc && vm && vm->len == 4 && memcmp(vm->ptr, "gpt2", 4) == 0)
+        rc = hf_rev_pre_check(o->model, err); /* also before any output */
     if (!rc) rc = target_dtype(o, &r->dtype, err);
     if (!rc) rc = head_count(r, "attention.head_count", &nh, err);
     if (!rc && hf_rev_kv(o->model, arch, "attention.head_count_kv"))

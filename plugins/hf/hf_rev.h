@@ -73,6 +73,21 @@ uint64_t hf_rev_spm_pieces(const amn_kv *toks, const amn_kv *types);
 uint64_t hf_rev_spm_tokens(const amn_kv *toks, const amn_kv *types);
 char *hf_rev_base64(const uint8_t *d, size_t n);
 
+/* hf_rev_pre.c: the normalizer, pre-tokenizer and BPE ignore_merges of the
+ * tokenizer.json written for the GGUF's tokenizer.ggml.pre, as llama.cpp
+ * splits text for that name (json-c objects, the caller's); an unknown
+ * name, or one llama.cpp does not split by regexes on GPT-2's bytes, is
+ * AMN_E_UNSUPPORTED naming it. hf_rev_pre_check: only that check. */
+struct json_object;
+typedef struct hf_rev_pre_out {
+    struct json_object *normalizer; /* NULL: none */
+    struct json_object *pre_tokenizer;
+    bool ignore_merges;
+} hf_rev_pre_out;
+int hf_rev_pre(const amn_model *m, hf_rev_pre_out *out, amn_error *err);
+int hf_rev_pre_check(const amn_model *m, amn_error *err);
+struct json_object *hf_rev_byte_level(bool prefix, bool use_regex);
+
 /* Key/value readers (hf_rev_files.c). */
 const amn_kv *hf_rev_kv(const amn_model *m, const char *arch, const char *suffix);
 bool hf_rev_num(const amn_kv *kv, double *v);

@@ -436,68 +436,74 @@ static int spm_files(const hf_rev *r, json_object *files, const amn_kv *toks, co
     return AMN_OK;
 }
 
-/* ByteLevel pre-tokenizer / decoder. */
-static json_object *byte_level(bool prefix, bool use_regex) {
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "type", json_object_new_string("ByteLevel"));
-    json_object_object_add(o, "add_prefix_space", json_object_new_boolean(prefix));
-    json_object_object_add(o, "trim_offsets", json_object_new_boolean(true));
-    json_object_object_add(o, "use_regex", json_object_new_boolean(use_regex));
+/* One TemplateProcessing piece: a special token or sequence A / B. */
+static json_object *tmpl_piece(const char *kind, json_object *id, int type_id) {
+    json_object *o = json_object_new_object(), *in = json_object_new_object();
+    json_object_object_add(in, "id", id);
+    json_object_object_add(in, "type_id", json_object_new_int(type_id));
+    json_object_object_add(o, kind, in);
     return o;
 }
 
-/* tokenizer.ggml.pre -> the pre-tokenizer's split regex (and whether the
- * model ignores merges for whole-vocabulary words, NFC normalizer), as the
- * tokenizers llama.cpp names so write them; the converter recognises the
- * tokenizer again by how it splits. Others: plain ByteLevel (GPT-2's). */
-static const struct {
-    const char *pre, *regex;
-    bool ignore_merges, nfc;
-} pre_table[] = {
-    {"llama-bpe",
-     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     true, false},
-    {"smaug-bpe",
-     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     true, false},
-    {"qwen2",
-     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     false, true},
-};
-
-static json_object *pre_tokenizer(int k) {
-    if (k < 0) return byte_level(false, true);
-    json_object *split = json_object_new_object(), *pat = json_object_new_object();
-    json_object_object_add(split, "type", json_object_new_string("Split"));
-    json_object_object_add(pat, "Regex", json_object_new_string(pre_table[k].regex));
-    json_object_object_add(split, "pattern", pat);
-    json_object_object_add(split, "behavior", json_object_new_string("Isolated"));
-    json_object_object_add(split, "invert", json_object_new_boolean(false));
-    json_object *seq = json_object_new_object(), *list = json_object_new_array();
-    json_object_array_add(list, split);
-    json_object_array_add(list, byte_level(false, false));
-    json_object_object_add(seq, "type", json_object_new_string("Sequence"));
-    json_object_object_add(seq, "pretokenizers", list);
-    return seq;
-}
-
-static int pre_index(const amn_model *m) {
-    const amn_str *pre = kv_str(m, "tokenizer.ggml.pre");
-    for (size_t k = 0; pre && k < sizeof pre_table / sizeof *pre_table; k++)
-        if (strlen(pre_table[k].pre) == pre->len &&
-            memcmp(pre_table[k].pre, pre->ptr, pre->len) == 0)
-            return (int)k;
-    return -1;
+/* The post-processor adding bos / eos as tokenizer.ggml.add_bos_token /
+ * add_eos_token say, as transformers' LlamaTokenizerFast builds it (and as
+ * the converter reads it back: Llama 3.1's tokenizer hashes with its
+ * <|begin_of_text|>); NULL when neither is added. */
+static json_object *post_processor(const amn_model *m, const amn_kv *toks) {
+    double v;
+    json_object *ends[2] = {NULL, NULL}; /* bos, eos */
+    const char *which[2] = {"bos", "eos"};
+    for (int k = 0; k < 2; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", which[k]);
+        if (hf_rev_num(amn_model_find_kv(m, key), &v) && v != 0)
+            ends[k] = token_of(toks, m, which[k]);
+    }
+    if (!ends[0] && !ends[1]) return NULL;
+    json_object *single = json_object_new_array(), *pair = json_object_new_array();
+    json_object *specials = json_object_new_object();
+    for (int part = 0; part < 2; part++) {
+        for (int k = 0; k < 2; k++) {
+            if (k == 1) {
+                json_object *seq = json_object_new_string(part ? "B" : "A");
+                if (!part)
+                    json_object_array_add(single, tmpl_piece("Sequence", json_object_get(seq), 0));
+                json_object_array_add(pair, tmpl_piece("Sequence", seq, part));
+            }
+            if (!ends[k]) continue;
+            if (!part)
+                json_object_array_add(single,
+                                      tmpl_piece("SpecialToken", json_object_get(ends[k]), 0));
+            json_object_array_add(pair, tmpl_piece("SpecialToken", json_object_get(ends[k]), part));
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!ends[k]) continue;
+        double id = 0;
+        token_id(m, which[k], &id);
+        json_object *e = json_object_new_object(), *ids = json_object_new_array(),
+                    *tk = json_object_new_array();
+        json_object_array_add(ids, json_object_new_int64((int64_t)id));
+        json_object_array_add(tk, json_object_get(ends[k]));
+        json_object_object_add(e, "id", json_object_get(ends[k]));
+        json_object_object_add(e, "ids", ids);
+        json_object_object_add(e, "tokens", tk);
+        json_object_object_add(specials, json_object_get_string(ends[k]), e);
+    }
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "type", json_object_new_string("TemplateProcessing"));
+    json_object_object_add(o, "single", single);
+    json_object_object_add(o, "pair", pair);
+    json_object_object_add(o, "special_tokens", specials);
+    json_object_put(ends[0]);
+    json_object_put(ends[1]);
+    return o;
 }
 
 /* tokenizer.json for a BPE (gpt2) vocabulary: the vocabulary with its
  * merges; control and user-defined tokens as added tokens. */
 static json_object *tokenizer_json(const amn_model *mdl, const amn_kv *toks, const amn_kv *types,
-                                   const amn_kv *merges) {
-    const int pk = pre_index(mdl);
+                                   const amn_kv *merges, const hf_rev_pre_out *pre) {
     json_object *t = json_object_new_object(), *added = json_object_new_array();
     json_object *vocab = json_object_new_object(), *ml = json_object_new_array();
     const amn_str *s = toks->data;
@@ -529,30 +535,65 @@ static json_object *tokenizer_json(const amn_model *mdl, const amn_kv *toks, con
     json_object_object_add(m, "end_of_word_suffix", NULL);
     json_object_object_add(m, "fuse_unk", json_object_new_boolean(false));
     json_object_object_add(m, "byte_fallback", json_object_new_boolean(false));
-    json_object_object_add(m, "ignore_merges",
-                           json_object_new_boolean(pk >= 0 && pre_table[pk].ignore_merges));
+    json_object_object_add(m, "ignore_merges", json_object_new_boolean(pre->ignore_merges));
     json_object_object_add(m, "vocab", vocab);
     json_object_object_add(m, "merges", ml);
     json_object_object_add(t, "version", json_object_new_string("1.0"));
     json_object_object_add(t, "truncation", NULL);
     json_object_object_add(t, "padding", NULL);
     json_object_object_add(t, "added_tokens", added);
-    json_object *nfc = NULL;
-    if (pk >= 0 && pre_table[pk].nfc) {
-        nfc = json_object_new_object();
-        json_object_object_add(nfc, "type", json_object_new_string("NFC"));
-    }
-    json_object_object_add(t, "normalizer", nfc);
-    json_object_object_add(t, "pre_tokenizer", pre_tokenizer(pk));
-    json_object_object_add(t, "post_processor", NULL);
-    json_object_object_add(t, "decoder", byte_level(true, true));
+    json_object_object_add(t, "normalizer", pre->normalizer);
+    json_object_object_add(t, "pre_tokenizer", pre->pre_tokenizer);
+    json_object_object_add(t, "post_processor", post_processor(mdl, toks));
+    json_object_object_add(t, "decoder", hf_rev_byte_level(true, true));
     json_object_object_add(t, "model", m);
     return t;
 }
 
+/* A value the card reader (hf_card.c) takes back as written: single
+ * quoted, so without quotes or line breaks. */
+static bool card_safe(const amn_str *v) {
+    return v && v->len <= 1024 && !memchr(v->ptr, '\'', v->len) && !memchr(v->ptr, '\n', v->len) &&
+           !memchr(v->ptr, '\r', v->len) && !memchr(v->ptr, '\0', v->len);
+}
+
+/* A string-array key (general.tags, general.languages) as a block list;
+ * left out when an item is not card_safe. */
+static void card_list(FILE *f, const amn_model *m, const char *key, const char *field) {
+    const amn_kv *kv = arr(m, key, AMN_KV_STRING);
+    if (!kv || kv->count > 4096) return;
+    const amn_str *s = kv->data;
+    for (uint64_t i = 0; i < kv->count; i++)
+        if (!card_safe(&s[i])) return;
+    fprintf(f, "%s:%s\n", field, kv->count ? "" : " []");
+    for (uint64_t i = 0; i < kv->count; i++) fprintf(f, "- '%.*s'\n", (int)s[i].len, s[i].ptr);
+}
+
+/* general.base_model.* / general.dataset.* as the card's list of sources:
+ * each entry by its repo_url, from which the converter derives the same
+ * name, organization and version again (a Hugging Face id's URL, or the URL
+ * it was given). Left out when an entry has no repo_url (an id without an
+ * organization: its name is a title made from the id, not the id). */
+static void card_sources(FILE *f, const amn_model *m, const char *what, const char *field) {
+    char key[96];
+    snprintf(key, sizeof key, "general.%s.count", what);
+    double n;
+    if (!hf_rev_num(amn_model_find_kv(m, key), &n) || n < 0 || n > 4096) return;
+    for (uint32_t i = 0; i < (uint32_t)n; i++) {
+        snprintf(key, sizeof key, "general.%s.%u.repo_url", what, i);
+        if (!card_safe(kv_str(m, key))) return;
+    }
+    fprintf(f, "%s:%s\n", field, n ? "" : " []");
+    for (uint32_t i = 0; i < (uint32_t)n; i++) {
+        snprintf(key, sizeof key, "general.%s.%u.repo_url", what, i);
+        const amn_str *v = kv_str(m, key);
+        fprintf(f, "- '%.*s'\n", (int)v->len, v->ptr);
+    }
+}
+
 /* README.md: a model card whose front matter carries the general.* names
- * (as the converter's model card reader takes them back). Values needing
- * YAML escapes are left out. */
+ * and lists (as the converter's model card reader takes them back). Values
+ * needing YAML escapes are left out. */
 static json_object *card_text(const hf_rev *r) {
     static const char *const keys[][2] = {
         {"general.name", "name"},
@@ -567,20 +608,28 @@ static json_object *card_text(const hf_rev *r) {
         {"general.license.name", "license_name"},
         {"general.license.link", "license_link"},
     };
-    char buf[8192];
-    size_t at = (size_t)snprintf(buf, sizeof buf, "---\n");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return json_object_new_string("---\n---\n");
+    fputs("---\n", f);
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         const amn_str *v = kv_str(r->model, keys[k][0]);
-        if (!v || !v->len || v->len > 1024 || memchr(v->ptr, '\'', v->len) ||
-            memchr(v->ptr, '\n', v->len) || memchr(v->ptr, '\0', v->len))
-            continue;
-        const int w =
-            snprintf(buf + at, sizeof buf - at, "%s: '%.*s'\n", keys[k][1], (int)v->len, v->ptr);
-        if (w < 0 || (size_t)w >= sizeof buf - at - 8) break;
-        at += (size_t)w;
+        if (v && v->len && card_safe(v))
+            fprintf(f, "%s: '%.*s'\n", keys[k][1], (int)v->len, v->ptr);
     }
-    snprintf(buf + at, sizeof buf - at, "---\n");
-    return json_object_new_string(buf);
+    card_sources(f, r->model, "base_model", "base_model");
+    card_sources(f, r->model, "dataset", "datasets");
+    card_list(f, r->model, "general.tags", "tags");
+    card_list(f, r->model, "general.languages", "languages");
+    fputs("---\n", f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return json_object_new_string("---\n---\n");
+    }
+    json_object *o = json_object_new_string_len(buf, (int)len);
+    free(buf);
+    return o;
 }
 
 int hf_rev_files(const hf_rev *r, char **json, amn_error *err) {
@@ -597,11 +646,15 @@ int hf_rev_files(const hf_rev *r, char **json, amn_error *err) {
         const amn_kv *types = arr(r->model, "tokenizer.ggml.token_type", AMN_KV_I32);
         if (model->len == 4 && memcmp(model->ptr, "gpt2", 4) == 0) {
             const amn_kv *merges = arr(r->model, "tokenizer.ggml.merges", AMN_KV_STRING);
-            json_object_object_add(files, "tokenizer.json",
-                                   tokenizer_json(r->model, toks, types, merges));
-            json_object_object_add(
-                files, "tokenizer_config.json",
-                tokenizer_config_json(r, toks, types, NULL, 0, "PreTrainedTokenizerFast"));
+            hf_rev_pre_out pre;
+            rc = hf_rev_pre(r->model, &pre, err);
+            if (!rc)
+                json_object_object_add(files, "tokenizer.json",
+                                       tokenizer_json(r->model, toks, types, merges, &pre));
+            if (!rc)
+                json_object_object_add(
+                    files, "tokenizer_config.json",
+                    tokenizer_config_json(r, toks, types, NULL, 0, "PreTrainedTokenizerFast"));
         } else if (model->len == 5 && memcmp(model->ptr, "llama", 5) == 0) {
             rc = spm_files(r, files, toks, types, err);
         } else {

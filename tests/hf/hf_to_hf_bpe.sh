@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GGUF -> Hugging Face folder with a BPE (gpt2) vocabulary: the Llama 3 and
+# GGUF -> Hugging Face folder with a BPE (gpt2) vocabulary: the Llama 3, 3.1 and
 # Qwen3 tokenizers of fixtures/hf/vocab (unpacked by CMake into the build
 # tree) with seeded random weights (hf_make_weights.py) made a GGUF, that
 # GGUF made a folder with tokenizer.json, and the folder made a GGUF again:
@@ -20,7 +20,7 @@ work=$(mktemp -d /tmp/amn-hf2-bpe.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fails=0 passes=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-for t in llama3 qwen3; do
+for t in llama3 llama3_1 qwen3; do
   d=$work/$t
   cp -r "$bpe/$t" "$d"
   $py "$src/tests/hf/hf_make_weights.py" "$d" || { fail "$t: no weights"; continue; }
