@@ -26,8 +26,13 @@
 /* ---- tables ---------------------------------------------------------------- */
 
 static gq_lowgrid grids[GQ_LOW_NGRIDS];
-static pthread_once_t grids_once = PTHREAD_ONCE_INIT, iq3s_once = PTHREAD_ONCE_INIT;
-static bool grids_ok, iq3s_ok;
+/* One build per grid, on first use: a file type needs one or two of them,
+ * and the 2048-point grid alone takes most of the time all of them take. */
+static pthread_once_t grid_once[GQ_LOW_NGRIDS] = {
+    PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT,
+    PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT,
+};
+static bool grid_ok[GQ_LOW_NGRIDS];
 
 /* The dequantization grid a search grid comes from, its values by level,
  * and ggml's nwant (how many distinct distances the neighbour lists keep). */
@@ -173,19 +178,30 @@ static bool build_grid(int which) {
     return ok && build_coords(g, used);
 }
 
-static void build_all(void) {
-    bool ok = true;
-    for (int w = 0; ok && w < GQ_LOW_IQ3S; ++w) ok = build_grid(w);
-    grids_ok = ok;
-}
+#define GQ_BUILD_ONE(w)                                                                            \
+    static void build_##w(void) {                                                                  \
+        grid_ok[w] = build_grid(w);                                                                \
+    }
+GQ_BUILD_ONE(GQ_LOW_IQ2XXS)
+GQ_BUILD_ONE(GQ_LOW_IQ2XS)
+GQ_BUILD_ONE(GQ_LOW_IQ2S)
+GQ_BUILD_ONE(GQ_LOW_IQ1S)
+GQ_BUILD_ONE(GQ_LOW_IQ3XXS)
+GQ_BUILD_ONE(GQ_LOW_IQ3S)
 
-static void build_iq3s(void) {
-    iq3s_ok = build_grid(GQ_LOW_IQ3S);
+static void (*const builders[GQ_LOW_NGRIDS])(void) = {
+    [GQ_LOW_IQ2XXS] = build_GQ_LOW_IQ2XXS, [GQ_LOW_IQ2XS] = build_GQ_LOW_IQ2XS,
+    [GQ_LOW_IQ2S] = build_GQ_LOW_IQ2S,     [GQ_LOW_IQ1S] = build_GQ_LOW_IQ1S,
+    [GQ_LOW_IQ3XXS] = build_GQ_LOW_IQ3XXS, [GQ_LOW_IQ3S] = build_GQ_LOW_IQ3S,
+};
+
+static bool grid_ready(int which) {
+    pthread_once(&grid_once[which], builders[which]);
+    return grid_ok[which];
 }
 
 bool gq_lowgrid_iq3s_ready(void) {
-    pthread_once(&iq3s_once, build_iq3s);
-    return iq3s_ok;
+    return grid_ready(GQ_LOW_IQ3S);
 }
 
 /* The tables live as long as the code that uses them: freed when the
@@ -202,8 +218,27 @@ __attribute__((destructor)) static void grids_release(void) {
 }
 
 bool gguf_quant_iqlow_ready(void) {
-    pthread_once(&grids_once, build_all);
-    return grids_ok;
+    bool ok = true;
+    for (int w = 0; w < GQ_LOW_IQ3S; ++w) ok = grid_ready(w) && ok;
+    return ok;
+}
+
+bool gguf_quant_iqlow_type_ready(uint32_t type) {
+    switch (type) {
+    case GGUF_TYPE_IQ2_XXS:
+        return grid_ready(GQ_LOW_IQ2XXS);
+    case GGUF_TYPE_IQ2_XS:
+        return grid_ready(GQ_LOW_IQ2XS);
+    case GGUF_TYPE_IQ2_S:
+        return grid_ready(GQ_LOW_IQ2S);
+    case GGUF_TYPE_IQ3_XXS:
+        return grid_ready(GQ_LOW_IQ3XXS);
+    case GGUF_TYPE_IQ1_S:
+    case GGUF_TYPE_IQ1_M:
+        return grid_ready(GQ_LOW_IQ1S);
+    default:
+        return false;
+    }
 }
 
 const gq_lowgrid *gq_lowgrid_get(int which) {

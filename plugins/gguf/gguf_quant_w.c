@@ -292,7 +292,7 @@ int gguf_quantize_rows(uint32_t type, const float *x, int64_t nrows, int64_t n_p
     /* The low-bit i-quants pick their vector path themselves: given the
      * level, so a capped level (AMN_SIMD, tests) reaches them too. */
     if (is_iqlow(type)) {
-        if (!gguf_quant_iqlow_ready()) return AMN_E_NOMEM;
+        if (!gguf_quant_iqlow_type_ready(type)) return AMN_E_NOMEM;
         gq_iqlow_rows_simd(type, x, dst, nrows, n_per_row, qw, level);
         return AMN_OK;
     }
