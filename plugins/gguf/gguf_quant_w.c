@@ -159,6 +159,8 @@ GQ_BLOCK_ROWS(gq_iq4_xs_rows, gq_iq4_xs_w, 256, 136)
 GQ_BLOCK_ROWS(gq_iq3_s_rows, gq_iq3_s_w, 256, 110)
 #if AMN_GGUF_QUANT_AVX2
 GQ_BLOCK_ROWS(gq_iq3_s_rows_avx2, gq_iq3_s_w_avx2, 256, 110)
+GQ_BLOCK_ROWS(gq_iq4_nl_rows_avx2, gq_iq4_nl_w_avx2, 32, 18)
+GQ_BLOCK_ROWS(gq_iq4_xs_rows_avx2, gq_iq4_xs_w_avx2, 256, 136)
 GQ_BLOCK_ROWS(gq_q2_k_rows_avx2, gq_q2_k_w_avx2, 256, 84)
 GQ_BLOCK_ROWS(gq_q4_k_rows_avx2, gq_q4_k_w_avx2, 256, 144)
 GQ_BLOCK_ROWS(gq_q5_k_rows_avx2, gq_q5_k_w_avx2, 256, 176)
@@ -170,6 +172,10 @@ static gguf_qrow_fn qrow_weighted_avx2(uint32_t type) {
     switch (type) {
     case GGUF_TYPE_IQ3_S:
         return gq_iq3_s_rows_avx2;
+    case GGUF_TYPE_IQ4_NL:
+        return gq_iq4_nl_rows_avx2;
+    case GGUF_TYPE_IQ4_XS:
+        return gq_iq4_xs_rows_avx2;
     case GGUF_TYPE_Q2_K:
         return gq_q2_k_rows_avx2;
     case GGUF_TYPE_Q4_K:
