@@ -254,6 +254,35 @@ static inline void q2_k_body(const float *restrict x, uint8_t *restrict y, qkx2_
 
 /* ---- Q3_K: 16 groups of 16, 3-bit codes, 6-bit signed scales ------------- */
 
+/* Both Q3_K paths once the scales and d are stored: every code again from
+ * the stored (rounded) scales (a group whose scale is 0 keeps the search's
+ * codes in L, as ggml's does), the high bits into hmask, the rest packed. */
+static void q3_k_finish(const float *restrict x, const uint8_t *scales, const uint8_t *d_at,
+                        int8_t *restrict L, uint8_t *restrict hmask, uint8_t *restrict qs) {
+    for (int j = 0; j < 16; ++j) {
+        int8_t s = (int8_t)(j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4);
+        s = (int8_t)((s | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
+        const float d = gq_get_f16(d_at) * s;
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            const int l = gq_nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(GQ_MAX(-4, GQ_MIN(3, l)) + 4);
+        }
+    }
+    /* High bit of element j goes to bit j / 32 of hmask[j % 32]. */
+    memset(hmask, 0, 32);
+    uint8_t U[256];
+    for (int j = 0; j < 256; ++j) {
+        uint8_t l = (uint8_t)L[j];
+        if (l > 3) {
+            hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
+            l = (uint8_t)(l - 4);
+        }
+        U[j] = l;
+    }
+    pack_2bit(U, qs);
+}
+
 void gq_q3_k(const float *restrict x, uint8_t *restrict y) {
     uint8_t *hmask = y, *qs = y + 32, *scales = y + 96, *d_at = y + 108;
     int8_t L[256];
@@ -284,28 +313,7 @@ void gq_q3_k(const float *restrict x, uint8_t *restrict y) {
     } else {
         gq_put_f16(d_at, 0.f);
     }
-    for (int j = 0; j < 16; ++j) {
-        int8_t s = (int8_t)(j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4);
-        s = (int8_t)((s | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
-        const float d = gq_get_f16(d_at) * s;
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            const int l = gq_nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(GQ_MAX(-4, GQ_MIN(3, l)) + 4);
-        }
-    }
-    /* High bit of element j goes to bit j / 32 of hmask[j % 32]. */
-    memset(hmask, 0, 32);
-    uint8_t U[256];
-    for (int j = 0; j < 256; ++j) {
-        uint8_t l = (uint8_t)L[j];
-        if (l > 3) {
-            hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
-            l = (uint8_t)(l - 4);
-        }
-        U[j] = l;
-    }
-    pack_2bit(U, qs);
+    q3_k_finish(x, scales, d_at, L, hmask, qs);
 }
 
 /* ---- Q4_K / Q5_K: 8 groups of 32, 6-bit scales and mins ------------------ */
@@ -536,71 +544,14 @@ float gq_qx_search_w(int n, int nmax, const float *restrict x, int8_t *restrict 
 }
 
 /* make_qkx3_quants with given weights: codes 0..nmax, a scale and a min
- * (returned as -min), nstep + 1 scales tried (nstep >= 1 here). */
+ * (returned as -min), nstep + 1 scales tried. With weights it is
+ * make_qkx2_quants without use_mad (its zero-range test max <= min is
+ * make_qkx2_quants' max == min: min <= max unless one is NaN, when both
+ * are false). */
 float gq_qkx3_search(int n, int nmax, const float *restrict x, const float *restrict w,
                      uint8_t *restrict L, float *restrict the_min, float rmin, float rdelta,
                      int nstep) {
-    uint8_t Laux[32];
-    float min = x[0], max = x[0];
-    float sum_w = w[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; ++i) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max <= min) {
-        memset(L, 0, (size_t)n);
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_mad = 0;
-    for (int i = 0; i < n; ++i) {
-        const int l = gq_nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)GQ_MAX(0, GQ_MIN(nmax, l));
-        float diff = scale * L[i] + min - x[i];
-        diff = diff * diff;
-        best_mad += w[i] * diff;
-    }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = gq_nearest_int(iscale * (x[i] - min));
-            l = GQ_MAX(0, GQ_MIN(nmax, l));
-            Laux[i] = (uint8_t)l;
-            sum_l += w[i] * l;
-            sum_l2 += w[i] * l * l;
-            sum_xl += w[i] * l * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float mad = 0;
-            for (int i = 0; i < n; ++i) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = diff * diff;
-                mad += w[i] * diff;
-            }
-            if (mad < best_mad) {
-                memcpy(L, Laux, (size_t)n);
-                best_mad = mad;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
+    return qkx2_search(n, nmax, x, w, L, the_min, rmin, rdelta, nstep, false);
 }
 
 /* make_qp_quants: non-negative codes 0..nmax for the n values x (scales or
@@ -745,27 +696,7 @@ static inline void q3_k_w_body(const float *restrict x, uint8_t *restrict y,
         scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | l << (2 * (j / 4)));
     }
     gq_put_f16(d_at, d_block);
-    for (int j = 0; j < 16; ++j) {
-        int8_t s = (int8_t)(j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4);
-        s = (int8_t)((s | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
-        const float d = gq_get_f16(d_at) * s;
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            const int l = gq_nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(GQ_MAX(-4, GQ_MIN(3, l)) + 4);
-        }
-    }
-    memset(hmask, 0, 32);
-    uint8_t U[256];
-    for (int j = 0; j < 256; ++j) {
-        uint8_t l = (uint8_t)L[j];
-        if (l > 3) {
-            hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
-            l = (uint8_t)(l - 4);
-        }
-        U[j] = l;
-    }
-    pack_2bit(U, qs);
+    q3_k_finish(x, scales, d_at, L, hmask, qs);
 }
 
 /* Q4_K / Q5_K _impl: the codes into L; clamp63 is Q5_K's MIN(63, ...) on
