@@ -100,6 +100,11 @@ float gq_qx_search_w(int n, int nmax, const float *restrict x, int8_t *restrict 
                      const float *restrict qw);
 typedef float (*gq_qx_search_w_fn)(int n, int nmax, const float *restrict x, int8_t *restrict L,
                                    const float *restrict qw);
+/* make_qp_quants: codes 0..nmax of non-negative x with weights qw (uint8_t
+ * as ggml's, so a negative code wraps as its assignment does); returns the
+ * scale. The k-quants' scale search, and IQ2_XXS's start. */
+float gq_qp_search(int n, int nmax, const float *restrict x, uint8_t *restrict L,
+                   const float *restrict qw);
 /* make_qkx2_quants over 8 groups of n values (x, w, L at g * n), scalar;
  * gq_qkx2_search8_avx2 below gives the same results. */
 void gq_qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,

@@ -424,70 +424,6 @@ static float sum_squares(const float *x) {
     return s;
 }
 
-/* ggml's make_qp_quants with its uint8_t codes (a negative value, possible
- * after the parity fix, wraps as ggml's does). Returns the scale. */
-static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *w) {
-    float max = 0;
-    for (int i = 0; i < n; ++i) max = GQ_MAX(max, x[i]);
-    if (max < GQ_GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    float iscale = nmax / max;
-    for (int i = 0; i < n; ++i) L[i] = (uint8_t)gq_nearest_int(iscale * x[i]);
-    const float scale = 1 / iscale;
-    float best_mse = 0;
-    for (int i = 0; i < n; ++i) {
-        const float diff = x[i] - scale * L[i];
-        best_mse += w[i] * diff * diff;
-    }
-    for (int is = -4; is <= 4; ++is) {
-        if (is == 0) continue;
-        const float iscale_is = (0.1f * is + nmax) / max;
-        const float scale_is = 1 / iscale_is;
-        float mse = 0;
-        for (int i = 0; i < n; ++i) {
-            const int l = GQ_MIN(nmax, gq_nearest_int(iscale_is * x[i]));
-            const float diff = x[i] - scale_is * l;
-            mse += w[i] * diff * diff;
-        }
-        if (mse < best_mse) {
-            best_mse = mse;
-            iscale = iscale_is;
-        }
-    }
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        const int l = GQ_MIN(nmax, gq_nearest_int(iscale * x[i]));
-        L[i] = (uint8_t)l;
-        sumlx += w[i] * x[i] * l;
-        suml2 += w[i] * l * l;
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        int n_changed = 0;
-        for (int i = 0; i < n; ++i) {
-            const float wi = w[i];
-            float slx = sumlx - wi * x[i] * L[i];
-            float sl2 = suml2 - wi * L[i] * L[i];
-            if (slx > 0 && sl2 > 0) {
-                const int new_l = GQ_MIN(nmax, gq_nearest_int(x[i] * sl2 / slx));
-                if (new_l != L[i]) {
-                    slx += wi * x[i] * new_l;
-                    sl2 += wi * new_l * new_l;
-                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i] = (uint8_t)new_l;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        ++n_changed;
-                    }
-                }
-            }
-        }
-        if (!n_changed) break;
-    }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
 /* The 4-bit block scales of IQ2_XXS / IQ2_XS / IQ2_S / IQ3_XXS: l =
  * nearest_int(0.5 * (id * scale - 1)) clamped to 0..15. */
 static int scale_code(float id, float scale) {
@@ -508,7 +444,7 @@ static float iq2_xxs_block(const gq_lowgrid *g, const float *xb, const float *qw
     take_signs(32, xb, weight, true, xval, signs);
     const float max = max_of(32, xval);
     if (max < GQ_GROUP_MAX_EPS) return 0;
-    float scale = make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
+    float scale = gq_qp_search(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
     const float eff_max = scale * kMaxQ;
     if (eff_max <= 0) return 0;
     scale = scale_search(g, 32, xval, weight, waux, eff_max, 6, 0.1f, kMaxQ, scale, L, true,

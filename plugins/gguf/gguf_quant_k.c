@@ -557,8 +557,8 @@ float gq_qkx3_search(int n, int nmax, const float *restrict x, const float *rest
 /* make_qp_quants: non-negative codes 0..nmax for the n values x (scales or
  * mins of the groups), weights qw; L is uint8_t as in ggml, so a negative
  * code wraps as its assignment does. */
-static float qp_search(int n, int nmax, const float *restrict x, uint8_t *restrict L,
-                       const float *restrict qw) {
+float gq_qp_search(int n, int nmax, const float *restrict x, uint8_t *restrict L,
+                   const float *restrict qw) {
     float max = 0;
     for (int i = 0; i < n; ++i) max = GQ_MAX(max, x[i]);
     if (max < GQ_GROUP_MAX_EPS) {
@@ -651,8 +651,8 @@ static inline void q2_k_w_body(const float *restrict x, uint8_t *restrict y,
     for (int j = 0; j < 16; j += 8)
         qkx2(16, 3, x + 16 * j, weight + 16 * j, L + 16 * j, &mins[j], &sc[j], -0.9f, 0.05f, 36,
              false);
-    const float dm0 = qp_search(16, 15, sc, Ls, sw);
-    const float mm0 = qp_search(16, 15, mins, Lm, sw);
+    const float dm0 = gq_qp_search(16, 15, sc, Ls, sw);
+    const float mm0 = gq_qp_search(16, 15, mins, Lm, sw);
     gq_put_f16(d_at, dm0);
     gq_put_f16(dmin_at, mm0);
     const float dm = gq_get_f16(d_at), mm = gq_get_f16(dmin_at);
@@ -716,8 +716,8 @@ static inline void qk45_codes_w(const float *restrict x, uint8_t *restrict y, in
         sw[j] = sumw;
     }
     qkx2(32, nmax, x, weights, L, mins, sc, -0.9f, 0.05f, 36, false);
-    const float d_block = qp_search(8, 63, sc, Ls, sw);
-    const float m_block = qp_search(8, 63, mins, Lm, sw);
+    const float d_block = gq_qp_search(8, 63, sc, Ls, sw);
+    const float m_block = gq_qp_search(8, 63, mins, Lm, sw);
     uint8_t *scales = y + 4;
     for (int j = 0; j < 8; ++j) {
         uint8_t ls = Ls[j], lm = Lm[j];
