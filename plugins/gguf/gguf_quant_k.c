@@ -765,25 +765,18 @@ static inline void q5_k_w_body(const float *restrict x, uint8_t *restrict y,
     q5_k_pack(L, y);
 }
 
-void gq_q2_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q2_k_w_body(x, y, qw, gq_qkx2_search8);
-}
-void gq_q4_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q4_k_w_body(x, y, qw, gq_qkx2_search8);
-}
-void gq_q5_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q5_k_w_body(x, y, qw, gq_qkx2_search8);
-}
+/* The exported block functions with weights: a body and its search. */
+#define GQ_K_W(name, body, search)                                                                 \
+    void name(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {            \
+        body(x, y, qw, search);                                                                    \
+    }
+GQ_K_W(gq_q2_k_w, q2_k_w_body, gq_qkx2_search8)
+GQ_K_W(gq_q4_k_w, q4_k_w_body, gq_qkx2_search8)
+GQ_K_W(gq_q5_k_w, q5_k_w_body, gq_qkx2_search8)
 #if AMN_GGUF_QUANT_AVX2
-void gq_q2_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q2_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
-}
-void gq_q4_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q4_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
-}
-void gq_q5_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q5_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
-}
+GQ_K_W(gq_q2_k_w_avx2, q2_k_w_body, gq_qkx2_search8_avx2)
+GQ_K_W(gq_q4_k_w_avx2, q4_k_w_body, gq_qkx2_search8_avx2)
+GQ_K_W(gq_q5_k_w_avx2, q5_k_w_body, gq_qkx2_search8_avx2)
 #endif
 
 static inline void q6_k_w_body(const float *restrict x, uint8_t *restrict y,
@@ -794,17 +787,9 @@ static inline void q6_k_w_body(const float *restrict x, uint8_t *restrict y,
     q6_k_finish(x, y, L, sc);
 }
 
-void gq_q3_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q3_k_w_body(x, y, qw, gq_qx_search_w);
-}
-void gq_q6_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q6_k_w_body(x, y, qw, gq_qx_search_w);
-}
+GQ_K_W(gq_q3_k_w, q3_k_w_body, gq_qx_search_w)
+GQ_K_W(gq_q6_k_w, q6_k_w_body, gq_qx_search_w)
 #if AMN_GGUF_QUANT_AVX2
-void gq_q3_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q3_k_w_body(x, y, qw, gq_qx_search_w_avx2);
-}
-void gq_q6_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q6_k_w_body(x, y, qw, gq_qx_search_w_avx2);
-}
+GQ_K_W(gq_q3_k_w_avx2, q3_k_w_body, gq_qx_search_w_avx2)
+GQ_K_W(gq_q6_k_w_avx2, q6_k_w_body, gq_qx_search_w_avx2)
 #endif

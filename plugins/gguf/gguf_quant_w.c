@@ -102,37 +102,20 @@ static inline void rows_q4_1_q5_1(const float *x, uint8_t *y, int64_t nrows, int
     }
 }
 
-static void gq_q4_0_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 8, gq_qx_search_w);
-}
-static void gq_q5_0_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 16, gq_qx_search_w);
-}
+/* One row function per type and path, a body given its constants. */
+#define GQ_ROWS(name, body, nmax, search)                                                          \
+    static void name(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {      \
+        body(x, y, nrows, n, qw, nmax, search);                                                    \
+    }
+GQ_ROWS(gq_q4_0_rows, rows_q4_0_q5_0, 8, gq_qx_search_w)
+GQ_ROWS(gq_q5_0_rows, rows_q4_0_q5_0, 16, gq_qx_search_w)
+GQ_ROWS(gq_q4_1_rows, rows_q4_1_q5_1, 15, gq_qkx2_search8)
+GQ_ROWS(gq_q5_1_rows, rows_q4_1_q5_1, 31, gq_qkx2_search8)
 #if AMN_GGUF_QUANT_AVX2
-static void gq_q4_0_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
-                              const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 8, gq_qx_search_w_avx2);
-}
-static void gq_q5_0_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
-                              const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 16, gq_qx_search_w_avx2);
-}
-#endif
-static void gq_q4_1_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 15, gq_qkx2_search8);
-}
-static void gq_q5_1_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 31, gq_qkx2_search8);
-}
-#if AMN_GGUF_QUANT_AVX2
-static void gq_q4_1_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
-                              const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 15, gq_qkx2_search8_avx2);
-}
-static void gq_q5_1_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
-                              const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 31, gq_qkx2_search8_avx2);
-}
+GQ_ROWS(gq_q4_0_rows_avx2, rows_q4_0_q5_0, 8, gq_qx_search_w_avx2)
+GQ_ROWS(gq_q5_0_rows_avx2, rows_q4_0_q5_0, 16, gq_qx_search_w_avx2)
+GQ_ROWS(gq_q4_1_rows_avx2, rows_q4_1_q5_1, 15, gq_qkx2_search8_avx2)
+GQ_ROWS(gq_q5_1_rows_avx2, rows_q4_1_q5_1, 31, gq_qkx2_search8_avx2)
 #endif
 
 /* A type whose blocks each depend on their own values and weights only:
