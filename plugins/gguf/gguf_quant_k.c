@@ -141,9 +141,11 @@ static float q3_search(int n, int nmax, const float *restrict x, int8_t *restric
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-/* make_qx_quants with rmse_type 1 (weights x^2) and no importance: codes
- * -nmax..nmax-1 (stored + nmax), 18 scales tried around -nmax / max. */
-static float qx_search(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+/* make_qx_quants with rmse_type 1: codes -nmax..nmax-1 (stored + nmax),
+ * 18 scales tried around -nmax / max; weights qw, or x^2 without an
+ * importance matrix (qw NULL; inlined, the test folds away). */
+static inline float qx_search_body(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                                   const float *restrict qw) {
     float amax;
     const float max = signed_max(n, x, &amax);
     if (amax < GQ_GROUP_MAX_EPS) {
@@ -156,7 +158,7 @@ static float qx_search(int n, int nmax, const float *restrict x, int8_t *restric
         int l = gq_nearest_int(iscale * x[i]);
         l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
         L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
+        const float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
@@ -169,7 +171,7 @@ static float qx_search(int n, int nmax, const float *restrict x, int8_t *restric
         for (int i = 0; i < n; ++i) {
             int l = gq_nearest_int(iscale * x[i]);
             l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
-            const float w = x[i] * x[i];
+            const float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
         }
@@ -183,6 +185,10 @@ static float qx_search(int n, int nmax, const float *restrict x, int8_t *restric
         }
     }
     return scale;
+}
+
+static float qx_search(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+    return qx_search_body(n, nmax, x, L, NULL);
 }
 
 /* ---- Q2_K: 16 groups of 16, 2-bit codes, 4-bit scales and mins ---------- */
@@ -502,45 +508,7 @@ void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y) {
 /* make_qx_quants with rmse_type 1 and weights qw (given, never x^2). */
 float gq_qx_search_w(int n, int nmax, const float *restrict x, int8_t *restrict L,
                      const float *restrict qw) {
-    float amax;
-    const float max = signed_max(n, x, &amax);
-    if (amax < GQ_GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = gq_nearest_int(iscale * x[i]);
-        l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
-        const float w = qw[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
-    float scale = suml2 ? sumlx / suml2 : 0.0f;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) continue;
-        iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = gq_nearest_int(iscale * x[i]);
-            l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
-            const float w = qw[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; ++i) {
-                const int l = gq_nearest_int(iscale * x[i]);
-                L[i] = (int8_t)(nmax + GQ_MAX(-nmax, GQ_MIN(nmax - 1, l)));
-            }
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
-    }
-    return scale;
+    return qx_search_body(n, nmax, x, L, qw);
 }
 
 /* make_qkx3_quants with given weights: codes 0..nmax, a scale and a min
