@@ -75,14 +75,13 @@ void gq_iq4_codes_avx2(const float *x, int n, float id, uint8_t *L) {
     }
 }
 
-/* quantize_row_iq4_nl_impl's per-block search (ntry 7, no importance):
- * returns the block's scale, codes of the first pass in Lb. */
-float gq_iq4_block_scale_avx2(const float *restrict xb, uint8_t *restrict Lb) {
+/* quantize_row_iq4_nl_impl's per-block search (ntry 7) with the block's
+ * weights: returns the block's scale, codes of the first pass in Lb. */
+float gq_iq4_block_scale_w_avx2(const float *restrict xb, const float *restrict weight,
+                                uint8_t *restrict Lb) {
     const int8_t *values = gguf_kvalues_iq4nl;
     iq4_tab t;
     iq4_tab_init(&t);
-    float weight[32];
-    for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
     float amax = 0, max = 0;
     for (int j = 0; j < 32; ++j) {
         const float ax = fabsf(xb[j]);

@@ -100,6 +100,11 @@ float gq_qx_search_w(int n, int nmax, const float *restrict x, int8_t *restrict 
                      const float *restrict qw);
 typedef float (*gq_qx_search_w_fn)(int n, int nmax, const float *restrict x, int8_t *restrict L,
                                    const float *restrict qw);
+/* make_qp_quants: codes 0..nmax of non-negative x with weights qw (uint8_t
+ * as ggml's, so a negative code wraps as its assignment does); returns the
+ * scale. The k-quants' scale search, and IQ2_XXS's start. */
+float gq_qp_search(int n, int nmax, const float *restrict x, uint8_t *restrict L,
+                   const float *restrict qw);
 /* make_qkx2_quants over 8 groups of n values (x, w, L at g * n), scalar;
  * gq_qkx2_search8_avx2 below gives the same results. */
 void gq_qkx2_search8(int n, int nmax, const float *restrict x, const float *restrict w,
@@ -157,8 +162,8 @@ static inline float gq_iq3_block_prepare(const float *restrict xb, const float *
  * gguf_quantize to pick after the CPU check. */
 #if defined(__x86_64__)
 #define AMN_GGUF_QUANT_AVX2 1
-float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb);
-float gq_iq4_block_scale_avx2(const float *restrict xb, uint8_t *restrict Lb);
+float gq_iq4_block_scale_w_avx2(const float *restrict xb, const float *restrict weight,
+                                uint8_t *restrict Lb);
 void gq_iq4_codes_avx2(const float *x, int n, float id, uint8_t *L);
 float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L);
 float gq_qx_search_w_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L,
@@ -167,6 +172,8 @@ void gq_q3_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *r
 void gq_q6_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_iq4_nl_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y);
+void gq_iq4_nl_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_iq4_xs_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float *restrict w,
                           uint8_t *restrict L, float *restrict the_min, float *restrict scale_out,

@@ -77,12 +77,6 @@ static float iq4_block_scale_w(const float *restrict xb, const float *restrict w
     return d;
 }
 
-float gq_iq4_block_scale(const float *restrict xb, uint8_t *restrict Lb) {
-    float weight[32];
-    for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
-    return iq4_block_scale_w(xb, weight, Lb);
-}
-
 /* Nibbles: byte j of each 16-byte run holds elements j (low) and j + 16. */
 static void pack_iq4(const uint8_t *L, int n, uint8_t *q4) {
     for (int i = 0; i < n / 32; ++i)
@@ -92,17 +86,37 @@ static void pack_iq4(const uint8_t *L, int n, uint8_t *q4) {
 
 /* The block bodies, given the per-block search and the coding of values
  * (scalar or AVX2: the same results). */
-typedef float (*iq4_search_fn)(const float *restrict, uint8_t *restrict);
+typedef float (*iq4_search_fn)(const float *restrict xb, const float *restrict weight,
+                               uint8_t *restrict Lb);
 typedef void (*iq4_codes_fn)(const float *x, int n, float id, uint8_t *L);
 
 static void iq4_codes(const float *x, int n, float id, uint8_t *L) {
     for (int j = 0; j < n; ++j) L[j] = (uint8_t)best_index_iq4(id * x[j]);
 }
 
-static inline void iq4_nl_body(const float *restrict x, uint8_t *restrict y, iq4_search_fn search,
-                               iq4_codes_fn codes) {
+/* quantize_row_iq4_nl_impl's weights: with an importance matrix qw times
+ * sqrt(sigma2 + x^2) (sigma2 = 2 * sum(x^2) / n over the super-block),
+ * else x^2. */
+static void iq4_weights(const float *restrict xb, const float *restrict qw, float sigma2,
+                        float *restrict weight) {
+    if (qw)
+        for (int j = 0; j < 32; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+    else
+        for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+}
+
+static float iq4_sigma2(const float *x, int n) {
+    float sigma2 = 0;
+    for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+    return sigma2 * (2.f / n);
+}
+
+static inline void iq4_nl_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, iq4_search_fn search, iq4_codes_fn codes) {
+    float weight[32];
     uint8_t L[32] = {0};
-    const float scale = search(x, L);
+    iq4_weights(x, qw, qw ? iq4_sigma2(x, 32) : 0, weight);
+    const float scale = search(x, weight, L);
     gq_put_f16(y, scale);
     const float id = scale ? 1 / scale : 0;
     codes(x, 32, id, L);
@@ -147,61 +161,42 @@ static void iq4_xs_finish(const float *restrict x, uint8_t *restrict y, const fl
     pack_iq4(L, 256, y + 8);
 }
 
-static inline void iq4_xs_body(const float *restrict x, uint8_t *restrict y, iq4_search_fn search,
-                               iq4_codes_fn codes) {
-    uint8_t L[256];
-    float scales[8];
-    for (int ib = 0; ib < 8; ++ib) scales[ib] = search(x + 32 * ib, L + 32 * ib);
+static inline void iq4_xs_body(const float *restrict x, uint8_t *restrict y,
+                               const float *restrict qw, iq4_search_fn search, iq4_codes_fn codes) {
+    float weight[32], scales[8];
+    uint8_t L[32];
+    const float sigma2 = qw ? iq4_sigma2(x, 256) : 0;
+    for (int ib = 0; ib < 8; ++ib) {
+        iq4_weights(x + 32 * ib, qw ? qw + 32 * ib : NULL, sigma2, weight);
+        scales[ib] = search(x + 32 * ib, weight, L);
+    }
     iq4_xs_finish(x, y, scales, codes);
 }
 
-/* quantize_row_iq4_nl_impl's weights with an importance matrix: qw times
- * sqrt(sigma2 + x^2), sigma2 = 2 * sum(x^2) / n over the super-block. */
-static void iq4_weights(const float *restrict xb, const float *restrict qw, float sigma2,
-                        float *restrict weight) {
-    for (int j = 0; j < 32; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
-}
-
-static float iq4_sigma2(const float *x, int n) {
-    float sigma2 = 0;
-    for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
-    return sigma2 * (2.f / n);
-}
-
 void gq_iq4_nl_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    float weight[32];
-    uint8_t L[32] = {0};
-    iq4_weights(x, qw, iq4_sigma2(x, 32), weight);
-    const float scale = iq4_block_scale_w(x, weight, L);
-    gq_put_f16(y, scale);
-    const float id = scale ? 1 / scale : 0;
-    iq4_codes(x, 32, id, L);
-    pack_iq4(L, 32, y + 2);
+    iq4_nl_body(x, y, qw, iq4_block_scale_w, iq4_codes);
 }
-
 void gq_iq4_xs_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    float weight[32], scales[8];
-    uint8_t L[32];
-    const float sigma2 = iq4_sigma2(x, 256);
-    for (int ib = 0; ib < 8; ++ib) {
-        iq4_weights(x + 32 * ib, qw + 32 * ib, sigma2, weight);
-        scales[ib] = iq4_block_scale_w(x + 32 * ib, weight, L);
-    }
-    iq4_xs_finish(x, y, scales, iq4_codes);
+    iq4_xs_body(x, y, qw, iq4_block_scale_w, iq4_codes);
 }
-
 void gq_iq4_nl(const float *restrict x, uint8_t *restrict y) {
-    iq4_nl_body(x, y, gq_iq4_block_scale, iq4_codes);
+    iq4_nl_body(x, y, NULL, iq4_block_scale_w, iq4_codes);
 }
 void gq_iq4_xs(const float *restrict x, uint8_t *restrict y) {
-    iq4_xs_body(x, y, gq_iq4_block_scale, iq4_codes);
+    iq4_xs_body(x, y, NULL, iq4_block_scale_w, iq4_codes);
 }
 #if AMN_GGUF_QUANT_AVX2
 void gq_iq4_nl_avx2(const float *restrict x, uint8_t *restrict y) {
-    iq4_nl_body(x, y, gq_iq4_block_scale_avx2, gq_iq4_codes_avx2);
+    iq4_nl_body(x, y, NULL, gq_iq4_block_scale_w_avx2, gq_iq4_codes_avx2);
 }
 void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y) {
-    iq4_xs_body(x, y, gq_iq4_block_scale_avx2, gq_iq4_codes_avx2);
+    iq4_xs_body(x, y, NULL, gq_iq4_block_scale_w_avx2, gq_iq4_codes_avx2);
+}
+void gq_iq4_nl_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    iq4_nl_body(x, y, qw, gq_iq4_block_scale_w_avx2, gq_iq4_codes_avx2);
+}
+void gq_iq4_xs_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    iq4_xs_body(x, y, qw, gq_iq4_block_scale_w_avx2, gq_iq4_codes_avx2);
 }
 #endif
 

@@ -26,8 +26,13 @@
 /* ---- tables ---------------------------------------------------------------- */
 
 static gq_lowgrid grids[GQ_LOW_NGRIDS];
-static pthread_once_t grids_once = PTHREAD_ONCE_INIT, iq3s_once = PTHREAD_ONCE_INIT;
-static bool grids_ok, iq3s_ok;
+/* One build per grid, on first use: a file type needs one or two of them,
+ * and the 2048-point grid alone takes most of the time all of them take. */
+static pthread_once_t grid_once[GQ_LOW_NGRIDS] = {
+    PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT,
+    PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT,
+};
+static bool grid_ok[GQ_LOW_NGRIDS];
 
 /* The dequantization grid a search grid comes from, its values by level,
  * and ggml's nwant (how many distinct distances the neighbour lists keep). */
@@ -173,19 +178,30 @@ static bool build_grid(int which) {
     return ok && build_coords(g, used);
 }
 
-static void build_all(void) {
-    bool ok = true;
-    for (int w = 0; ok && w < GQ_LOW_IQ3S; ++w) ok = build_grid(w);
-    grids_ok = ok;
-}
+#define GQ_BUILD_ONE(w)                                                                            \
+    static void build_##w(void) {                                                                  \
+        grid_ok[w] = build_grid(w);                                                                \
+    }
+GQ_BUILD_ONE(GQ_LOW_IQ2XXS)
+GQ_BUILD_ONE(GQ_LOW_IQ2XS)
+GQ_BUILD_ONE(GQ_LOW_IQ2S)
+GQ_BUILD_ONE(GQ_LOW_IQ1S)
+GQ_BUILD_ONE(GQ_LOW_IQ3XXS)
+GQ_BUILD_ONE(GQ_LOW_IQ3S)
 
-static void build_iq3s(void) {
-    iq3s_ok = build_grid(GQ_LOW_IQ3S);
+static void (*const builders[GQ_LOW_NGRIDS])(void) = {
+    [GQ_LOW_IQ2XXS] = build_GQ_LOW_IQ2XXS, [GQ_LOW_IQ2XS] = build_GQ_LOW_IQ2XS,
+    [GQ_LOW_IQ2S] = build_GQ_LOW_IQ2S,     [GQ_LOW_IQ1S] = build_GQ_LOW_IQ1S,
+    [GQ_LOW_IQ3XXS] = build_GQ_LOW_IQ3XXS, [GQ_LOW_IQ3S] = build_GQ_LOW_IQ3S,
+};
+
+static bool grid_ready(int which) {
+    pthread_once(&grid_once[which], builders[which]);
+    return grid_ok[which];
 }
 
 bool gq_lowgrid_iq3s_ready(void) {
-    pthread_once(&iq3s_once, build_iq3s);
-    return iq3s_ok;
+    return grid_ready(GQ_LOW_IQ3S);
 }
 
 /* The tables live as long as the code that uses them: freed when the
@@ -202,8 +218,27 @@ __attribute__((destructor)) static void grids_release(void) {
 }
 
 bool gguf_quant_iqlow_ready(void) {
-    pthread_once(&grids_once, build_all);
-    return grids_ok;
+    bool ok = true;
+    for (int w = 0; w < GQ_LOW_IQ3S; ++w) ok = grid_ready(w) && ok;
+    return ok;
+}
+
+bool gguf_quant_iqlow_type_ready(uint32_t type) {
+    switch (type) {
+    case GGUF_TYPE_IQ2_XXS:
+        return grid_ready(GQ_LOW_IQ2XXS);
+    case GGUF_TYPE_IQ2_XS:
+        return grid_ready(GQ_LOW_IQ2XS);
+    case GGUF_TYPE_IQ2_S:
+        return grid_ready(GQ_LOW_IQ2S);
+    case GGUF_TYPE_IQ3_XXS:
+        return grid_ready(GQ_LOW_IQ3XXS);
+    case GGUF_TYPE_IQ1_S:
+    case GGUF_TYPE_IQ1_M:
+        return grid_ready(GQ_LOW_IQ1S);
+    default:
+        return false;
+    }
 }
 
 const gq_lowgrid *gq_lowgrid_get(int which) {
@@ -389,70 +424,6 @@ static float sum_squares(const float *x) {
     return s;
 }
 
-/* ggml's make_qp_quants with its uint8_t codes (a negative value, possible
- * after the parity fix, wraps as ggml's does). Returns the scale. */
-static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *w) {
-    float max = 0;
-    for (int i = 0; i < n; ++i) max = GQ_MAX(max, x[i]);
-    if (max < GQ_GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    float iscale = nmax / max;
-    for (int i = 0; i < n; ++i) L[i] = (uint8_t)gq_nearest_int(iscale * x[i]);
-    const float scale = 1 / iscale;
-    float best_mse = 0;
-    for (int i = 0; i < n; ++i) {
-        const float diff = x[i] - scale * L[i];
-        best_mse += w[i] * diff * diff;
-    }
-    for (int is = -4; is <= 4; ++is) {
-        if (is == 0) continue;
-        const float iscale_is = (0.1f * is + nmax) / max;
-        const float scale_is = 1 / iscale_is;
-        float mse = 0;
-        for (int i = 0; i < n; ++i) {
-            const int l = GQ_MIN(nmax, gq_nearest_int(iscale_is * x[i]));
-            const float diff = x[i] - scale_is * l;
-            mse += w[i] * diff * diff;
-        }
-        if (mse < best_mse) {
-            best_mse = mse;
-            iscale = iscale_is;
-        }
-    }
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        const int l = GQ_MIN(nmax, gq_nearest_int(iscale * x[i]));
-        L[i] = (uint8_t)l;
-        sumlx += w[i] * x[i] * l;
-        suml2 += w[i] * l * l;
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        int n_changed = 0;
-        for (int i = 0; i < n; ++i) {
-            const float wi = w[i];
-            float slx = sumlx - wi * x[i] * L[i];
-            float sl2 = suml2 - wi * L[i] * L[i];
-            if (slx > 0 && sl2 > 0) {
-                const int new_l = GQ_MIN(nmax, gq_nearest_int(x[i] * sl2 / slx));
-                if (new_l != L[i]) {
-                    slx += wi * x[i] * new_l;
-                    sl2 += wi * new_l * new_l;
-                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i] = (uint8_t)new_l;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        ++n_changed;
-                    }
-                }
-            }
-        }
-        if (!n_changed) break;
-    }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
 /* The 4-bit block scales of IQ2_XXS / IQ2_XS / IQ2_S / IQ3_XXS: l =
  * nearest_int(0.5 * (id * scale - 1)) clamped to 0..15. */
 static int scale_code(float id, float scale) {
@@ -473,7 +444,7 @@ static float iq2_xxs_block(const gq_lowgrid *g, const float *xb, const float *qw
     take_signs(32, xb, weight, true, xval, signs);
     const float max = max_of(32, xval);
     if (max < GQ_GROUP_MAX_EPS) return 0;
-    float scale = make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
+    float scale = gq_qp_search(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
     const float eff_max = scale * kMaxQ;
     if (eff_max <= 0) return 0;
     scale = scale_search(g, 32, xval, weight, waux, eff_max, 6, 0.1f, kMaxQ, scale, L, true,

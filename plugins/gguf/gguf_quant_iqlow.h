@@ -15,8 +15,8 @@
  * Rows are independent: any split of the rows between calls or threads
  * writes the same bytes. Values ggml aborts on (NaN, Inf, overflowing
  * squares) give defined bytes here, never a crash. The search tables must be
- * built first: gguf_quant_iqlow_ready(). The vector path is chosen at run
- * time (amn_simd_level()); every path writes the same bytes. */
+ * built first: gguf_quant_iqlow_ready() or gguf_quant_iqlow_type_ready(). The vector path is chosen
+ * at run time (amn_simd_level()); every path writes the same bytes. */
 #ifndef AMN_GGUF_QUANT_IQLOW_H
 #define AMN_GGUF_QUANT_IQLOW_H
 
@@ -36,6 +36,11 @@ void gq_iq1_m_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n_per_row,
  * 2048-point grids, iq3xs_init_impl for the 256-point one); thread-safe.
  * False when out of memory (then the functions above must not be called). */
 bool gguf_quant_iqlow_ready(void);
+
+/* The same for one type's table only (by ggml type id; false for a type
+ * not listed above): what a conversion calls, so it builds only the grids
+ * its types search. */
+bool gguf_quant_iqlow_type_ready(uint32_t ggml_type);
 
 /* The same on a given path (clamped to the CPU), by ggml type id: for tests
  * and benchmarks. False for a type not listed above. */

@@ -149,10 +149,16 @@ void gq_iq1s_split_avx2(const float *sumx, const float *sumw, gq_iq1s_best *b) {
 
 /* Codes of n (16 or 32) values at inverse scale id into L (32 bytes
  * written): nearest_int(0.5 * (id * x - 1)) clamped to 0..top, the scalar
- * path's float operations and magic-number rounding. */
-static inline void codes_avx2(const float *xval, int n, float id, int top, int8_t *L) {
+ * path's float operations and magic-number rounding. u[k] receives group
+ * k's map index (gq_low_lookup's: code i of the group at bit bits * i;
+ * the codes are not negative, so the sum of the shifted codes is it). */
+static inline void codes_avx2(const float *xval, int n, float id, int top, int dim, int bits,
+                              int8_t *L, int *u) {
     const __m256 vid = _mm256_set1_ps(id), one = _mm256_set1_ps(1), half = _mm256_set1_ps(0.5f);
     const __m256 magic = _mm256_set1_ps(12582912.f);
+    const __m256i shift = dim == 8 ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
+                                   : _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
+    const __m256i sh = _mm256_mullo_epi32(shift, _mm256_set1_epi32(bits));
     __m256i l[4];
     for (int v = 0; v < 4; ++v) {
         if (8 * v >= n) {
@@ -166,6 +172,18 @@ static inline void codes_avx2(const float *xval, int n, float id, int top, int8_
                              _mm256_set1_epi32(0x00400000));
         l[v] =
             _mm256_min_epi32(_mm256_max_epi32(i, _mm256_setzero_si256()), _mm256_set1_epi32(top));
+        /* Each 128-bit half's four shifted codes summed into its lane 0. */
+        __m256i p = _mm256_sllv_epi32(l[v], sh);
+        p = _mm256_hadd_epi32(p, p);
+        p = _mm256_hadd_epi32(p, p);
+        const int lo = _mm256_cvtsi256_si32(p),
+                  hi = _mm_cvtsi128_si32(_mm256_extracti128_si256(p, 1));
+        if (dim == 8) {
+            u[v] = lo + hi;
+        } else {
+            u[2 * v] = lo;
+            u[2 * v + 1] = hi;
+        }
     }
     /* Packs interleave the 128-bit halves; the permute restores the order. */
     const __m256i w01 = _mm256_packs_epi32(l[0], l[1]), w23 = _mm256_packs_epi32(l[2], l[3]);
@@ -176,14 +194,47 @@ static inline void codes_avx2(const float *xval, int n, float id, int top, int8_
 
 enum { TRY_LANES = 32 };
 
+/* The codes of 8 tries (rows of 32) transposed: Lt[TRY_LANES * i + j] =
+ * rows[j][i]. Three rounds of unpacks leave, in each vector, the 8 codes
+ * of values i0, i0 + 1 (low half) and i0 + 16, i0 + 17 (high half). */
+static inline void transpose8(const int8_t (*rows)[32], int8_t *Lt) {
+    __m256i r[8], a[8], b[8];
+    for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_si256((const __m256i *)rows[j]);
+    for (int j = 0; j < 4; ++j) { /* a[2j + h]: rows 2j, 2j + 1; values 8h.. and 16 + 8h.. */
+        a[2 * j] = _mm256_unpacklo_epi8(r[2 * j], r[2 * j + 1]);
+        a[2 * j + 1] = _mm256_unpackhi_epi8(r[2 * j], r[2 * j + 1]);
+    }
+    for (int h = 0; h < 2; ++h) /* b[4h + 2q + s]: rows 4q..4q + 3; values 8h + 4s.. */
+        for (int q = 0; q < 2; ++q) {
+            b[4 * h + 2 * q] = _mm256_unpacklo_epi16(a[4 * q + h], a[4 * q + 2 + h]);
+            b[4 * h + 2 * q + 1] = _mm256_unpackhi_epi16(a[4 * q + h], a[4 * q + 2 + h]);
+        }
+    for (int h = 0; h < 2; ++h)
+        for (int s = 0; s < 2; ++s)
+            for (int t = 0; t < 2; ++t) {
+                const __m256i lo = b[4 * h + s], hi = b[4 * h + 2 + s];
+                const __m256i c = t ? _mm256_unpackhi_epi32(lo, hi) : _mm256_unpacklo_epi32(lo, hi);
+                const int i0 = 8 * h + 4 * s + 2 * t;
+                const __m128i c0 = _mm256_castsi256_si128(c), c1 = _mm256_extracti128_si256(c, 1);
+                _mm_storel_epi64((__m128i *)(Lt + TRY_LANES * i0), c0);
+                _mm_storel_epi64((__m128i *)(Lt + TRY_LANES * (i0 + 1)),
+                                 _mm_unpackhi_epi64(c0, c0));
+                _mm_storel_epi64((__m128i *)(Lt + TRY_LANES * (i0 + 16)), c1);
+                _mm_storel_epi64((__m128i *)(Lt + TRY_LANES * (i0 + 17)),
+                                 _mm_unpackhi_epi64(c1, c1));
+            }
+}
+
 float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, const float *weight,
                                const float *waux, float top, int nis, float step, int kmaxq,
                                float scale, int8_t *L, bool none_on, bool *on_grid) {
     const int nt = 2 * nis + 1, ng = n / g->dim, dim = g->dim;
+    const int nv = (nt + 7) / 8;
     int8_t Laux[TRY_LANES][32];
     bool on_aux[TRY_LANES][8];
     int8_t Lt[32 * TRY_LANES]; /* Lt[TRY_LANES * i + c]: code of value i in try c */
-    memset(Lt, 0, sizeof Lt);
+    /* The lanes past the last try are summed too (and never read). */
+    memset(Laux[nt], 0, (size_t)(8 * nv - nt) * sizeof Laux[0]);
     /* Every try's codes first: the tries do not depend on one another.
      * The lists are scattered over a table larger than the caches, so all
      * the lookups come first with their lists fetched ahead, then the
@@ -192,10 +243,11 @@ float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, co
     float id_of[TRY_LANES];
     for (int c = 0; c < nt; ++c) {
         const int is = c - nis;
+        int u[8];
         id_of[c] = (2 * kmaxq - 1 + is * step) / top;
-        codes_avx2(xval, n, id_of[c], kmaxq - 1, Laux[c]);
+        codes_avx2(xval, n, id_of[c], kmaxq - 1, dim, g->bits, Laux[c], u);
         for (int k = 0; k < ng; ++k) {
-            const int32_t m = map[c][k] = gq_low_lookup(g, Laux[c] + dim * k);
+            const int32_t m = map[c][k] = g->map[u[k]];
             on_aux[c][k] = m >= 0;
             if (m < 0) {
                 const size_t off = (size_t)(-m - 1);
@@ -210,12 +262,11 @@ float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, co
             if (map[c][k] < 0)
                 best_neighbour(g, map[c][k], xval + dim * k, waux + dim * k, this_scale,
                                Laux[c] + dim * k, false, NULL);
-        for (int i = 0; i < n; ++i) Lt[TRY_LANES * i + c] = Laux[c][i];
     }
+    for (int v = 0; v < nv; ++v) transpose8((const int8_t(*)[32])Laux[8 * v], Lt + 8 * v);
     /* sumqx, sumq2 of every try, tries in lanes, each over the values in
      * order: (w * x) * q and (w * q) * q as the scalar path rounds them. */
     __m256 qx[4], q2[4];
-    const int nv = (nt + 7) / 8;
     for (int v = 0; v < nv; ++v) qx[v] = q2[v] = _mm256_setzero_ps();
     const __m256i one = _mm256_set1_epi32(1);
     for (int i = 0; i < n; ++i) {

@@ -141,9 +141,11 @@ static float q3_search(int n, int nmax, const float *restrict x, int8_t *restric
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-/* make_qx_quants with rmse_type 1 (weights x^2) and no importance: codes
- * -nmax..nmax-1 (stored + nmax), 18 scales tried around -nmax / max. */
-static float qx_search(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+/* make_qx_quants with rmse_type 1: codes -nmax..nmax-1 (stored + nmax),
+ * 18 scales tried around -nmax / max; weights qw, or x^2 without an
+ * importance matrix (qw NULL; inlined, the test folds away). */
+static inline float qx_search_body(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                                   const float *restrict qw) {
     float amax;
     const float max = signed_max(n, x, &amax);
     if (amax < GQ_GROUP_MAX_EPS) {
@@ -156,7 +158,7 @@ static float qx_search(int n, int nmax, const float *restrict x, int8_t *restric
         int l = gq_nearest_int(iscale * x[i]);
         l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
         L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
+        const float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
@@ -169,7 +171,7 @@ static float qx_search(int n, int nmax, const float *restrict x, int8_t *restric
         for (int i = 0; i < n; ++i) {
             int l = gq_nearest_int(iscale * x[i]);
             l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
-            const float w = x[i] * x[i];
+            const float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
         }
@@ -183,6 +185,10 @@ static float qx_search(int n, int nmax, const float *restrict x, int8_t *restric
         }
     }
     return scale;
+}
+
+static float qx_search(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+    return qx_search_body(n, nmax, x, L, NULL);
 }
 
 /* ---- Q2_K: 16 groups of 16, 2-bit codes, 4-bit scales and mins ---------- */
@@ -254,6 +260,35 @@ static inline void q2_k_body(const float *restrict x, uint8_t *restrict y, qkx2_
 
 /* ---- Q3_K: 16 groups of 16, 3-bit codes, 6-bit signed scales ------------- */
 
+/* Both Q3_K paths once the scales and d are stored: every code again from
+ * the stored (rounded) scales (a group whose scale is 0 keeps the search's
+ * codes in L, as ggml's does), the high bits into hmask, the rest packed. */
+static void q3_k_finish(const float *restrict x, const uint8_t *scales, const uint8_t *d_at,
+                        int8_t *restrict L, uint8_t *restrict hmask, uint8_t *restrict qs) {
+    for (int j = 0; j < 16; ++j) {
+        int8_t s = (int8_t)(j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4);
+        s = (int8_t)((s | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
+        const float d = gq_get_f16(d_at) * s;
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            const int l = gq_nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(GQ_MAX(-4, GQ_MIN(3, l)) + 4);
+        }
+    }
+    /* High bit of element j goes to bit j / 32 of hmask[j % 32]. */
+    memset(hmask, 0, 32);
+    uint8_t U[256];
+    for (int j = 0; j < 256; ++j) {
+        uint8_t l = (uint8_t)L[j];
+        if (l > 3) {
+            hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
+            l = (uint8_t)(l - 4);
+        }
+        U[j] = l;
+    }
+    pack_2bit(U, qs);
+}
+
 void gq_q3_k(const float *restrict x, uint8_t *restrict y) {
     uint8_t *hmask = y, *qs = y + 32, *scales = y + 96, *d_at = y + 108;
     int8_t L[256];
@@ -284,28 +319,7 @@ void gq_q3_k(const float *restrict x, uint8_t *restrict y) {
     } else {
         gq_put_f16(d_at, 0.f);
     }
-    for (int j = 0; j < 16; ++j) {
-        int8_t s = (int8_t)(j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4);
-        s = (int8_t)((s | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
-        const float d = gq_get_f16(d_at) * s;
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            const int l = gq_nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(GQ_MAX(-4, GQ_MIN(3, l)) + 4);
-        }
-    }
-    /* High bit of element j goes to bit j / 32 of hmask[j % 32]. */
-    memset(hmask, 0, 32);
-    uint8_t U[256];
-    for (int j = 0; j < 256; ++j) {
-        uint8_t l = (uint8_t)L[j];
-        if (l > 3) {
-            hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
-            l = (uint8_t)(l - 4);
-        }
-        U[j] = l;
-    }
-    pack_2bit(U, qs);
+    q3_k_finish(x, scales, d_at, L, hmask, qs);
 }
 
 /* ---- Q4_K / Q5_K: 8 groups of 32, 6-bit scales and mins ------------------ */
@@ -494,120 +508,25 @@ void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y) {
 /* make_qx_quants with rmse_type 1 and weights qw (given, never x^2). */
 float gq_qx_search_w(int n, int nmax, const float *restrict x, int8_t *restrict L,
                      const float *restrict qw) {
-    float amax;
-    const float max = signed_max(n, x, &amax);
-    if (amax < GQ_GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = gq_nearest_int(iscale * x[i]);
-        l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
-        const float w = qw[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
-    float scale = suml2 ? sumlx / suml2 : 0.0f;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) continue;
-        iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = gq_nearest_int(iscale * x[i]);
-            l = GQ_MAX(-nmax, GQ_MIN(nmax - 1, l));
-            const float w = qw[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; ++i) {
-                const int l = gq_nearest_int(iscale * x[i]);
-                L[i] = (int8_t)(nmax + GQ_MAX(-nmax, GQ_MIN(nmax - 1, l)));
-            }
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
-    }
-    return scale;
+    return qx_search_body(n, nmax, x, L, qw);
 }
 
 /* make_qkx3_quants with given weights: codes 0..nmax, a scale and a min
- * (returned as -min), nstep + 1 scales tried (nstep >= 1 here). */
+ * (returned as -min), nstep + 1 scales tried. With weights it is
+ * make_qkx2_quants without use_mad (its zero-range test max <= min is
+ * make_qkx2_quants' max == min: min <= max unless one is NaN, when both
+ * are false). */
 float gq_qkx3_search(int n, int nmax, const float *restrict x, const float *restrict w,
                      uint8_t *restrict L, float *restrict the_min, float rmin, float rdelta,
                      int nstep) {
-    uint8_t Laux[32];
-    float min = x[0], max = x[0];
-    float sum_w = w[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; ++i) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max <= min) {
-        memset(L, 0, (size_t)n);
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_mad = 0;
-    for (int i = 0; i < n; ++i) {
-        const int l = gq_nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)GQ_MAX(0, GQ_MIN(nmax, l));
-        float diff = scale * L[i] + min - x[i];
-        diff = diff * diff;
-        best_mad += w[i] * diff;
-    }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = gq_nearest_int(iscale * (x[i] - min));
-            l = GQ_MAX(0, GQ_MIN(nmax, l));
-            Laux[i] = (uint8_t)l;
-            sum_l += w[i] * l;
-            sum_l2 += w[i] * l * l;
-            sum_xl += w[i] * l * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float mad = 0;
-            for (int i = 0; i < n; ++i) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = diff * diff;
-                mad += w[i] * diff;
-            }
-            if (mad < best_mad) {
-                memcpy(L, Laux, (size_t)n);
-                best_mad = mad;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
+    return qkx2_search(n, nmax, x, w, L, the_min, rmin, rdelta, nstep, false);
 }
 
 /* make_qp_quants: non-negative codes 0..nmax for the n values x (scales or
  * mins of the groups), weights qw; L is uint8_t as in ggml, so a negative
  * code wraps as its assignment does. */
-static float qp_search(int n, int nmax, const float *restrict x, uint8_t *restrict L,
-                       const float *restrict qw) {
+float gq_qp_search(int n, int nmax, const float *restrict x, uint8_t *restrict L,
+                   const float *restrict qw) {
     float max = 0;
     for (int i = 0; i < n; ++i) max = GQ_MAX(max, x[i]);
     if (max < GQ_GROUP_MAX_EPS) {
@@ -700,8 +619,8 @@ static inline void q2_k_w_body(const float *restrict x, uint8_t *restrict y,
     for (int j = 0; j < 16; j += 8)
         qkx2(16, 3, x + 16 * j, weight + 16 * j, L + 16 * j, &mins[j], &sc[j], -0.9f, 0.05f, 36,
              false);
-    const float dm0 = qp_search(16, 15, sc, Ls, sw);
-    const float mm0 = qp_search(16, 15, mins, Lm, sw);
+    const float dm0 = gq_qp_search(16, 15, sc, Ls, sw);
+    const float mm0 = gq_qp_search(16, 15, mins, Lm, sw);
     gq_put_f16(d_at, dm0);
     gq_put_f16(dmin_at, mm0);
     const float dm = gq_get_f16(d_at), mm = gq_get_f16(dmin_at);
@@ -745,27 +664,7 @@ static inline void q3_k_w_body(const float *restrict x, uint8_t *restrict y,
         scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | l << (2 * (j / 4)));
     }
     gq_put_f16(d_at, d_block);
-    for (int j = 0; j < 16; ++j) {
-        int8_t s = (int8_t)(j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4);
-        s = (int8_t)((s | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
-        const float d = gq_get_f16(d_at) * s;
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            const int l = gq_nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(GQ_MAX(-4, GQ_MIN(3, l)) + 4);
-        }
-    }
-    memset(hmask, 0, 32);
-    uint8_t U[256];
-    for (int j = 0; j < 256; ++j) {
-        uint8_t l = (uint8_t)L[j];
-        if (l > 3) {
-            hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
-            l = (uint8_t)(l - 4);
-        }
-        U[j] = l;
-    }
-    pack_2bit(U, qs);
+    q3_k_finish(x, scales, d_at, L, hmask, qs);
 }
 
 /* Q4_K / Q5_K _impl: the codes into L; clamp63 is Q5_K's MIN(63, ...) on
@@ -785,8 +684,8 @@ static inline void qk45_codes_w(const float *restrict x, uint8_t *restrict y, in
         sw[j] = sumw;
     }
     qkx2(32, nmax, x, weights, L, mins, sc, -0.9f, 0.05f, 36, false);
-    const float d_block = qp_search(8, 63, sc, Ls, sw);
-    const float m_block = qp_search(8, 63, mins, Lm, sw);
+    const float d_block = gq_qp_search(8, 63, sc, Ls, sw);
+    const float m_block = gq_qp_search(8, 63, mins, Lm, sw);
     uint8_t *scales = y + 4;
     for (int j = 0; j < 8; ++j) {
         uint8_t ls = Ls[j], lm = Lm[j];
@@ -834,25 +733,18 @@ static inline void q5_k_w_body(const float *restrict x, uint8_t *restrict y,
     q5_k_pack(L, y);
 }
 
-void gq_q2_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q2_k_w_body(x, y, qw, gq_qkx2_search8);
-}
-void gq_q4_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q4_k_w_body(x, y, qw, gq_qkx2_search8);
-}
-void gq_q5_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q5_k_w_body(x, y, qw, gq_qkx2_search8);
-}
+/* The exported block functions with weights: a body and its search. */
+#define GQ_K_W(name, body, search)                                                                 \
+    void name(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {            \
+        body(x, y, qw, search);                                                                    \
+    }
+GQ_K_W(gq_q2_k_w, q2_k_w_body, gq_qkx2_search8)
+GQ_K_W(gq_q4_k_w, q4_k_w_body, gq_qkx2_search8)
+GQ_K_W(gq_q5_k_w, q5_k_w_body, gq_qkx2_search8)
 #if AMN_GGUF_QUANT_AVX2
-void gq_q2_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q2_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
-}
-void gq_q4_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q4_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
-}
-void gq_q5_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q5_k_w_body(x, y, qw, gq_qkx2_search8_avx2);
-}
+GQ_K_W(gq_q2_k_w_avx2, q2_k_w_body, gq_qkx2_search8_avx2)
+GQ_K_W(gq_q4_k_w_avx2, q4_k_w_body, gq_qkx2_search8_avx2)
+GQ_K_W(gq_q5_k_w_avx2, q5_k_w_body, gq_qkx2_search8_avx2)
 #endif
 
 static inline void q6_k_w_body(const float *restrict x, uint8_t *restrict y,
@@ -863,17 +755,9 @@ static inline void q6_k_w_body(const float *restrict x, uint8_t *restrict y,
     q6_k_finish(x, y, L, sc);
 }
 
-void gq_q3_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q3_k_w_body(x, y, qw, gq_qx_search_w);
-}
-void gq_q6_k_w(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q6_k_w_body(x, y, qw, gq_qx_search_w);
-}
+GQ_K_W(gq_q3_k_w, q3_k_w_body, gq_qx_search_w)
+GQ_K_W(gq_q6_k_w, q6_k_w_body, gq_qx_search_w)
 #if AMN_GGUF_QUANT_AVX2
-void gq_q3_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q3_k_w_body(x, y, qw, gq_qx_search_w_avx2);
-}
-void gq_q6_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
-    q6_k_w_body(x, y, qw, gq_qx_search_w_avx2);
-}
+GQ_K_W(gq_q3_k_w_avx2, q3_k_w_body, gq_qx_search_w_avx2)
+GQ_K_W(gq_q6_k_w_avx2, q6_k_w_body, gq_qx_search_w_avx2)
 #endif

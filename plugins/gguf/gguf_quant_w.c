@@ -102,37 +102,20 @@ static inline void rows_q4_1_q5_1(const float *x, uint8_t *y, int64_t nrows, int
     }
 }
 
-static void gq_q4_0_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 8, gq_qx_search_w);
-}
-static void gq_q5_0_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 16, gq_qx_search_w);
-}
+/* One row function per type and path, a body given its constants. */
+#define GQ_ROWS(name, body, nmax, search)                                                          \
+    static void name(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {      \
+        body(x, y, nrows, n, qw, nmax, search);                                                    \
+    }
+GQ_ROWS(gq_q4_0_rows, rows_q4_0_q5_0, 8, gq_qx_search_w)
+GQ_ROWS(gq_q5_0_rows, rows_q4_0_q5_0, 16, gq_qx_search_w)
+GQ_ROWS(gq_q4_1_rows, rows_q4_1_q5_1, 15, gq_qkx2_search8)
+GQ_ROWS(gq_q5_1_rows, rows_q4_1_q5_1, 31, gq_qkx2_search8)
 #if AMN_GGUF_QUANT_AVX2
-static void gq_q4_0_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
-                              const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 8, gq_qx_search_w_avx2);
-}
-static void gq_q5_0_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
-                              const float *qw) {
-    rows_q4_0_q5_0(x, y, nrows, n, qw, 16, gq_qx_search_w_avx2);
-}
-#endif
-static void gq_q4_1_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 15, gq_qkx2_search8);
-}
-static void gq_q5_1_rows(const float *x, uint8_t *y, int64_t nrows, int64_t n, const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 31, gq_qkx2_search8);
-}
-#if AMN_GGUF_QUANT_AVX2
-static void gq_q4_1_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
-                              const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 15, gq_qkx2_search8_avx2);
-}
-static void gq_q5_1_rows_avx2(const float *x, uint8_t *y, int64_t nrows, int64_t n,
-                              const float *qw) {
-    rows_q4_1_q5_1(x, y, nrows, n, qw, 31, gq_qkx2_search8_avx2);
-}
+GQ_ROWS(gq_q4_0_rows_avx2, rows_q4_0_q5_0, 8, gq_qx_search_w_avx2)
+GQ_ROWS(gq_q5_0_rows_avx2, rows_q4_0_q5_0, 16, gq_qx_search_w_avx2)
+GQ_ROWS(gq_q4_1_rows_avx2, rows_q4_1_q5_1, 15, gq_qkx2_search8_avx2)
+GQ_ROWS(gq_q5_1_rows_avx2, rows_q4_1_q5_1, 31, gq_qkx2_search8_avx2)
 #endif
 
 /* A type whose blocks each depend on their own values and weights only:
@@ -159,6 +142,8 @@ GQ_BLOCK_ROWS(gq_iq4_xs_rows, gq_iq4_xs_w, 256, 136)
 GQ_BLOCK_ROWS(gq_iq3_s_rows, gq_iq3_s_w, 256, 110)
 #if AMN_GGUF_QUANT_AVX2
 GQ_BLOCK_ROWS(gq_iq3_s_rows_avx2, gq_iq3_s_w_avx2, 256, 110)
+GQ_BLOCK_ROWS(gq_iq4_nl_rows_avx2, gq_iq4_nl_w_avx2, 32, 18)
+GQ_BLOCK_ROWS(gq_iq4_xs_rows_avx2, gq_iq4_xs_w_avx2, 256, 136)
 GQ_BLOCK_ROWS(gq_q2_k_rows_avx2, gq_q2_k_w_avx2, 256, 84)
 GQ_BLOCK_ROWS(gq_q4_k_rows_avx2, gq_q4_k_w_avx2, 256, 144)
 GQ_BLOCK_ROWS(gq_q5_k_rows_avx2, gq_q5_k_w_avx2, 256, 176)
@@ -170,6 +155,10 @@ static gguf_qrow_fn qrow_weighted_avx2(uint32_t type) {
     switch (type) {
     case GGUF_TYPE_IQ3_S:
         return gq_iq3_s_rows_avx2;
+    case GGUF_TYPE_IQ4_NL:
+        return gq_iq4_nl_rows_avx2;
+    case GGUF_TYPE_IQ4_XS:
+        return gq_iq4_xs_rows_avx2;
     case GGUF_TYPE_Q2_K:
         return gq_q2_k_rows_avx2;
     case GGUF_TYPE_Q4_K:
@@ -292,7 +281,7 @@ int gguf_quantize_rows(uint32_t type, const float *x, int64_t nrows, int64_t n_p
     /* The low-bit i-quants pick their vector path themselves: given the
      * level, so a capped level (AMN_SIMD, tests) reaches them too. */
     if (is_iqlow(type)) {
-        if (!gguf_quant_iqlow_ready()) return AMN_E_NOMEM;
+        if (!gguf_quant_iqlow_type_ready(type)) return AMN_E_NOMEM;
         gq_iqlow_rows_simd(type, x, dst, nrows, n_per_row, qw, level);
         return AMN_OK;
     }

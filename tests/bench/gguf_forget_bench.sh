@@ -18,8 +18,10 @@
 # and the output's SHA-256 (identical at any thread count: compare THREADS=1).
 # With LLAMA_QUANTIZE=/path/to/llama-quantize, each round also runs
 #   llama-quantize MODEL OUT TYPE T
-# right after amn (same rounds, same input), prints its best and median and
-# amn's speed ratio, and checks that both outputs are the same bytes.
+# right after amn (same rounds, same input), prints both wall and CPU
+# (user + sys) seconds each round, its best and median and amn's speed
+# ratio by wall and by CPU time (best runs), and checks that both outputs
+# are the same bytes.
 # With IMATRIX=FILE both get --imatrix FILE; IMATRIX=auto writes (once) a
 # synthetic legacy importance matrix for the model beside it (positive
 # random weights for every matrix but token_embd) and uses that, e.g.
@@ -121,11 +123,15 @@ for ty in $TYPES; do
             best=$w bcpu=$(echo "$u + $s" | bc)
         fi
         if [ -n "${LLAMA_QUANTIZE:-}" ]; then
-            /usr/bin/time -f "%e" -o "$D/time" "$LLAMA_QUANTIZE" ${IM:+--imatrix "$IM"} "$M" "$D/lq-$ty.gguf" "$ty" "$T" \
+            /usr/bin/time -f "%e %U %S" -o "$D/time" "$LLAMA_QUANTIZE" ${IM:+--imatrix "$IM"} "$M" "$D/lq-$ty.gguf" "$ty" "$T" \
                 >"$D/lq.log" 2>&1 || { cat "$D/lq.log"; exit 1; }
-            read -r lw <"$D/time"
+            read -r lw lu ls <"$D/time"
             ltimes="${ltimes:-} $lw"
-            if [ -z "${lbest:-}" ] || [ "$(echo "$lw < $lbest" | bc)" = 1 ]; then lbest=$lw; fi
+            if [ -z "${lbest:-}" ] || [ "$(echo "$lw < $lbest" | bc)" = 1 ]; then
+                lbest=$lw lbcpu=$(echo "$lu + $ls" | bc)
+            fi
+            # Both in one line a round: wall and CPU (user + sys) seconds.
+            echo "$ty round $((i + 1)): amn $w s wall, $(echo "$u + $s" | bc) s CPU; llama-quantize $lw s wall, $(echo "$lu + $ls" | bc) s CPU"
         fi
         i=$((i + 1))
     done
@@ -148,8 +154,8 @@ print(n)')
         lmed=$(echo "$ltimes" | tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
         same=different
         cmp -s "$out" "$D/lq-$ty.gguf" && same=identical
-        echo "$ty: llama-quantize best ${lbest} s (median ${lmed} s); amn $(echo "scale=2; $lbest / $best" | bc)x its speed; outputs $same"
+        echo "$ty: llama-quantize best ${lbest} s (median ${lmed} s, CPU ${lbcpu} s); amn $(echo "scale=2; $lbest / $best" | bc)x its speed by wall time, $(echo "scale=2; $lbcpu / $bcpu" | bc)x by CPU time; outputs $same"
         [ $same = identical ] || exit 1
     fi
-    ltimes="" lbest=""
+    ltimes="" lbest="" lbcpu=""
 done
