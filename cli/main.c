@@ -90,10 +90,11 @@ static const struct {
      "conversions from or to npz and pth keep dtypes unless --out-dtype is given.\n"
      "A model folder as FILE, or -o DIR/, writes a model folder (see remember);\n"
      "FILE may be a packed model folder (.tar, .tar.gz, .zip, ...: see remember).\n"
-     "A Hugging Face model folder --to gguf is written as llama.cpp's converter\n"
-     "writes it (--out-dtype f32|f16|bf16|q8_0); --to gguf-Q4_K_M (any GGUF file\n"
-     "type, with forget's llama-quantize options) quantizes it in the same pass,\n"
-     "--via f32|f16|bf16 naming the converter's output type (default f16).\n"},
+     "A Hugging Face model folder (packed or not) --to gguf is written as\n"
+     "llama.cpp's converter writes it (--out-dtype f32|f16|bf16|q8_0); --to\n"
+     "gguf-Q4_K_M (any GGUF file type, with forget's llama-quantize options)\n"
+     "quantizes it in the same pass, --via f32|f16|bf16 naming the converter's\n"
+     "output type (default f16).\n"},
     {"plugins", NULL,
      "usage: amn plugins [--json]\n"
      "List the plugins found (loaded, shadowed or rejected, with the reason), the\n"

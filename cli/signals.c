@@ -26,6 +26,7 @@ static const int handled[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 static void on_signal(int sig) {
     amn_sink_unlink_pending();
     cli_folder_on_signal();
+    cli_side_on_signal();
     cli_progress_on_signal();
     /* SA_RESETHAND restored the default action and SA_NODEFER left the
      * signal unblocked: raising it again ends the process by it. */
@@ -53,6 +54,7 @@ static void on_bus(int sig) {
     (void)sig;
     amn_sink_unlink_pending();
     cli_folder_on_signal();
+    cli_side_on_signal();
     cli_progress_on_signal();
     put_err("amn: i/o error: ");
     put_err(input_path[0] ? input_path : "an input file");
