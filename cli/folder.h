@@ -150,7 +150,5 @@ int cli_archive_side_dir(const amn_model *m, amn_kit_model_dir *d, const char **
                          amn_error *err);
 void cli_archive_side_done(amn_kit_model_dir *d);
 void cli_side_on_signal(void); /* async-signal-safe */
-/* Remove a tree (no symlink followed); best effort. */
-void cli_remove_tree(const char *path);
 
 #endif

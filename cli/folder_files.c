@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <signal.h>
@@ -155,19 +154,6 @@ int cli_folder_copy_files(const char *in_dir, const char *out_dir, bool drop_qua
     return rc;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
-void cli_remove_tree(const char *path) {
-    nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* ---- a packed folder's other files, and what a signal removes ----------
  * The folder is named (the folder writer reads its files by name), so a
  * handled signal removes it: the handler lists it with getdents64 and
@@ -210,6 +196,7 @@ int cli_archive_side_dir(const amn_model *m, amn_kit_model_dir *d, const char **
     *in_dir = NULL;
     d->path = NULL;
     d->top = 0;
+    d->lock = -1;
     if (!amn_model_archive(m)) return AMN_OK;
     int rc = amn_kit_model_dir_open(m, d, err);
     if (rc) return rc;

@@ -5,7 +5,8 @@
  * links, devices, two members of one name), and keeps the weight files
  * of the shallowest folder: a member stored whole in the mapping is used
  * where it lies (zero copy, like a file of a folder), any other is
- * decompressed into memory under the limits (--max-alloc, --max-total,
+ * decompressed into an unlinked temporary file (below), settings and index
+ * files into memory, under the limits (--max-alloc, --max-total,
  * --max-ratio over the whole archive). The folder's weight files are then
  * chosen as for a folder (an index, else every *.safetensors, else its one
  * weight file), opened by their formats' plugins through views of those
@@ -326,9 +327,6 @@ static void drop_resident(amni_archive *A, size_t more) {
     amni_map_drop_resident(A->map);
 }
 
-/* Read a member's data blocks: checked against its header's size and the
- * ratio cap, kept (in place or copied) when `keep`. A model file of a
- * compressed archive is spilled (above) rather than held in memory. */
 /* The next data block of mb, `got` bytes into it: checked to follow on
  * (libarchive gives a sparse or damaged member's blocks at other offsets),
  * to stay within the header's size, and against the ratio cap. *len = 0
@@ -358,6 +356,9 @@ static int check_whole(const amni_archive *A, const member *mb, uint64_t got, am
                          A->path, mb->name, (unsigned long long)got, (unsigned long long)mb->size);
 }
 
+/* Read a member's data blocks: checked against its header's size and the
+ * ratio cap, kept (in place or copied) when `keep`. A model file of a
+ * compressed archive is spilled (above) rather than held in memory. */
 static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep, amn_error *err) {
     uint64_t cap = keep ? keep_cap(A, mb) : 0;
     uint64_t got = 0;

@@ -14,6 +14,7 @@ typedef struct amn_kit_model_dir {
     const char *path; /* the folder to read companion files from */
     char buf[4096];   /* a temporary folder's path */
     size_t top;       /* length in buf of the temporary parent to remove; 0: none */
+    int lock;         /* an flock on that parent while it exists, else -1 */
 } amn_kit_model_dir;
 
 /* A model from an archive (amn_model_archive): its packed folder's files
@@ -23,9 +24,14 @@ typedef struct amn_kit_model_dir {
  * $TMPDIR/amn-side-XXXXXX (else /tmp); d->path is that folder. Any other
  * model: d->path is amn_model_path(m) (NULL for a stream), and nothing is
  * made. The temporary folder is named (a reader opens files in it by
- * name): close it as soon as the files are read. */
+ * name): close it as soon as the files are read. One left by a process
+ * that was killed (SIGKILL) is removed by the next open that makes one in
+ * the same $TMPDIR (each is locked while its maker lives). */
 int amn_kit_model_dir_open(const amn_model *m, amn_kit_model_dir *d, amn_error *err);
 /* Remove the temporary folder, if any (best effort); d->path is then NULL. */
 void amn_kit_model_dir_close(amn_kit_model_dir *d);
+
+/* Remove a tree, following no symbolic link; best effort. */
+void amn_kit_remove_tree(const char *path);
 
 #endif
