@@ -69,9 +69,9 @@ static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
  * llama-quantize quantizes that file. An exit code, or -1 when the request
  * is not that. */
 static int folder_to_gguf_type(const amn_ctx *ctx, const cli_args *a) {
-    if (strncasecmp(a->to, "gguf-", 5) != 0 || !a->input || a->from ||
-        !cli_is_encode_target(ctx, "hf-f16") || !cli_is_encode_target(ctx, a->to + 5) ||
-        !folder_input(a->input))
+    /* (the input first: asking for a target loads the plugins that have it) */
+    if (strncasecmp(a->to, "gguf-", 5) != 0 || !a->input || a->from || !folder_input(a->input) ||
+        !cli_is_encode_target(ctx, "hf-f16") || !cli_is_encode_target(ctx, a->to + 5))
         return -1;
     const char *via = a->via ? a->via : "f16";
     char target[16];
