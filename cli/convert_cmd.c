@@ -320,12 +320,12 @@ static int run_folder(const amn_ctx *ctx, const cli_args *a, const remember_req 
     cli_signals_input(in->path);
     amn_error err = {0};
     /* A packed folder's other files come out of the archive first. */
-    char side[4096];
+    amn_kit_model_dir side;
     const char *side_dir = NULL;
-    int rc = fr.in_dir ? AMN_OK : cli_archive_side_dir(in->m, side, sizeof side, &side_dir, &err);
+    int rc = fr.in_dir ? AMN_OK : cli_archive_side_dir(in->m, &side, &side_dir, &err);
     if (side_dir) fr.in_dir = side_dir;
     if (!rc) rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
-    if (side_dir) cli_remove_tree(side_dir);
+    if (side_dir) cli_archive_side_done(&side);
     cli_progress_end(&prog);
     *seconds = cli_now() - in->t0;
     if (rc) return cli_fail(&err);

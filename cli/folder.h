@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "amn/kit/model_dir.h"
 #include "cli.h"
 
 /* transformers' default max_shard_size, "5GB". */
@@ -141,18 +142,19 @@ int cli_config_rewrite(const char *src, const char *dst, const char *quant_confi
 int cli_folder_copy_files(const char *in_dir, const char *out_dir, bool drop_quant, bool sync,
                           size_t *copied, amn_error *err);
 /* A model from an archive (amn_model_archive): its packed folder's other
- * files extracted into a new temporary folder in $TMPDIR (path in buf),
- * *in_dir then buf, for cli_folder_req.in_dir, to be removed by the caller
- * with cli_remove_tree; else *in_dir NULL and nothing made. */
-int cli_archive_side_dir(const amn_model *m, char *buf, size_t size, const char **in_dir,
+ * files extracted into a new temporary folder (amn_kit_model_dir_open), its
+ * path in *in_dir for cli_folder_req.in_dir, removed by
+ * cli_archive_side_done, or by a handled signal (cli_side_on_signal); else
+ * *in_dir NULL and nothing made. */
+int cli_archive_side_dir(const amn_model *m, amn_kit_model_dir *d, const char **in_dir,
                          amn_error *err);
-/* Remove a tree (no symlink followed); best effort. */
-void cli_remove_tree(const char *path);
 /* path's folder into dir ("." when none) and its last component in *base. */
 void cli_split_path(const char *path, char *dir, size_t dsize, const char **base);
 /* fsync a folder (its entries). */
 int cli_sync_dir(const char *dir, amn_error *err);
 /* A new temporary folder ".<base>.amn-XXXXXX" beside target, its path in dir. */
 int cli_make_tmp_dir(const char *target, char *dir, size_t size, amn_error *err);
+void cli_archive_side_done(amn_kit_model_dir *d);
+void cli_side_on_signal(void); /* async-signal-safe */
 
 #endif

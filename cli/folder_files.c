@@ -7,13 +7,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "amn/kit/json_file.h"
@@ -153,34 +154,65 @@ int cli_folder_copy_files(const char *in_dir, const char *out_dir, bool drop_qua
     return rc;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
+/* ---- a packed folder's other files, and what a signal removes ----------
+ * The folder is named (the folder writer reads its files by name), so a
+ * handled signal removes it: the handler lists it with getdents64 and
+ * removes with unlinkat and rmdir, which are async-signal-safe. SIGKILL
+ * cannot be caught: a run killed by it leaves the folder behind. */
+
+static char side_dir[PATH_MAX], side_top[PATH_MAX];
+static volatile sig_atomic_t side_active;
+
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+void cli_side_on_signal(void) {
+    if (!side_active) return;
+    side_active = 0;
+    const int fd = open(side_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[4096] __attribute__((aligned(8)));
+        long n;
+        while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+            for (long at = 0; at < n;) {
+                const struct linux_dirent64 *e = (const void *)(buf + at);
+                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+                    unlinkat(fd, e->d_name, 0);
+                at += e->d_reclen;
+            }
+        close(fd);
+    }
+    rmdir(side_dir);
+    rmdir(side_top);
 }
 
-void cli_remove_tree(const char *path) {
-    nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-int cli_archive_side_dir(const amn_model *m, char *buf, size_t size, const char **in_dir,
+int cli_archive_side_dir(const amn_model *m, amn_kit_model_dir *d, const char **in_dir,
                          amn_error *err) {
     *in_dir = NULL;
+    d->path = NULL;
+    d->top = 0;
+    d->lock = -1;
     if (!amn_model_archive(m)) return AMN_OK;
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || tmp[0] != '/') tmp = "/tmp";
-    if ((size_t)snprintf(buf, size, "%s/amn-side-XXXXXX", tmp) >= size)
-        return amn_error_set(err, AMN_E_INVALID, "%s: path too long", tmp);
-    if (!mkdtemp(buf)) return amn_error_set(err, AMN_E_IO, "%s: %s", buf, strerror(errno));
-    size_t n;
-    int rc = amn_model_archive_extract(m, buf, &n, err);
-    if (rc) {
-        cli_remove_tree(buf);
-        return rc;
+    int rc = amn_kit_model_dir_open(m, d, err);
+    if (rc) return rc;
+    if (strlen(d->path) >= sizeof side_dir) { /* no handler then; cannot be: buf is as long */
+        amn_kit_model_dir_close(d);
+        return amn_error_set(err, AMN_E_INVALID, "%s: path too long", d->buf);
     }
-    *in_dir = buf;
+    memcpy(side_dir, d->path, strlen(d->path) + 1);
+    memcpy(side_top, d->buf, d->top);
+    side_top[d->top] = '\0';
+    side_active = 1;
+    *in_dir = d->path;
     return AMN_OK;
+}
+
+void cli_archive_side_done(amn_kit_model_dir *d) {
+    side_active = 0;
+    amn_kit_model_dir_close(d);
 }

@@ -664,7 +664,7 @@ static int put_in_place(const cli_folder_req *rq, amn_error *err) {
             return amn_error_set(err, AMN_E_IO, "%s: rename: %s", rq->out_dir, strerror(errno));
         /* tmp_dir now holds the old target. */
         tmp_active = 0;
-        cli_remove_tree(tmp_dir);
+        amn_kit_remove_tree(tmp_dir);
     } else {
         if (rename(tmp_dir, rq->out_dir) != 0)
             return amn_error_set(err, AMN_E_IO, "%s: rename: %s", rq->out_dir, strerror(errno));
@@ -722,7 +722,7 @@ static int run_scale_out(const amn_ctx *ctx, const amn_model *m, const amn_plan 
         if (!rc) rc = write_others(rq, qc, res, err);
         if (!rc) rc = move_into(rq, err);
         tmp_active = 0;
-        cli_remove_tree(tmp_dir);
+        amn_kit_remove_tree(tmp_dir);
         tmp_names = NULL;
         tmp_n_names = 0;
     }
@@ -752,7 +752,7 @@ static int adopt(const fo_plan *p, cli_manifest *mf, amn_error *err) {
             continue;
         char path[PATH_MAX + 256];
         snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
-        if (unlink(path) != 0) cli_remove_tree(path);
+        if (unlink(path) != 0) amn_kit_remove_tree(path);
     }
     if (d) closedir(d);
     free(mf->shards);
@@ -827,7 +827,7 @@ int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
             fprintf(stderr, "amn: note: %s kept; run the same command again to resume\n", tmp_dir);
         } else if (rc && tmp_active) {
             tmp_active = 0;
-            cli_remove_tree(tmp_dir);
+            amn_kit_remove_tree(tmp_dir);
         }
         tmp_names = NULL;
         tmp_n_names = 0;

@@ -450,7 +450,7 @@ int cli_resume_find(const char *parent, const char *base, const char *identity, 
         } else {
             fprintf(stderr, "amn: note: removing %s, left by a conversion with %s\n", path,
                     strcmp(m.identity, identity) ? "other inputs or options" : "the same options");
-            cli_remove_tree(path);
+            amn_kit_remove_tree(path);
         }
         close(fd);
         cli_manifest_free(&m);

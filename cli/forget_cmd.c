@@ -32,11 +32,16 @@ const char *cli_encode_container(const amn_ctx *ctx, const char *to) {
 
 static bool names_folder(const char *path);
 
+/* A model folder, or one packed as an archive (which opens as the folder). */
+static bool folder_input(const char *path) {
+    return names_folder(path) || amn_path_is_archive(path);
+}
+
 /* A model folder to GGUF: the hf plugin's encoder writes what llama.cpp's
  * convert_hf_to_gguf.py --outtype T writes (T = --out-dtype, f16 by default
  * as there). An exit code, or -1 when the request is not that. */
 static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
-    if (strcasecmp(a->to, "gguf") != 0 || !a->input || !names_folder(a->input) || a->from)
+    if (strcasecmp(a->to, "gguf") != 0 || !a->input || a->from || !folder_input(a->input))
         return -1;
     if (a->via)
         return cli_usage_fail(a->command, "--via names the first step of a GGUF file type "
@@ -65,7 +70,8 @@ static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
  * llama-quantize quantizes that file. An exit code, or -1 when the request
  * is not that. */
 static int folder_to_gguf_type(const amn_ctx *ctx, const cli_args *a) {
-    if (strncasecmp(a->to, "gguf-", 5) != 0 || !a->input || !names_folder(a->input) || a->from ||
+    /* (the input first: asking for a target loads the plugins that have it) */
+    if (strncasecmp(a->to, "gguf-", 5) != 0 || !a->input || a->from || !folder_input(a->input) ||
         !cli_is_encode_target(ctx, "hf-f16") || !cli_is_encode_target(ctx, a->to + 5))
         return -1;
     const char *via = a->via ? a->via : "f16";
@@ -315,13 +321,12 @@ static int run(const amn_ctx *ctx, const cli_args *a, const cli_input *in, const
             .side_files = strncmp(a->to, "hfdir", 5) == 0};
         cli_folder_args(a, &fr); /* checked by parse_request */
         /* A packed folder's other files come out of the archive first. */
-        char side[4096];
+        amn_kit_model_dir side;
         const char *side_dir = NULL;
-        int rc =
-            fr.in_dir ? AMN_OK : cli_archive_side_dir(in->m, side, sizeof side, &side_dir, &err);
+        int rc = fr.in_dir ? AMN_OK : cli_archive_side_dir(in->m, &side, &side_dir, &err);
         if (side_dir) fr.in_dir = side_dir;
         if (!rc) rc = cli_folder_run(ctx, in->m, in->p, &fr, &res, &err);
-        if (side_dir) cli_remove_tree(side_dir);
+        if (side_dir) cli_archive_side_done(&side);
         *st = res.st;
         return rc ? cli_fail(&err) : EXIT_OK;
     }

@@ -28,6 +28,7 @@ static void on_signal(int sig) {
     amn_sink_unlink_pending();
     cli_folder_on_signal();
     cli_gguf_split_on_signal();
+    cli_side_on_signal();
     cli_progress_on_signal();
     /* SA_RESETHAND restored the default action and SA_NODEFER left the
      * signal unblocked: raising it again ends the process by it. */
@@ -56,6 +57,7 @@ static void on_bus(int sig) {
     amn_sink_unlink_pending();
     cli_folder_on_signal();
     cli_gguf_split_on_signal();
+    cli_side_on_signal();
     cli_progress_on_signal();
     put_err("amn: i/o error: ");
     put_err(input_path[0] ? input_path : "an input file");

@@ -23,14 +23,39 @@ static void copy_lower(char *dst, size_t size, const char *src) {
     dst[i] = '\0';
 }
 
+static const amn_kit_json_caps qc_caps = {
+    .max_bytes = QC_MAX_FILE, .max_depth = 32, .bad_code = AMN_E_PARSE};
+
 /* Errors are dropped: a config that cannot be read is skipped (see
  * quant_config_load). */
 static json_object *read_json(const char *path) {
-    static const amn_kit_json_caps caps = {
-        .max_bytes = QC_MAX_FILE, .max_depth = 32, .bad_code = AMN_E_PARSE};
     json_object *root = NULL;
     amn_error ignored = {0};
-    if (amn_kit_json_read_object(path, NULL, &caps, &root, &ignored) != AMN_OK) return NULL;
+    if (amn_kit_json_read_object(path, NULL, &qc_caps, &root, &ignored) != AMN_OK) return NULL;
+    return root;
+}
+
+/* A settings file of m: the packed folder's own when m came from an
+ * archive (never the files beside the archive, which are not the
+ * model's), else dir/name. */
+static json_object *settings_file(const amn_model *m, const char *dir, const char *name) {
+    if (amn_model_archive(m)) {
+        const uint8_t *data;
+        uint64_t n;
+        json_object *root = NULL;
+        amn_error ignored = {0};
+        if (!amn_model_archive_file(m, name, &data, &n) || n > QC_MAX_FILE ||
+            amn_kit_json_parse_object(name, (const char *)data, (size_t)n, &qc_caps, &root,
+                                      &ignored) != AMN_OK)
+            return NULL;
+        return root;
+    }
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    if (!path) return NULL;
+    snprintf(path, n, "%s/%s", dir, name);
+    json_object *root = read_json(path);
+    free(path);
     return root;
 }
 
@@ -120,13 +145,9 @@ static void merge(quant_config *qc, json_object *o, const char *file) {
     qc->present = true;
 }
 
-static void load_file(quant_config *qc, const char *dir, const char *name, const char *sub) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *path = malloc(n);
-    if (!path) return;
-    snprintf(path, n, "%s/%s", dir, name);
-    json_object *root = read_json(path);
-    free(path);
+static void load_file(quant_config *qc, const amn_model *m, const char *dir, const char *name,
+                      const char *sub) {
+    json_object *root = settings_file(m, dir, name);
     if (!root) return;
     json_object *o = root;
     if (sub && !json_object_object_get_ex(root, sub, &o)) o = NULL;
@@ -161,9 +182,9 @@ void quant_config_load(const amn_model *m, quant_config *qc) {
         }
         if (dir) {
             /* transformers reads config.json; the tools' own files back it up. */
-            load_file(qc, dir, "config.json", "quantization_config");
-            load_file(qc, dir, "quantize_config.json", NULL);
-            load_file(qc, dir, "quant_config.json", NULL);
+            load_file(qc, m, dir, "config.json", "quantization_config");
+            load_file(qc, m, dir, "quantize_config.json", NULL);
+            load_file(qc, m, dir, "quant_config.json", NULL);
             free(dir);
         }
     }

@@ -5,7 +5,8 @@
  * links, devices, two members of one name), and keeps the weight files
  * of the shallowest folder: a member stored whole in the mapping is used
  * where it lies (zero copy, like a file of a folder), any other is
- * decompressed into memory under the limits (--max-alloc, --max-total,
+ * decompressed into an unlinked temporary file (below), settings and index
+ * files into memory, under the limits (--max-alloc, --max-total,
  * --max-ratio over the whole archive). The folder's weight files are then
  * chosen as for a folder (an index, else every *.safetensors, else its one
  * weight file), opened by their formats' plugins through views of those
@@ -55,6 +56,7 @@ struct amni_archive {
     unsigned min_depth;      /* of the weight files seen */
     size_t *chosen, n_chosen;
     char **labels;
+    char *folder;       /* the packed folder's name (amn_model_archive_folder) */
     json_object *index; /* the chosen index's weight_map owner, or NULL */
 };
 
@@ -72,9 +74,11 @@ static const char *base_name(const char *s) {
     return b ? b + 1 : s;
 }
 
-/* The settings files the core reads beside a model's weights
- * (known_config.c), kept whole when small. */
-static const char *const settings_files[] = {"config.json", "hf_quant_config.json", NULL};
+/* The settings files read beside a model's weights: the core's check of a
+ * declared quantization (known_config.c) and the schemes' own settings
+ * (the plugin kit's quant_common.c), kept whole when small. */
+static const char *const settings_files[] = {"config.json", "hf_quant_config.json",
+                                             "quantize_config.json", "quant_config.json", NULL};
 #define SETTINGS_MAX (4u << 20)
 
 static bool is_settings(const char *name) {
@@ -174,7 +178,9 @@ static bool in_map(const amni_archive *A, const void *p, size_t n) {
            n <= amn_map_size(A->map) - (uint64_t)(q - base);
 }
 
-static int heap_for(amni_archive *A, member *mb, uint64_t cap, amn_error *err) {
+/* A member whose header announces more than the ratio cap allows is
+ * refused before anything is allocated or reserved for it. */
+static int check_announced(const amni_archive *A, const member *mb, amn_error *err) {
     const amn_limits *l = A->lim;
     uint64_t most;
     if (l->max_ratio && amn_mul_u64(A->csize + 1, l->max_ratio, &most) && mb->size > most)
@@ -182,6 +188,13 @@ static int heap_for(amni_archive *A, member *mb, uint64_t cap, amn_error *err) {
                              "%s: member '%s' says it holds %llu bytes, more than %u times the "
                              "archive (the --max-ratio cap)",
                              A->path, mb->name, (unsigned long long)mb->size, l->max_ratio);
+    return AMN_OK;
+}
+
+static int heap_for(amni_archive *A, member *mb, uint64_t cap, amn_error *err) {
+    const amn_limits *l = A->lim;
+    int rc = check_announced(A, mb, err);
+    if (rc) return rc;
     if ((l->max_alloc_one && cap > l->max_alloc_one) || cap > SIZE_MAX)
         return amn_error_set(err, AMN_E_LIMIT,
                              "%s: member '%s' decompresses to %llu bytes, more than the "
@@ -234,13 +247,8 @@ static int spill_fd(const char *dir) {
 }
 
 static int spill_open(amni_archive *A, member *mb, int *fd, amn_error *err) {
-    const amn_limits *l = A->lim;
-    uint64_t most;
-    if (l->max_ratio && amn_mul_u64(A->csize + 1, l->max_ratio, &most) && mb->size > most)
-        return amn_error_set(err, AMN_E_LIMIT,
-                             "%s: member '%s' says it holds %llu bytes, more than %u times the "
-                             "archive (the --max-ratio cap)",
-                             A->path, mb->name, (unsigned long long)mb->size, l->max_ratio);
+    int rc = check_announced(A, mb, err);
+    if (rc) return rc;
     const char *dir = spill_dir();
     if ((*fd = spill_fd(dir)) < 0)
         return amn_error_set(err, AMN_E_IO,
@@ -260,20 +268,26 @@ static int spill_open(amni_archive *A, member *mb, int *fd, amn_error *err) {
     return AMN_OK;
 }
 
-static int spill_write(const amni_archive *A, const member *mb, int fd, uint64_t at,
-                       const void *buf, size_t n, amn_error *err) {
+/* n bytes at offset at of fd; 0, else the errno (EIO: no progress). */
+static int write_at(int fd, uint64_t at, const void *buf, size_t n) {
     const uint8_t *p = buf;
     while (n) {
         ssize_t w = pwrite(fd, p, n, (off_t)at);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            return amn_error_set(err, AMN_E_IO, "%s: member '%s': writing it to %s: %s", A->path,
-                                 mb->name, spill_dir(), w < 0 ? strerror(errno) : "no progress");
+        if (w <= 0) return w < 0 ? errno : EIO;
         p += w;
         n -= (size_t)w;
         at += (uint64_t)w;
     }
-    return AMN_OK;
+    return 0;
+}
+
+static int spill_write(const amni_archive *A, const member *mb, int fd, uint64_t at,
+                       const void *buf, size_t n, amn_error *err) {
+    const int e = write_at(fd, at, buf, n);
+    return e ? amn_error_set(err, AMN_E_IO, "%s: member '%s': writing it to %s: %s", A->path,
+                             mb->name, spill_dir(), strerror(e))
+             : AMN_OK;
 }
 
 /* The whole member is in fd: map it (the map takes fd). */
@@ -313,6 +327,35 @@ static void drop_resident(amni_archive *A, size_t more) {
     amni_map_drop_resident(A->map);
 }
 
+/* The next data block of mb, `got` bytes into it: checked to follow on
+ * (libarchive gives a sparse or damaged member's blocks at other offsets),
+ * to stay within the header's size, and against the ratio cap. *len = 0
+ * and *end at the member's end. */
+static int next_block(amni_archive *A, struct archive *a, const member *mb, uint64_t got,
+                      const void **buf, size_t *len, bool *end, amn_error *err) {
+    la_int64_t off;
+    const int r = archive_read_data_block(a, buf, len, &off);
+    if ((*end = r == ARCHIVE_EOF)) {
+        *len = 0;
+        return AMN_OK;
+    }
+    if (r < ARCHIVE_WARN)
+        return amn_error_set(err, AMN_E_PARSE, "%s: member '%s': %s", A->path, mb->name,
+                             archive_error_string(a) ? archive_error_string(a) : "damaged");
+    int rc = check_ratio(A, *len, mb->name, err);
+    if (!rc && (off < 0 || (uint64_t)off != got || *len > mb->size - got))
+        rc = amn_error_set(err, AMN_E_PARSE,
+                           "%s: member '%s' holds other bytes than its header says", A->path,
+                           mb->name);
+    return rc;
+}
+
+static int check_whole(const amni_archive *A, const member *mb, uint64_t got, amn_error *err) {
+    if (got == mb->size) return AMN_OK;
+    return amn_error_set(err, AMN_E_PARSE, "%s: member '%s' is truncated (%llu of its %llu bytes)",
+                         A->path, mb->name, (unsigned long long)got, (unsigned long long)mb->size);
+}
+
 /* Read a member's data blocks: checked against its header's size and the
  * ratio cap, kept (in place or copied) when `keep`. A model file of a
  * compressed archive is spilled (above) rather than held in memory. */
@@ -324,21 +367,8 @@ static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep
     for (;;) {
         const void *buf;
         size_t len;
-        la_int64_t off;
-        int r = archive_read_data_block(a, &buf, &len, &off);
-        if (r == ARCHIVE_EOF) break;
-        if (r < ARCHIVE_WARN) {
-            rc = amn_error_set(err, AMN_E_PARSE, "%s: member '%s': %s", A->path, mb->name,
-                               archive_error_string(a) ? archive_error_string(a) : "damaged");
-            break;
-        }
-        if ((rc = check_ratio(A, len, mb->name, err))) break;
-        if (off < 0 || (uint64_t)off != got || len > mb->size - got) {
-            rc = amn_error_set(err, AMN_E_PARSE,
-                               "%s: member '%s' holds other bytes than its header says", A->path,
-                               mb->name);
-            break;
-        }
+        bool end;
+        if ((rc = next_block(A, a, mb, got, &buf, &len, &end, err)) || end) break;
         if (keep && got == 0 && len == mb->size && in_map(A, buf, len)) {
             mb->data = buf; /* stored whole in the archive: used in place */
             mb->kept = len;
@@ -360,10 +390,7 @@ static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep
         got += len;
         drop_resident(A, len);
     }
-    if (!rc && got != mb->size)
-        rc =
-            amn_error_set(err, AMN_E_PARSE, "%s: member '%s' is truncated (%llu of its %llu bytes)",
-                          A->path, mb->name, (unsigned long long)got, (unsigned long long)mb->size);
+    if (!rc) rc = check_whole(A, mb, got, err);
     if (fd >= 0) {
         if (rc)
             close(fd);
@@ -690,6 +717,36 @@ static int choose(amni_archive *A, amn_error *err) {
     return choose_add(A, other, err);
 }
 
+/* The packed folder's name: its folder in the archive ("model" of
+ * model/config.json; the last component of a deeper one), or, packed at
+ * the top level, the archive's file name without its archive extension
+ * (what `tar xf` into a folder of that name gives). */
+static int name_folder(amni_archive *A, amn_error *err) {
+    static const char *const exts[] = {".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2", ".tgz",
+                                       ".txz",    ".tzst",   ".tbz2",    ".tar",     ".zip"};
+    const char *dir;
+    size_t dl;
+    dir_of(A->m[A->chosen[0]].name, &dir, &dl);
+    const char *b = dir;
+    if (dl) { /* the last component of dir[0, dl) */
+        for (size_t i = 0; i < dl; i++)
+            if (dir[i] == '/') b = dir + i + 1;
+        dl -= (size_t)(b - dir);
+    } else {
+        b = base_name(A->path);
+        dl = strlen(b);
+        for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
+            const size_t el = strlen(exts[i]);
+            if (dl > el && strcmp(b + dl - el, exts[i]) == 0) {
+                dl -= el;
+                break;
+            }
+        }
+    }
+    if (!(A->folder = strndup(b, dl))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    return AMN_OK;
+}
+
 static int make_labels(amni_archive *A, amn_error *err) {
     if (!(A->labels = calloc(A->n_chosen ? A->n_chosen : 1, sizeof *A->labels)))
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
@@ -711,6 +768,7 @@ void amni_archive_free(amni_archive *A) {
     }
     for (size_t i = 0; A->labels && i < A->n_chosen; i++) free(A->labels[i]);
     free(A->labels);
+    free(A->folder);
     free(A->m);
     free(A->chosen);
     json_object_put(A->index);
@@ -719,14 +777,12 @@ void amni_archive_free(amni_archive *A) {
     free(A);
 }
 
-int amni_archive_load(const char *path, const amn_limits *lim, bool header_only, amni_archive **out,
-                      amn_error *err) {
-    *out = NULL;
-    const int kind = sniff(path);
-    if (kind == KIND_NONE) return AMNI_NOT_ARCHIVE;
-    amni_archive *A = calloc(1, sizeof *A);
+static int archive_new(const char *path, int kind, const amn_limits *lim, bool header_only,
+                       amni_archive **out, amn_error *err) {
+    amni_archive *A = *out = calloc(1, sizeof *A);
     if (!A || !(A->path = strdup(path))) {
         free(A);
+        *out = NULL;
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
     A->lim_copy = *lim;
@@ -739,19 +795,61 @@ int amni_archive_load(const char *path, const amn_limits *lim, bool header_only,
     int rc =
         header_only ? amni_map_open_lazy(path, &A->map, err) : amn_map_open(path, &A->map, err);
     if (!rc) A->csize = amn_map_size(A->map);
-    if (!rc && kind == KIND_ZIP) { /* names first: an npz or a .pth is not ours */
-        amn_error scratch = {0};
-        if (!(rc = pass(A, true, err)))
-            rc = classify_zip(A, err);
-        else if (classify_zip(A, &scratch) != AMN_OK)
-            rc = AMNI_NOT_ARCHIVE; /* not a model folder: the ZIP formats say what is wrong */
-        for (size_t i = 0; i < A->n; i++) free(A->m[i].name);
-        A->n = 0;
-    }
+    return rc;
+}
+
+/* A ZIP's names first: an npz or a .pth is not a packed model folder. */
+static int zip_names(amni_archive *A, amn_error *err) {
+    amn_error scratch = {0};
+    int rc = pass(A, true, err);
+    if (!rc)
+        rc = classify_zip(A, err);
+    else if (classify_zip(A, &scratch) != AMN_OK)
+        rc = AMNI_NOT_ARCHIVE; /* not a model folder: the ZIP formats say what is wrong */
+    for (size_t i = 0; i < A->n; i++) free(A->m[i].name);
+    A->n = 0;
+    return rc;
+}
+
+/* A compressed stream holds a tar: its first member header says so. */
+static bool holds_tar(const char *path) {
+    struct archive *a = reader_new();
+    struct archive_entry *e;
+    const bool yes = a && archive_read_open_filename(a, path, 1u << 16) == ARCHIVE_OK &&
+                     archive_read_next_header(a, &e) >= ARCHIVE_WARN &&
+                     (archive_format(a) & ARCHIVE_FORMAT_BASE_MASK) == ARCHIVE_FORMAT_TAR;
+    if (a) archive_read_free(a);
+    return yes;
+}
+
+bool amn_path_is_archive(const char *path) {
+    const int kind = path ? sniff(path) : KIND_NONE;
+    if (kind == KIND_TAR) return true;
+    if (kind == KIND_FILTERED) return holds_tar(path);
+    if (kind != KIND_ZIP) return false;
+    amn_limits lim;
+    amn_limits_default(&lim);
+    amni_archive *A;
+    amn_error err = {0};
+    int rc = archive_new(path, kind, &lim, true, &A, &err);
+    if (!rc) rc = zip_names(A, &err);
+    amni_archive_free(A);
+    return rc == AMN_OK;
+}
+
+int amni_archive_load(const char *path, const amn_limits *lim, bool header_only, amni_archive **out,
+                      amn_error *err) {
+    *out = NULL;
+    const int kind = sniff(path);
+    if (kind == KIND_NONE) return AMNI_NOT_ARCHIVE;
+    amni_archive *A;
+    int rc = archive_new(path, kind, lim, header_only, &A, err);
+    if (!rc && kind == KIND_ZIP) rc = zip_names(A, err);
     if (!rc) rc = pass(A, false, err);
     if (!rc) rc = check_duplicates(A, err);
     if (!rc) rc = choose(A, err);
     if (!rc) rc = make_labels(A, err);
+    if (!rc) rc = name_folder(A, err);
     if (rc) {
         amni_archive_free(A);
         return rc;
@@ -992,16 +1090,41 @@ const char *amni_archive_path(const amn_model *m) {
     return A ? A->path : NULL;
 }
 
-const uint8_t *amni_archive_settings(const amn_model *m, const char *name, size_t *size) {
-    amni_archive *A = amni_model_resource(m, archive_release);
-    if (!A || !A->n_chosen) return NULL;
+/* A file of the packed model folder held whole, by its plain name. */
+static const member *folder_file(const amn_model *m, const char *name) {
+    amni_archive *A = m ? amni_model_resource(m, archive_release) : NULL;
+    if (!A || !A->n_chosen || !name || strchr(name, '/')) return NULL;
     const char *dir;
     size_t dl;
     dir_of(A->m[A->chosen[0]].name, &dir, &dl);
     const member *mb = find_member(A, dir, dl, name);
-    if (!mb || mb->kept != mb->size) return NULL;
+    return mb && mb->kept == mb->size ? mb : NULL;
+}
+
+const uint8_t *amni_archive_settings(const amn_model *m, const char *name, size_t *size) {
+    const member *mb = is_settings(name) ? folder_file(m, name) : NULL;
+    if (!mb) return NULL;
     *size = (size_t)mb->size;
     return mb->data;
+}
+
+bool amn_model_archive_file(const amn_model *m, const char *name, const uint8_t **data,
+                            uint64_t *size) {
+    const member *mb = folder_file(m, name);
+    if (!mb) return false;
+    *data = mb->data;
+    *size = mb->size;
+    return true;
+}
+
+const char *amn_model_archive_model_file(const amn_model *m, size_t i) {
+    const amni_archive *A = m ? amni_model_resource(m, archive_release) : NULL;
+    return A && i < A->n_chosen ? base_name(A->m[A->chosen[i]].name) : NULL;
+}
+
+const char *amn_model_archive_folder(const amn_model *m) {
+    const amni_archive *A = m ? amni_model_resource(m, archive_release) : NULL;
+    return A && A->n_chosen ? A->folder : NULL;
 }
 
 /* ---- the packed folder's other files, for a model folder written out ---- */
@@ -1039,39 +1162,16 @@ static int extract_one(amni_archive *A, struct archive *a, struct archive_entry 
     for (;;) {
         const void *buf;
         size_t len;
-        la_int64_t off;
-        int r = archive_read_data_block(a, &buf, &len, &off);
-        if (r == ARCHIVE_EOF) break;
-        if (r < ARCHIVE_WARN) {
-            rc = amn_error_set(err, AMN_E_PARSE, "%s: member '%s': %s", A->path, mb->name,
-                               archive_error_string(a) ? archive_error_string(a) : "damaged");
+        bool end;
+        if ((rc = next_block(A, a, mb, got, &buf, &len, &end, err)) || end) break;
+        const int werr = write_at(fd, got, buf, len);
+        if (werr) {
+            rc = amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(werr));
             break;
         }
-        if ((rc = check_ratio(A, len, mb->name, err))) break;
-        if (off < 0 || (uint64_t)off != got || len > mb->size - got) {
-            rc = amn_error_set(err, AMN_E_PARSE,
-                               "%s: member '%s' holds other bytes than its header says", A->path,
-                               mb->name);
-            break;
-        }
-        for (const uint8_t *p = buf; len && !rc;) {
-            ssize_t w = write(fd, p, len);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0)
-                rc = amn_error_set(err, AMN_E_IO, "%s: %s", path,
-                                   w < 0 ? strerror(errno) : "no progress");
-            else {
-                p += w;
-                len -= (size_t)w;
-                got += (uint64_t)w;
-            }
-        }
-        if (rc) break;
+        got += len;
     }
-    if (!rc && got != mb->size)
-        rc =
-            amn_error_set(err, AMN_E_PARSE, "%s: member '%s' is truncated (%llu of its %llu bytes)",
-                          A->path, mb->name, (unsigned long long)got, (unsigned long long)mb->size);
+    if (!rc) rc = check_whole(A, mb, got, err);
     if (!rc && archive_entry_mtime_is_set(e)) {
         const struct timespec t[2] = {
             {.tv_nsec = UTIME_OMIT},

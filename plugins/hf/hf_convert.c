@@ -12,6 +12,7 @@
 
 #include "amn/checked.h"
 #include "amn/kit/json_file.h"
+#include "amn/kit/model_dir.h"
 #include "hf_config.h"
 #include "hf_kv.h"
 #include "hf_meta.h"
@@ -106,9 +107,30 @@ static int names_add(names *s, const char *x, amn_error *err) {
 
 /* The shard files, as index_tensors lists them: the index's files (sorted),
  * else every model*.safetensors of the folder (sorted). */
-static int part_names(const char *dir, const amn_limits *lim, names *parts, amn_error *err) {
+/* A packed model folder's model file, held by the core (the folder on disk
+ * holds its companion files only): false when m is not from an archive. */
+static bool packed(const amn_model *m, const char *file, const uint8_t **data, uint64_t *size) {
+    *data = NULL;
+    *size = 0;
+    if (!m || !amn_model_archive(m)) return false;
+    amn_model_archive_file(m, file, data, size);
+    return true;
+}
+
+static int part_names(const amn_model *m, const char *dir, const amn_limits *lim, names *parts,
+                      amn_error *err) {
     json_object *index = NULL;
-    int rc = read_json(dir, "model.safetensors.index.json", false, lim, &index, err);
+    const char *ix = "model.safetensors.index.json";
+    const uint8_t *data;
+    uint64_t size;
+    const bool from_archive = packed(m, ix, &data, &size);
+    const amn_kit_json_caps caps = json_caps(lim, CONFIG_MAX_BYTES);
+    int rc =
+        !from_archive ? read_json(dir, ix, false, lim, &index, err)
+        : !data       ? AMN_OK
+        : size > caps.max_bytes
+            ? amn_error_set(err, AMN_E_LIMIT, "%s: larger than the cap", ix)
+            : amn_kit_json_parse_object(ix, (const char *)data, (size_t)size, &caps, &index, err);
     if (rc) return rc;
     if (index) {
         json_object *wm;
@@ -135,6 +157,13 @@ static int part_names(const char *dir, const amn_limits *lim, names *parts, amn_
             }
         }
         json_object_put(index);
+    } else if (from_archive) {
+        const char *f;
+        for (size_t i = 0; !rc && (f = amn_model_archive_model_file(m, i)); i++) {
+            const size_t n = strlen(f);
+            if (strncmp(f, "model", 5) == 0 && n >= 12 && strcmp(f + n - 12, ".safetensors") == 0)
+                rc = names_add(parts, f, err);
+        }
     } else {
         DIR *d = opendir(dir);
         if (!d) return amn_error_set(err, AMN_E_IO, "%s: %s", dir, strerror(errno));
@@ -156,12 +185,18 @@ static int part_names(const char *dir, const amn_limits *lim, names *parts, amn_
 }
 
 /* One shard's tensor names, sorted (gguf-py's SafetensorsLocal). */
-static int part_tensors(const char *dir, const char *part, const amn_limits *lim, names *out,
-                        amn_error *err) {
+static int part_tensors(const amn_model *m, const char *dir, const char *part,
+                        const amn_limits *lim, names *out, amn_error *err) {
     char path[4096];
     if (strchr(part, '/') || snprintf(path, sizeof path, "%s/%s", dir, part) >= (int)sizeof path)
         return amn_error_set(err, AMN_E_PARSE, "shard name %s: not a file of the folder", part);
-    FILE *f = fopen(path, "rb");
+    const uint8_t *data;
+    uint64_t size;
+    /* (a packed shard's header is read from the bytes the core holds) */
+    errno = ENOENT;
+    FILE *f = !packed(m, part, &data, &size) ? fopen(path, "rb")
+              : data && size                 ? fmemopen((void *)data, (size_t)size, "rb")
+                                             : NULL;
     if (!f) return amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
     uint8_t len8[8];
     uint64_t len = 0;
@@ -452,10 +487,10 @@ static int converter_order(const hf_conv *c, const char *dir, const amn_encode_s
     names parts = {0}, order = {0};
     by_name *idx = malloc((n ? n : 1) * sizeof *idx);
     bool *seen = calloc(n ? n : 1, 1);
-    int rc = idx && seen ? part_names(dir, c->lim, &parts, err)
+    int rc = idx && seen ? part_names(c->model, dir, c->lim, &parts, err)
                          : amn_error_set(err, AMN_E_NOMEM, "out of memory");
     for (size_t k = 0; !rc && k < parts.n; k++)
-        rc = part_tensors(dir, parts.v[k], c->lim, &order, err);
+        rc = part_tensors(c->model, dir, parts.v[k], c->lim, &order, err);
     for (size_t i = 0; !rc && i < n; i++) idx[i] = (by_name){src[i].name, i};
     if (!rc) qsort(idx, n, sizeof *idx, cmp_by_name);
     size_t k2 = 0;
@@ -644,14 +679,34 @@ static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_param
 int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_t n, hf_conv **out,
                 amn_error *err) {
     *out = NULL;
-    const char *dir = o->model ? amn_model_path(o->model) : NULL;
+    /* A packed model folder's companion files are extracted into a
+     * temporary folder for the planning, the only step that reads them. */
+    amn_kit_model_dir md;
+    int rc = amn_kit_model_dir_open(o->model, &md, err);
+    if (rc) return rc;
+    const char *dir = md.path;
     struct stat st;
-    if (!dir || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    if (!dir || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        amn_kit_model_dir_close(&md);
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: %s converts a Hugging Face model folder, not %s",
                              o->target, dir ? dir : "a stream");
+    }
+    const char *arch = amn_model_archive(o->model);
+    char cj[4200];
+    snprintf(cj, sizeof cj, "%s/config.json", dir);
+    if (arch && stat(cj, &st) != 0) { /* named by the archive, not the temporary folder */
+        amn_kit_model_dir_close(&md);
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: the folder %s packed in %s has no config.json: not a "
+                             "Hugging Face model folder",
+                             amn_model_archive_folder(o->model), arch);
+    }
     hf_conv *c = calloc(1, sizeof *c);
-    if (!c) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!c) {
+        amn_kit_model_dir_close(&md);
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
     c->n_src = n;
     c->model = o->model;
     /* the caps the folder was opened with reach its JSON and tokenizer files */
@@ -663,7 +718,7 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
     c->lim = &c->lim_own;
     json_object *cfg = NULL;
     hf_params p = {0};
-    int rc = parse_outtype(o->target, &c->outtype, err);
+    rc = parse_outtype(o->target, &c->outtype, err);
     if (!rc && !(c->outs = calloc(n ? n : 1, sizeof *c->outs)))
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (!rc) rc = read_json(dir, "config.json", true, c->lim, &cfg, err);
@@ -677,6 +732,7 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
     if (!rc) rc = plan_kv(c, dir, p.cfg, &p, err);
     json_object_put(cfg);
     hf_params_free(&p);
+    amn_kit_model_dir_close(&md);
     if (rc) {
         hf_conv_free(c);
         return rc;

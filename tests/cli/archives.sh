@@ -239,7 +239,7 @@ done
 # error says where, and no folder is written.
 TMPDIR=$work/no-such-dir expect "side.tar -o DIR/, TMPDIR missing" 6 convert side.tar \
   --to safetensors -o notmp-side/
-says "side.tar -o DIR/, TMPDIR missing" "$work/no-such-dir/amn-side-"
+says "side.tar -o DIR/, TMPDIR missing" "no temporary folder in $work/no-such-dir"
 [ ! -e notmp-side ] && pass || fail "side.tar -o DIR/, TMPDIR missing: output left behind"
 
 # Hostile archives: each refused with its exit code, nothing written.

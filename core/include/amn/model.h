@@ -86,6 +86,27 @@ AMN_API const char *amn_model_archive(const amn_model *m);
  * fails is removed; those written before it are the caller's to remove. */
 AMN_API int amn_model_archive_extract(const amn_model *m, const char *dir, size_t *count,
                                       amn_error *err);
+/* The files of that folder the library holds whole once the model is open:
+ * its model files (shards, index files) and its settings files
+ * (config.json, hf_quant_config.json, quantize_config.json,
+ * quant_config.json; at most 4 MiB each). The one of plain file name
+ * `name` into *data and *size (valid as long as m), and true; false when
+ * the folder holds no such file, holds it otherwise, or m is not from an
+ * archive. Readers of a model folder's companion files read them here. */
+AMN_API bool amn_model_archive_file(const amn_model *m, const char *name, const uint8_t **data,
+                                    uint64_t *size);
+/* The file name of its i-th model file, in the order they were joined
+ * (shards in their index's order, else by name); NULL past the last. */
+AMN_API const char *amn_model_archive_model_file(const amn_model *m, size_t i);
+/* The packed folder's own name: its folder in the archive ("model" of
+ * model/config.json), or for files packed at the top level the archive's
+ * file name without its archive extension; NULL when m is not from an
+ * archive. */
+AMN_API const char *amn_model_archive_folder(const amn_model *m);
+/* Whether amn_open takes path for a packed model folder (doc/archives.md):
+ * decided from its first bytes, the first member header of a compressed
+ * stream, and a ZIP's member names, without reading the members. */
+AMN_API bool amn_path_is_archive(const char *path);
 /* The limits the model was opened with (amn_open / amn_inspect set them), for
  * a reader of its companion files (a folder's tokenizer files); NULL when it
  * was built otherwise. set_limits copies *lim (NULL clears). */
