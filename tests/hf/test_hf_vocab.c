@@ -177,6 +177,13 @@ static void test_bpe_llama2(void **s) {
     (void)s;
     check_case(bpe_dir(), "llama2");
 }
+/* Google's Gemma 3: Replace normalizer, Split merged with the previous
+ * piece, a BPE over characters with byte fallback; added tokens (newlines,
+ * tabs) in the check text */
+static void test_bpe_gemma3(void **s) {
+    (void)s;
+    check_case(bpe_dir(), "gemma3");
+}
 static void test_bpe_qwen3(void **s) {
     (void)s;
     check_case(bpe_dir(), "qwen3");
@@ -558,16 +565,16 @@ static void test_regex_depth(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spm_llama),     cmocka_unit_test(test_spm_gemma),
-        cmocka_unit_test(test_spm_phi3),      cmocka_unit_test(test_spm_named),
-        cmocka_unit_test(test_spm_jinja_dir), cmocka_unit_test(test_spm_roberta),
-        cmocka_unit_test(test_spm_template),  cmocka_unit_test(test_spm_bare),
-        cmocka_unit_test(test_bpe_llama3),    cmocka_unit_test(test_bpe_llama3_1),
-        cmocka_unit_test(test_bpe_qwen3),     cmocka_unit_test(test_bpe_llama2),
-        cmocka_unit_test(test_spm_truncated), cmocka_unit_test(test_spm_mutated),
-        cmocka_unit_test(test_spm_handmade),  cmocka_unit_test(test_json_side_files),
-        cmocka_unit_test(test_bpe_hostile),   cmocka_unit_test(test_real_count),
-        cmocka_unit_test(test_regex_depth),
+        cmocka_unit_test(test_spm_llama),       cmocka_unit_test(test_spm_gemma),
+        cmocka_unit_test(test_spm_phi3),        cmocka_unit_test(test_spm_named),
+        cmocka_unit_test(test_spm_jinja_dir),   cmocka_unit_test(test_spm_roberta),
+        cmocka_unit_test(test_spm_template),    cmocka_unit_test(test_spm_bare),
+        cmocka_unit_test(test_bpe_llama3),      cmocka_unit_test(test_bpe_llama3_1),
+        cmocka_unit_test(test_bpe_qwen3),       cmocka_unit_test(test_bpe_llama2),
+        cmocka_unit_test(test_bpe_gemma3),      cmocka_unit_test(test_spm_truncated),
+        cmocka_unit_test(test_spm_mutated),     cmocka_unit_test(test_spm_handmade),
+        cmocka_unit_test(test_json_side_files), cmocka_unit_test(test_bpe_hostile),
+        cmocka_unit_test(test_real_count),      cmocka_unit_test(test_regex_depth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
