@@ -422,9 +422,12 @@ static char *cps_utf8(const uint32_t *cp, size_t n, size_t *len) {
     return s;
 }
 
-/* A normalized added token is matched as the normalizer writes it. */
+/* A normalized added token is matched as the normalizer writes it. One of
+ * more bytes than the normalizers let the check text's 350 characters grow
+ * to never matches: it is left out (its normalization could hit that cap). */
 static int add_normalized(added *a, json_object *norm, const char *c, size_t n, int64_t idx,
                           amn_error *err) {
+    if (n > 4 * MAX_CP) return AMN_OK;
     uint32_t *cp = malloc((n + 1) * sizeof *cp);
     if (!cp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     hf_pieces ps = {.budget = REGEX_BUDGET};
@@ -528,7 +531,7 @@ static int added_id(json_object *list, int64_t item, int64_t *ids, size_t *n, si
  * split by the normalized added tokens, pre-tokenizer and model. */
 static int encode_text(json_object *root, const tok *t, const added *a, const char *s, size_t n,
                        int64_t *ids, size_t *nids, size_t cap, amn_error *err) {
-    uint32_t *cps = malloc(MAX_CP * sizeof *cps);
+    uint32_t *cps = malloc(4 * MAX_CP * sizeof *cps); /* the normalizers' cap */
     span *sp = malloc(4 * MAX_CP * sizeof *sp);
     char *u = NULL;
     hf_pieces ps = {.budget = REGEX_BUDGET};
@@ -547,8 +550,8 @@ static int encode_text(json_object *root, const tok *t, const added *a, const ch
             continue;
         }
         hf_pieces pt = {.budget = REGEX_BUDGET};
-        rc = hf_push_piece(&pt, cps, hf_utf8_decode(u + sp[i].s, sp[i].e - sp[i].s, cps, MAX_CP),
-                           err);
+        rc = hf_push_piece(&pt, cps,
+                           hf_utf8_decode(u + sp[i].s, sp[i].e - sp[i].s, cps, 4 * MAX_CP), err);
         if (!rc) rc = hf_tok_pre_tokenize(&pt, hf_json_get(root, "pre_tokenizer"), err);
         for (size_t j = 0; j < pt.n && !rc; j++) rc = bpe(t, &pt.v[j], ids, nids, cap, err);
         hf_free_pieces(&pt);
