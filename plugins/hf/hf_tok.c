@@ -1,17 +1,18 @@
 /* tokenizer.encode(chktxt) for a tokenizer.json, as Hugging Face tokenizers
  * computes it, and the converter's chkhsh of it: sha256 of the Python repr
- * of the id list. Implemented: normalizer none or NFC (the check text is
- * already NFC), pre-tokenizers Split (Isolated, regex or string) and
- * ByteLevel (with or without its GPT-2 regex) alone or in a Sequence, the BPE
- * model with merges and ignore_merges, post-processors TemplateProcessing,
- * RobertaProcessing, BertProcessing, ByteLevel, Sequence. Anything else is
- * AMN_E_UNSUPPORTED naming it. */
+ * of the id list. In the library's order: the added tokens are cut out of
+ * the text (those not normalized first, then the normalized ones), each
+ * other stretch is normalized and pre-tokenized (hf_tok_split.c), each piece
+ * goes through the BPE model (merges, ignore_merges, byte_fallback, the
+ * unknown token and fuse_unk; byte-level or not), and the post-processor
+ * (TemplateProcessing, RobertaProcessing, BertProcessing, ByteLevel,
+ * Sequence) adds its tokens. Anything else is AMN_E_UNSUPPORTED naming it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "amn/kit/sha256.h"
-#include "hf_tok_regex.h"
+#include "hf_tok_int.h"
 #include "hf_vocab_int.h"
 
 /* convert_hf_to_gguf.py's chktxt, UTF-8 */
@@ -30,7 +31,7 @@ static const char chktxt[] =
     "''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not "
     "sure I'll make it, 'D you like some tea? We'Ve a'lL";
 
-#define MAX_CP 1024 /* the check text is 350 code points; byte-level 3x that at most */
+#define MAX_CP HF_TOK_MAX_CP
 /* regex steps for one whole encoding; the known tokenizers need ~10^5 */
 #define REGEX_BUDGET 50000000u
 
@@ -96,224 +97,54 @@ static size_t pair_slot(const pairmap *m, uint64_t k) {
 }
 
 /* ---- the tokenizer ---- */
+
+/* ---- the tokenizer ---- */
 typedef struct tok {
     strmap vocab;
     pairmap merges;
-    bool ignore_merges;
+    bool ignore_merges, byte_fallback, fuse_unk;
+    int64_t unk; /* the unknown token's id; -1 none, -2 named but not in the vocabulary */
 } tok;
 
-typedef struct piece {
-    uint32_t *cp;
-    size_t n;
-} piece;
+static bool is_null(json_object *o) {
+    return !o || json_object_is_type(o, json_type_null);
+}
 
-typedef struct pieces {
-    piece *v;
-    size_t n, cap;
-    bool byte_level;
-    uint64_t budget; /* regex steps left */
-} pieces;
-
-static int push_piece(pieces *ps, const uint32_t *cp, size_t n, amn_error *err) {
-    if (n == 0) return AMN_OK;
-    if (ps->n == ps->cap) {
-        size_t nc = ps->cap ? ps->cap * 2 : 64;
-        if (nc > 4 * MAX_CP)
-            return amn_error_set(err, AMN_E_LIMIT, "pre-tokenizer: too many pieces");
-        piece *nv = realloc(ps->v, nc * sizeof *nv);
-        if (!nv) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        ps->v = nv;
-        ps->cap = nc;
+/* The BPE model's options. A subword prefix or suffix and dropout change
+ * the encoding in ways the known tokenizers never need. */
+static int load_options(tok *t, json_object *model, amn_error *err) {
+    static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+    for (size_t i = 0; i < 2; i++) {
+        json_object *v = hf_json_get(model, affixes[i]);
+        if (!is_null(v) &&
+            !(json_object_is_type(v, json_type_string) && json_object_get_string_len(v) == 0))
+            return amn_error_set(err, AMN_E_UNSUPPORTED, "tokenizer.json: BPE with %s", affixes[i]);
     }
-    uint32_t *c = malloc(n * sizeof *c);
-    if (!c) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    memcpy(c, cp, n * sizeof *c);
-    ps->v[ps->n++] = (piece){c, n};
-    return AMN_OK;
-}
-
-static void free_pieces(pieces *ps) {
-    for (size_t i = 0; i < ps->n; i++) free(ps->v[i].cp);
-    free(ps->v);
-    ps->v = NULL;
-    ps->n = ps->cap = 0;
-}
-
-static size_t utf8_decode(const char *s, size_t n, uint32_t *out) {
-    size_t k = 0;
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n && k < MAX_CP;) {
-        uint32_t c = p[i];
-        size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        if (len > 1) c &= 0xFF >> (len + 1);
-        for (size_t j = 1; j < len && i + j < n; j++) c = c << 6 | (p[i + j] & 0x3F);
-        out[k++] = c;
-        i += len;
+    json_object *d = hf_json_get(model, "dropout");
+    if (!is_null(d) &&
+        !((json_object_is_type(d, json_type_double) || json_object_is_type(d, json_type_int)) &&
+          json_object_get_double(d) == 0.0))
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "tokenizer.json: BPE with dropout");
+    static const char *const flags[] = {"ignore_merges", "byte_fallback", "fuse_unk"};
+    bool *dst[] = {&t->ignore_merges, &t->byte_fallback, &t->fuse_unk};
+    for (size_t i = 0; i < 3; i++) {
+        json_object *v = hf_json_get(model, flags[i]);
+        if (!is_null(v) && !json_object_is_type(v, json_type_boolean))
+            return amn_error_set(err, AMN_E_PARSE, "tokenizer.json: model.%s is not a boolean",
+                                 flags[i]);
+        *dst[i] = v && json_object_get_boolean(v);
     }
-    return k;
-}
-
-static size_t utf8_encode(uint32_t c, char *o) {
-    if (c < 0x80) return o[0] = (char)c, 1;
-    if (c < 0x800) return o[0] = (char)(0xC0 | c >> 6), o[1] = (char)(0x80 | (c & 0x3F)), 2;
-    if (c < 0x10000) {
-        o[0] = (char)(0xE0 | c >> 12);
-        o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | c >> 18);
-    o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((c >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (c & 0x3F));
-    return 4;
-}
-
-/* GPT-2's bytes_to_unicode */
-static uint32_t byte_char(uint8_t b) {
-    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE)) return b;
-    uint32_t n = 0;
-    for (uint32_t x = 0; x < b; x++)
-        if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE))) n++;
-    return 256 + n;
-}
-
-static const char gpt2_pattern[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
-/* Split every piece on the regex, keeping matches and gaps (Isolated). */
-static int split_regex(pieces *ps, const char *pattern, amn_error *err) {
-    hf_re *re;
-    int rc = hf_re_compile(pattern, &re, err);
-    if (rc) return rc;
-    pieces out = {0};
-    out.byte_level = ps->byte_level;
-    for (size_t i = 0; i < ps->n && !rc; i++) {
-        const piece *p = &ps->v[i];
-        size_t pos = 0, s, e;
-        int hit;
-        while (!rc && (hit = hf_re_find(re, p->cp, p->n, pos, &s, &e, &ps->budget, err)) == 1) {
-            if (e == s) { /* an empty match splits nothing; step over one char */
-                if (s >= p->n) break;
-                rc = push_piece(&out, p->cp + pos, s + 1 - pos, err);
-                pos = s + 1;
-                continue;
-            }
-            rc = push_piece(&out, p->cp + pos, s - pos, err);
-            if (!rc) rc = push_piece(&out, p->cp + s, e - s, err);
-            pos = e;
-        }
-        if (hit < 0) rc = err ? err->code : AMN_E_LIMIT;
-        if (!rc) rc = push_piece(&out, p->cp + pos, p->n - pos, err);
-    }
-    hf_re_free(re);
-    if (rc) {
-        free_pieces(&out);
-        return rc;
-    }
-    out.budget = ps->budget;
-    free_pieces(ps);
-    *ps = out;
-    return AMN_OK;
-}
-
-static int split_string(pieces *ps, const char *lit, amn_error *err) {
-    /* a literal pattern, escaped into a regex of the same code points */
-    size_t n = strlen(lit);
-    if (n == 0 || n > 1024)
-        return amn_error_set(err, AMN_E_UNSUPPORTED, "pre-tokenizer: Split string");
-    char *re = malloc(n * 2 + 1);
-    if (!re) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (strchr("\\^$.|?*+()[]{}", lit[i])) re[o++] = '\\';
-        re[o++] = lit[i];
-    }
-    re[o] = 0;
-    int rc = split_regex(ps, re, err);
-    free(re);
-    return rc;
-}
-
-static int byte_level(pieces *ps, json_object *pt, amn_error *err) {
-    int rc;
-    bool prefix = hf_json_truthy(hf_json_get(pt, "add_prefix_space"));
-    json_object *ur = hf_json_get(pt, "use_regex");
-    bool use_regex = !ur || json_object_get_boolean(ur); /* default true */
-    if (prefix)
-        for (size_t i = 0; i < ps->n; i++) {
-            piece *p = &ps->v[i];
-            if (p->n && p->cp[0] == ' ') continue;
-            uint32_t *c = malloc((p->n + 1) * sizeof *c);
-            if (!c) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-            c[0] = ' ';
-            memcpy(c + 1, p->cp, p->n * sizeof *c);
-            free(p->cp);
-            p->cp = c;
-            p->n++;
-        }
-    if (use_regex && (rc = split_regex(ps, gpt2_pattern, err))) return rc;
-    for (size_t i = 0; i < ps->n; i++) {
-        piece *p = &ps->v[i];
-        uint32_t *c = malloc(p->n * 4 * sizeof *c);
-        if (!c) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        size_t k = 0;
-        for (size_t j = 0; j < p->n; j++) {
-            char b[4];
-            size_t nb = utf8_encode(p->cp[j], b);
-            for (size_t x = 0; x < nb; x++) c[k++] = byte_char((uint8_t)b[x]);
-        }
-        free(p->cp);
-        p->cp = c;
-        p->n = k;
-    }
-    ps->byte_level = true;
-    return AMN_OK;
-}
-
-static bool is_type(json_object *o, const char *t) {
-    json_object *ty = hf_json_get(o, "type");
-    return ty && json_object_is_type(ty, json_type_string) &&
-           strcmp(json_object_get_string(ty), t) == 0;
-}
-
-static const char *type_name(json_object *o) {
-    json_object *ty = hf_json_get(o, "type");
-    return ty && json_object_is_type(ty, json_type_string) ? json_object_get_string(ty) : "?";
-}
-
-static int pre_tokenize(pieces *ps, json_object *pt, int depth, amn_error *err) {
-    if (!pt || json_object_is_type(pt, json_type_null)) return AMN_OK;
-    if (depth > 8) return amn_error_set(err, AMN_E_LIMIT, "pre_tokenizer nests too deep");
-    if (is_type(pt, "Sequence")) {
-        json_object *list = hf_json_get(pt, "pretokenizers");
-        if (!list || !json_object_is_type(list, json_type_array))
+    json_object *unk = hf_json_get(model, "unk_token");
+    t->unk = -1;
+    if (!is_null(unk)) {
+        if (!json_object_is_type(unk, json_type_string))
             return amn_error_set(err, AMN_E_PARSE,
-                                 "tokenizer.json: Sequence without pretokenizers");
-        for (size_t i = 0; i < json_object_array_length(list); i++) {
-            int rc = pre_tokenize(ps, json_object_array_get_idx(list, i), depth + 1, err);
-            if (rc) return rc;
-        }
-        return AMN_OK;
+                                 "tokenizer.json: model.unk_token is not a string");
+        t->unk = strmap_get(&t->vocab, json_object_get_string(unk),
+                            (size_t)json_object_get_string_len(unk));
+        if (t->unk < 0) t->unk = -2;
     }
-    if (is_type(pt, "ByteLevel")) return byte_level(ps, pt, err);
-    if (is_type(pt, "Split")) {
-        json_object *pat = hf_json_get(pt, "pattern"), *beh = hf_json_get(pt, "behavior");
-        json_object *re = hf_json_get(pat, "Regex"), *str = hf_json_get(pat, "String");
-        if (hf_json_truthy(hf_json_get(pt, "invert")) || !beh ||
-            !json_object_is_type(beh, json_type_string) ||
-            strcmp(json_object_get_string(beh), "Isolated") != 0)
-            return amn_error_set(err, AMN_E_UNSUPPORTED,
-                                 "tokenizer.json: Split pre-tokenizer other than Isolated");
-        if (ps->byte_level)
-            return amn_error_set(err, AMN_E_UNSUPPORTED, "tokenizer.json: Split after ByteLevel");
-        if (re && json_object_is_type(re, json_type_string))
-            return split_regex(ps, json_object_get_string(re), err);
-        if (str && json_object_is_type(str, json_type_string))
-            return split_string(ps, json_object_get_string(str), err);
-        return amn_error_set(err, AMN_E_PARSE, "tokenizer.json: Split without a pattern");
-    }
-    return amn_error_set(err, AMN_E_UNSUPPORTED, "tokenizer.json: pre-tokenizer %s", type_name(pt));
+    return AMN_OK;
 }
 
 static int load_vocab(tok *t, json_object *model, const amn_limits *lim, amn_error *err) {
@@ -403,31 +234,67 @@ static int load_merges(tok *t, json_object *model, const amn_limits *lim, amn_er
     return rc;
 }
 
-/* BPE of one byte-level piece, ids appended to out */
-static int bpe(const tok *t, const piece *p, int64_t *out, size_t *n_out, size_t cap,
-               amn_error *err) {
-    char buf[4 * 3 * MAX_CP];
-    size_t len = 0;
-    uint32_t ids[3 * MAX_CP];
-    size_t n = 0;
-    if (p->n > 3 * MAX_CP) return amn_error_set(err, AMN_E_LIMIT, "pre-token too long");
+/* A character the vocabulary lacks: its UTF-8 bytes as <0xXX> tokens
+ * (byte_fallback), when all of them exist. */
+static bool byte_tokens(const tok *t, const char *c, size_t k, uint32_t *ids, size_t *n) {
+    uint32_t b[4];
+    for (size_t i = 0; i < k; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", (unsigned)(uint8_t)c[i]);
+        int64_t id = strmap_get(&t->vocab, name, 6);
+        if (id < 0) return false;
+        b[i] = (uint32_t)id;
+    }
+    memcpy(ids + *n, b, k * sizeof *b);
+    *n += k;
+    return true;
+}
+
+/* The piece's characters as vocabulary ids, as the library's BPE starts a
+ * word: a known character is its token; an unknown one its byte tokens
+ * (byte_fallback), else the unknown token (one for a run with fuse_unk),
+ * else nothing. A pending unknown token is written before the next known
+ * character, not before byte tokens, as the library does. */
+static int word_ids(const tok *t, const hf_piece *p, uint32_t *ids, size_t *n, amn_error *err) {
+    bool pending = false;
     for (size_t i = 0; i < p->n; i++) {
         char c[4];
-        size_t k = utf8_encode(p->cp[i], c);
-        memcpy(buf + len, c, k);
+        size_t k = hf_utf8_encode(p->cp[i], c);
         int64_t id = strmap_get(&t->vocab, c, k);
-        if (id < 0)
-            return amn_error_set(err, AMN_E_UNSUPPORTED,
-                                 "tokenizer.json: a byte-level character is not in the vocabulary");
-        ids[n++] = (uint32_t)id;
-        len += k;
+        if (id >= 0) {
+            if (pending) ids[(*n)++] = (uint32_t)t->unk;
+            pending = false;
+            ids[(*n)++] = (uint32_t)id;
+            continue;
+        }
+        if (t->byte_fallback && byte_tokens(t, c, k, ids, n)) continue;
+        if (t->unk == -1) continue;
+        if (t->unk == -2)
+            return amn_error_set(err, AMN_E_PARSE,
+                                 "tokenizer.json: model.unk_token is not in the vocabulary");
+        if (pending && t->fuse_unk) continue;
+        if (pending) ids[(*n)++] = (uint32_t)t->unk;
+        pending = true;
     }
-    int64_t whole = t->ignore_merges ? strmap_get(&t->vocab, buf, len) : -1;
-    if (whole >= 0) {
-        ids[0] = (uint32_t)whole;
-        n = 1;
-    }
-    for (;;) { /* merge the lowest-ranked pair, leftmost first */
+    if (pending) ids[(*n)++] = (uint32_t)t->unk;
+    return AMN_OK;
+}
+
+/* BPE of one piece, ids appended to out */
+static int bpe(const tok *t, const hf_piece *p, int64_t *out, size_t *n_out, size_t cap,
+               amn_error *err) {
+    if (p->n > 3 * MAX_CP) return amn_error_set(err, AMN_E_LIMIT, "pre-token too long");
+    uint32_t *ids = malloc(4 * p->n * sizeof *ids);
+    char *buf = malloc(4 * p->n);
+    size_t n = 0, len = 0;
+    int rc = ids && buf ? AMN_OK : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < p->n && !rc; i++) len += hf_utf8_encode(p->cp[i], buf + len);
+    int64_t whole = !rc && t->ignore_merges ? strmap_get(&t->vocab, buf, len) : -1;
+    if (whole >= 0)
+        ids[n++] = (uint32_t)whole;
+    else if (!rc)
+        rc = word_ids(t, p, ids, &n, err);
+    for (; !rc;) { /* merge the lowest-ranked pair, leftmost first */
         size_t best = SIZE_MAX;
         uint32_t best_rank = UINT32_MAX, best_id = 0;
         for (size_t i = 0; i + 1 < n; i++) {
@@ -444,9 +311,11 @@ static int bpe(const tok *t, const piece *p, int64_t *out, size_t *n_out, size_t
         memmove(ids + best + 1, ids + best + 2, (n - best - 2) * sizeof *ids);
         n--;
     }
-    if (*n_out + n > cap) return amn_error_set(err, AMN_E_LIMIT, "encoding too long");
-    for (size_t i = 0; i < n; i++) out[(*n_out)++] = ids[i];
-    return AMN_OK;
+    if (!rc && *n_out + n > cap) rc = amn_error_set(err, AMN_E_LIMIT, "encoding too long");
+    for (size_t i = 0; i < n && !rc; i++) out[(*n_out)++] = ids[i];
+    free(ids);
+    free(buf);
+    return rc;
 }
 
 static int special_ids(json_object *specials, json_object *name, int64_t *out, size_t *n,
@@ -475,9 +344,10 @@ static int pair_id(json_object *pp, const char *key, int64_t *out) {
 
 static int post_process(json_object *pp, int64_t *ids, size_t *n, size_t cap, int depth,
                         amn_error *err) {
-    if (!pp || json_object_is_type(pp, json_type_null) || is_type(pp, "ByteLevel")) return AMN_OK;
+    if (!pp || json_object_is_type(pp, json_type_null) || hf_tok_is_type(pp, "ByteLevel"))
+        return AMN_OK;
     if (depth > 8) return amn_error_set(err, AMN_E_LIMIT, "post_processor nests too deep");
-    if (is_type(pp, "Sequence")) {
+    if (hf_tok_is_type(pp, "Sequence")) {
         json_object *list = hf_json_get(pp, "processors");
         for (size_t i = 0; list && i < json_object_array_length(list); i++) {
             int rc = post_process(json_object_array_get_idx(list, i), ids, n, cap, depth + 1, err);
@@ -491,7 +361,7 @@ static int post_process(json_object *pp, int64_t *ids, size_t *n, size_t cap, in
     memcpy(seq, ids, ns * sizeof *seq);
     *n = 0;
     int rc = AMN_OK;
-    if (is_type(pp, "TemplateProcessing")) {
+    if (hf_tok_is_type(pp, "TemplateProcessing")) {
         json_object *single = hf_json_get(pp, "single");
         json_object *specials = hf_json_get(pp, "special_tokens");
         for (size_t i = 0; single && i < json_object_array_length(single) && !rc; i++) {
@@ -508,10 +378,10 @@ static int post_process(json_object *pp, int64_t *ids, size_t *n, size_t cap, in
                 rc = amn_error_set(err, AMN_E_PARSE, "tokenizer.json: bad template item");
             }
         }
-    } else if (is_type(pp, "RobertaProcessing") || is_type(pp, "BertProcessing")) {
+    } else if (hf_tok_is_type(pp, "RobertaProcessing") || hf_tok_is_type(pp, "BertProcessing")) {
         int64_t cls, sep;
         if (pair_id(pp, "cls", &cls) || pair_id(pp, "sep", &sep) || ns + 2 > cap) {
-            rc = amn_error_set(err, AMN_E_PARSE, "tokenizer.json: bad %s", type_name(pp));
+            rc = amn_error_set(err, AMN_E_PARSE, "tokenizer.json: bad %s", hf_tok_type_name(pp));
         } else {
             ids[(*n)++] = cls;
             memcpy(ids + *n, seq, ns * sizeof *seq);
@@ -520,67 +390,203 @@ static int post_process(json_object *pp, int64_t *ids, size_t *n, size_t cap, in
         }
     } else {
         rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tokenizer.json: post-processor %s",
-                           type_name(pp));
+                           hf_tok_type_name(pp));
     }
     free(seq);
     return rc;
 }
 
-static int check_normalizer(json_object *norm, int depth, amn_error *err) {
-    if (!norm || json_object_is_type(norm, json_type_null) || is_type(norm, "NFC"))
-        return AMN_OK; /* chktxt is NFC already: NFC leaves it as it is */
-    if (is_type(norm, "Sequence") && depth < 8) {
-        json_object *list = hf_json_get(norm, "normalizers");
-        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
-            int rc = check_normalizer(json_object_array_get_idx(list, i), depth + 1, err);
-            if (rc) return rc;
-        }
-        return AMN_OK;
-    }
-    return amn_error_set(err, AMN_E_UNSUPPORTED, "tokenizer.json: normalizer %s", type_name(norm));
+/* ---- added tokens ---- */
+typedef struct added {
+    strmap raw;               /* content -> index in the added_tokens list, normalized: false */
+    strmap norm;              /* the same for normalized: true (content normalized) */
+    size_t max_raw, max_norm; /* longest key, bytes */
+    char **owned;             /* the normalized contents */
+    size_t n_owned;
+} added;
+
+static void added_free(added *a) {
+    strmap_free(&a->raw);
+    strmap_free(&a->norm);
+    for (size_t i = 0; i < a->n_owned; i++) free(a->owned[i]);
+    free(a->owned);
 }
 
-/* Added tokens are cut out of the text before anything else; none of the
- * known tokenizers has one that occurs in the check text. */
-static int check_added(json_object *root, amn_error *err) {
-    json_object *added = hf_json_get(root, "added_tokens");
-    for (size_t i = 0; added && json_object_is_type(added, json_type_array) &&
-                       i < json_object_array_length(added);
-         i++) {
-        json_object *c = hf_json_get(json_object_array_get_idx(added, i), "content");
-        if (c && json_object_is_type(c, json_type_string) && json_object_get_string_len(c) &&
-            strstr(chktxt, json_object_get_string(c)))
-            return amn_error_set(err, AMN_E_UNSUPPORTED,
-                                 "tokenizer.json: added token '%.40s' occurs in the check text",
-                                 json_object_get_string(c));
+/* code points as a new UTF-8 string */
+static char *cps_utf8(const uint32_t *cp, size_t n, size_t *len) {
+    char *s = malloc(4 * n + 1);
+    size_t o = 0;
+    for (size_t i = 0; s && i < n; i++) o += hf_utf8_encode(cp[i], s + o);
+    if (s) s[o] = 0;
+    *len = o;
+    return s;
+}
+
+/* A normalized added token is matched as the normalizer writes it. One of
+ * more bytes than the normalizers let the check text's 350 characters grow
+ * to never matches: it is left out (its normalization could hit that cap). */
+static int add_normalized(added *a, json_object *norm, const char *c, size_t n, int64_t idx,
+                          amn_error *err) {
+    if (n > 4 * MAX_CP) return AMN_OK;
+    uint32_t *cp = malloc((n + 1) * sizeof *cp);
+    if (!cp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    hf_pieces ps = {.budget = REGEX_BUDGET};
+    int rc = hf_push_piece(&ps, cp, hf_utf8_decode(c, n, cp, n), err);
+    free(cp);
+    if (!rc) rc = hf_tok_normalize(&ps, norm, err);
+    size_t len = 0;
+    char *s = !rc && ps.n == 1 ? cps_utf8(ps.v[0].cp, ps.v[0].n, &len) : NULL;
+    hf_free_pieces(&ps);
+    if (rc || !s) return rc ? rc : AMN_OK; /* normalized to nothing: never matches */
+    a->owned[a->n_owned++] = s;
+    strmap_put(&a->norm, s, len, idx);
+    if (len > a->max_norm) a->max_norm = len;
+    return AMN_OK;
+}
+
+static int load_added(added *a, json_object *list, json_object *norm, const amn_limits *lim,
+                      amn_error *err) {
+    size_t n =
+        list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    if (list && !is_null(list) && !json_object_is_type(list, json_type_array))
+        return amn_error_set(err, AMN_E_PARSE, "tokenizer.json: added_tokens is not a list");
+    if (n > lim->max_array)
+        return amn_error_set(err, AMN_E_LIMIT, "tokenizer.json: %zu added tokens exceed the cap",
+                             n);
+    if (strmap_init(&a->raw, n) || strmap_init(&a->norm, n) ||
+        !(a->owned = calloc(n + 1, sizeof *a->owned)))
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = json_object_array_get_idx(list, i);
+        json_object *c = hf_json_get(t, "content"), *id = hf_json_get(t, "id");
+        json_object *nz = hf_json_get(t, "normalized");
+        if (!c || !json_object_is_type(c, json_type_string) || !id ||
+            !json_object_is_type(id, json_type_int) ||
+            (!is_null(nz) && !json_object_is_type(nz, json_type_boolean)))
+            return amn_error_set(err, AMN_E_PARSE, "tokenizer.json: added token %zu is malformed",
+                                 i);
+        size_t len = (size_t)json_object_get_string_len(c);
+        if (len == 0) continue;
+        if (nz && !json_object_get_boolean(nz)) {
+            strmap_put(&a->raw, json_object_get_string(c), len, (int64_t)i);
+            if (len > a->max_raw) a->max_raw = len;
+            continue;
+        }
+        int rc = add_normalized(a, norm, json_object_get_string(c), len, (int64_t)i, err);
+        if (rc) return rc;
     }
     return AMN_OK;
+}
+
+typedef struct span {
+    size_t s, e;  /* bytes of the text */
+    int64_t item; /* the added token's index, -1 for text */
+} span;
+
+/* Leftmost-longest matches of the map's keys in s[0, n) (the library's
+ * Aho-Corasick), as spans of text and of tokens. */
+static int split_added(const strmap *m, size_t max, const char *s, size_t n, span *out,
+                       size_t *nout, size_t cap, amn_error *err) {
+    size_t prev = 0, k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (((uint8_t)s[i] & 0xC0) == 0x80) continue; /* not a character's start */
+        size_t best = 0;
+        int64_t item = -1;
+        for (size_t len = n - i < max ? n - i : max; len > 0 && item < 0; len--)
+            if ((item = strmap_get(m, s + i, len)) >= 0) best = len;
+        if (item < 0) continue;
+        if (k + 2 > cap) return amn_error_set(err, AMN_E_LIMIT, "too many added tokens");
+        if (prev < i) out[k++] = (span){prev, i, -1};
+        out[k++] = (span){i, i + best, item};
+        prev = i + best;
+        i = prev - 1;
+    }
+    if (prev < n) {
+        if (k + 1 > cap) return amn_error_set(err, AMN_E_LIMIT, "too many added tokens");
+        out[k++] = (span){prev, n, -1};
+    }
+    *nout = k;
+    return AMN_OK;
+}
+
+/* The added token's id; one that strips or must be a single word is
+ * matched differently by the library, and none of the known tokenizers has
+ * one in the check text. */
+static int added_id(json_object *list, int64_t item, int64_t *ids, size_t *n, size_t cap,
+                    amn_error *err) {
+    json_object *t = json_object_array_get_idx(list, (size_t)item);
+    static const char *const flags[] = {"lstrip", "rstrip", "single_word"};
+    for (size_t i = 0; i < 3; i++)
+        if (hf_json_truthy(hf_json_get(t, flags[i])))
+            return amn_error_set(
+                err, AMN_E_UNSUPPORTED,
+                "tokenizer.json: added token '%.40s' (%s) occurs in the check text",
+                json_object_get_string(hf_json_get(t, "content")), flags[i]);
+    if (*n >= cap) return amn_error_set(err, AMN_E_LIMIT, "encoding too long");
+    ids[(*n)++] = json_object_get_int64(hf_json_get(t, "id"));
+    return AMN_OK;
+}
+
+/* The normalized text of one stretch between added tokens, then its own
+ * split by the normalized added tokens, pre-tokenizer and model. */
+static int encode_text(json_object *root, const tok *t, const added *a, const char *s, size_t n,
+                       int64_t *ids, size_t *nids, size_t cap, amn_error *err) {
+    uint32_t *cps = malloc(4 * MAX_CP * sizeof *cps); /* the normalizers' cap */
+    span *sp = malloc(4 * MAX_CP * sizeof *sp);
+    char *u = NULL;
+    hf_pieces ps = {.budget = REGEX_BUDGET};
+    int rc = cps && sp ? AMN_OK : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!rc) rc = hf_push_piece(&ps, cps, hf_utf8_decode(s, n, cps, MAX_CP), err);
+    if (!rc) rc = hf_tok_normalize(&ps, hf_json_get(root, "normalizer"), err);
+    size_t nu = 0, nsp = 0;
+    if (!rc && ps.n && !(u = cps_utf8(ps.v[0].cp, ps.v[0].n, &nu)))
+        rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    hf_free_pieces(&ps);
+    if (!rc && u) rc = split_added(&a->norm, a->max_norm, u, nu, sp, &nsp, 4 * MAX_CP, err);
+    json_object *list = hf_json_get(root, "added_tokens");
+    for (size_t i = 0; i < nsp && !rc; i++) {
+        if (sp[i].item >= 0) {
+            rc = added_id(list, sp[i].item, ids, nids, cap, err);
+            continue;
+        }
+        hf_pieces pt = {.budget = REGEX_BUDGET};
+        rc = hf_push_piece(&pt, cps,
+                           hf_utf8_decode(u + sp[i].s, sp[i].e - sp[i].s, cps, 4 * MAX_CP), err);
+        if (!rc) rc = hf_tok_pre_tokenize(&pt, hf_json_get(root, "pre_tokenizer"), err);
+        for (size_t j = 0; j < pt.n && !rc; j++) rc = bpe(t, &pt.v[j], ids, nids, cap, err);
+        hf_free_pieces(&pt);
+    }
+    free(u);
+    free(sp);
+    free(cps);
+    return rc;
 }
 
 static int encode(json_object *root, const amn_limits *lim, tok *t, int64_t *ids, size_t *n,
                   size_t cap, amn_error *err) {
     json_object *model = hf_json_get(root, "model");
     json_object *mt = hf_json_get(model, "type");
-    if (mt && !is_type(model, "BPE"))
+    if (mt && !hf_tok_is_type(model, "BPE"))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "tokenizer.json: model type %s",
-                             type_name(model));
-    int rc = check_normalizer(hf_json_get(root, "normalizer"), 0, err);
-    if (!rc) rc = check_added(root, err);
+                             hf_tok_type_name(model));
+    added a = {0};
+    span *sp = malloc(4 * MAX_CP * sizeof *sp);
+    size_t nsp = 0;
+    int rc = sp ? AMN_OK : amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (!rc) rc = load_vocab(t, model, lim, err);
     if (!rc) rc = load_merges(t, model, lim, err);
-    if (rc) return rc;
-    t->ignore_merges = hf_json_truthy(hf_json_get(model, "ignore_merges"));
-    uint32_t cps[MAX_CP];
-    size_t ncp = utf8_decode(chktxt, sizeof chktxt - 1, cps);
-    pieces ps = {.budget = REGEX_BUDGET};
-    rc = push_piece(&ps, cps, ncp, err);
-    if (!rc) rc = pre_tokenize(&ps, hf_json_get(root, "pre_tokenizer"), 0, err);
-    if (!rc && !ps.byte_level)
-        rc = amn_error_set(err, AMN_E_UNSUPPORTED,
-                           "tokenizer.json: a BPE model without a ByteLevel pre-tokenizer");
-    for (size_t i = 0; i < ps.n && !rc; i++) rc = bpe(t, &ps.v[i], ids, n, cap, err);
-    free_pieces(&ps);
+    if (!rc) rc = load_options(t, model, err);
+    json_object *list = hf_json_get(root, "added_tokens");
+    if (!rc) rc = load_added(&a, list, hf_json_get(root, "normalizer"), lim, err);
+    if (!rc)
+        rc = split_added(&a.raw, a.max_raw, chktxt, sizeof chktxt - 1, sp, &nsp, 4 * MAX_CP, err);
+    for (size_t i = 0; i < nsp && !rc; i++)
+        rc = sp[i].item >= 0
+                 ? added_id(list, sp[i].item, ids, n, cap, err)
+                 : encode_text(root, t, &a, chktxt + sp[i].s, sp[i].e - sp[i].s, ids, n, cap, err);
     if (!rc) rc = post_process(hf_json_get(root, "post_processor"), ids, n, cap, 0, err);
+    added_free(&a);
+    free(sp);
     return rc;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf_tok_int.h"
 #include "hf_tok_regex.h"
 
 enum { N_CHAR, N_ANY, N_CLASS, N_GROUP, N_REPEAT, N_LOOK };
@@ -336,16 +337,7 @@ int hf_re_compile(const char *pattern, hf_re **out, amn_error *err) {
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
     /* the pattern is UTF-8 (validated by the caller's JSON parser) */
-    size_t n = 0;
-    const unsigned char *p = (const unsigned char *)pattern;
-    for (size_t i = 0; i < len;) {
-        uint32_t c = p[i];
-        size_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        if (k > 1) c &= 0xFF >> (k + 1);
-        for (size_t j = 1; j < k && i + j < len; j++) c = c << 6 | (p[i + j] & 0x3F);
-        cps[n++] = c;
-        i += k;
-    }
+    size_t n = hf_utf8_decode(pattern, len, cps, len);
     parser ps = {cps, 0, n, re, 0, NULL};
     re->root = parse_alt(&ps, false);
     if (re->root && ps.i != n) ps.err = "unbalanced parenthesis";

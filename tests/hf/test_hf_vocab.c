@@ -18,6 +18,7 @@
 
 #include "amn/byteorder.h"
 #include "hf_vocab.h"
+#include "hf_tok_int.h"
 #include "hf_tok_regex.h"
 #include "hf_vocab_int.h"
 #include "sha256.h"
@@ -176,6 +177,13 @@ static void test_bpe_llama3_1(void **s) {
 static void test_bpe_llama2(void **s) {
     (void)s;
     check_case(bpe_dir(), "llama2");
+}
+/* Google's Gemma 3: Replace normalizer, Split merged with the previous
+ * piece, a BPE over characters with byte fallback; added tokens (newlines,
+ * tabs) in the check text */
+static void test_bpe_gemma3(void **s) {
+    (void)s;
+    check_case(bpe_dir(), "gemma3");
 }
 static void test_bpe_qwen3(void **s) {
     (void)s;
@@ -514,6 +522,190 @@ static void test_bpe_hostile(void **s) {
     amn_model_free(m);
 }
 
+/* A tokenizer.json over characters, as Gemma 3's: "<unk>", the 256 byte
+ * tokens, "\u2581" and "a"; the given normalizer, pre-tokenizer, extra model
+ * members and added tokens. */
+static int char_bpe(const char *normalizer, const char *pre_tokenizer, const char *model_extra,
+                    const char *added, amn_error *err) {
+    buf b = {0};
+    char t[256];
+    int n = snprintf(t, sizeof t, "{\"added_tokens\": %s, \"normalizer\": ", added);
+    put(&b, t, (size_t)n);
+    put(&b, normalizer, strlen(normalizer));
+    put(&b, ", \"pre_tokenizer\": ", 19);
+    put(&b, pre_tokenizer, strlen(pre_tokenizer));
+    n = snprintf(t, sizeof t, ", \"model\": {\"type\": \"BPE\", \"merges\": [[\"a\", \"a\"]], %s",
+                 model_extra);
+    put(&b, t, (size_t)n);
+    put(&b, "\"vocab\": {\"<unk>\": 0", 20);
+    for (int i = 0; i < 256; i++) {
+        n = snprintf(t, sizeof t, ", \"<0x%02X>\": %d", i, i + 1);
+        put(&b, t, (size_t)n);
+    }
+    const char *tail = ", \"\\u2581\": 257, \"a\": 258, \"aa\": 259}}}";
+    put(&b, tail, strlen(tail));
+    clear_dir();
+    write_file("tokenizer.json", b.p, b.n);
+    free(b.p);
+    return run("gemma3", 0, NULL, err);
+}
+
+#define REPLACE                                                                                    \
+    "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}"
+#define SPLIT(beh)                                                                                 \
+    "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": \"" beh                 \
+    "\", \"invert\": false}"
+#define FALLBACK "\"byte_fallback\": true, \"fuse_unk\": true, \"unk_token\": \"<unk>\", "
+
+/* The components Gemma 3's tokenizer is made of, malformed or hostile:
+ * typed errors; built right but unknown to the converter's table: the hash
+ * named. */
+static void test_bpe_char_hostile(void **s) {
+    (void)s;
+    amn_error err = {0};
+    static const char *const behaviors[] = {"Removed", "Isolated", "MergedWithPrevious",
+                                            "MergedWithNext", "Contiguous"};
+    for (size_t i = 0; i < 5; i++) {
+        char pre[256];
+        snprintf(pre, sizeof pre,
+                 "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": "
+                 "\"%s\", \"invert\": %s}",
+                 behaviors[i], i % 2 ? "true" : "false");
+        assert_int_equal(char_bpe("null", pre, FALLBACK, "[]", &err), AMN_E_UNSUPPORTED);
+        assert_non_null(strstr(err.msg, "chkhsh"));
+    }
+    /* without byte_fallback: unknown characters become one fused <unk> */
+    assert_int_equal(char_bpe(REPLACE, SPLIT("MergedWithPrevious"),
+                              "\"fuse_unk\": true, \"unk_token\": \"<unk>\", ", "[]", &err),
+                     AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "chkhsh"));
+    /* an added token in the check text, normalized or not */
+    assert_int_equal(char_bpe(REPLACE, SPLIT("MergedWithPrevious"), FALLBACK,
+                              "[{\"id\": 258, \"content\": \"333\", \"normalized\": true}, "
+                              "{\"id\": 257, \"content\": \"\\n\", \"normalized\": false}]",
+                              &err),
+                     AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "chkhsh"));
+    assert_int_equal(char_bpe("null", "null", FALLBACK,
+                              "[{\"id\": 258, \"content\": \"\\n\", \"lstrip\": true}]", &err),
+                     AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "lstrip"));
+    /* components not known */
+    assert_int_equal(char_bpe("{\"type\": \"NFKC\"}", "null", FALLBACK, "[]", &err),
+                     AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "NFKC"));
+    assert_int_equal(char_bpe("{\"type\": \"Sequence\", \"normalizers\": [" REPLACE
+                              ", {\"type\": \"NFC\"}]}",
+                              "null", FALLBACK, "[]", &err),
+                     AMN_E_UNSUPPORTED);
+    assert_int_equal(char_bpe("null", SPLIT("Sideways"), FALLBACK, "[]", &err), AMN_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "Sideways"));
+    assert_int_equal(char_bpe("null", "{\"type\": \"Metaspace\"}", FALLBACK, "[]", &err),
+                     AMN_E_UNSUPPORTED);
+    assert_int_equal(
+        char_bpe("null", "null", FALLBACK "\"continuing_subword_prefix\": \"##\", ", "[]", &err),
+        AMN_E_UNSUPPORTED);
+    assert_int_equal(char_bpe("null", "null", FALLBACK "\"dropout\": 0.5, ", "[]", &err),
+                     AMN_E_UNSUPPORTED);
+    /* wrong types and missing members */
+    assert_int_equal(char_bpe("{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+                              "\"content\": 5}",
+                              "null", FALLBACK, "[]", &err),
+                     AMN_E_PARSE);
+    assert_int_equal(
+        char_bpe("{\"type\": \"Replace\", \"content\": \"x\"}", "null", FALLBACK, "[]", &err),
+        AMN_E_PARSE);
+    assert_int_equal(char_bpe("{\"type\": \"Replace\", \"pattern\": {\"String\": \"\"}, "
+                              "\"content\": \"x\"}",
+                              "null", FALLBACK, "[]", &err),
+                     AMN_E_PARSE);
+    assert_int_equal(
+        char_bpe("{\"type\": \"Sequence\", \"normalizers\": 3}", "null", FALLBACK, "[]", &err),
+        AMN_E_PARSE);
+    assert_int_equal(char_bpe("null",
+                              "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, "
+                              "\"behavior\": 1}",
+                              FALLBACK, "[]", &err),
+                     AMN_E_PARSE);
+    assert_int_equal(char_bpe("null",
+                              "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, "
+                              "\"behavior\": \"Isolated\", \"invert\": \"yes\"}",
+                              FALLBACK, "[]", &err),
+                     AMN_E_PARSE);
+    assert_int_equal(char_bpe("null", "null", "\"byte_fallback\": \"yes\", ", "[]", &err),
+                     AMN_E_PARSE);
+    assert_int_equal(char_bpe("null", "null", "\"unk_token\": 0, ", "[]", &err), AMN_E_PARSE);
+    /* an unknown character with an unknown token the vocabulary lacks */
+    assert_int_equal(char_bpe("null", "null", "\"unk_token\": \"<nope>\", ", "[]", &err),
+                     AMN_E_PARSE);
+    assert_int_equal(
+        char_bpe("null", "null", FALLBACK, "[{\"id\": \"1\", \"content\": \"x\"}]", &err),
+        AMN_E_PARSE);
+    assert_int_equal(char_bpe("null", "null", FALLBACK, "{}", &err), AMN_E_PARSE);
+    /* huge: a pattern past the cap, a replacement that grows the text past it,
+     * normalizers nested past the depth cap */
+    size_t big = 5000;
+    char *text = malloc(big + 256);
+    assert_non_null(text);
+    int n = sprintf(text, "{\"type\": \"Replace\", \"pattern\": {\"String\": \"");
+    memset(text + n, 'x', 2000);
+    sprintf(text + n + 2000, "\"}, \"content\": \"y\"}");
+    assert_int_equal(char_bpe(text, "null", FALLBACK, "[]", &err), AMN_E_LIMIT);
+    n = sprintf(text, "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"");
+    memset(text + n, 'y', 1000);
+    sprintf(text + n + 1000, "\"}");
+    assert_int_equal(char_bpe(text, "null", FALLBACK, "[]", &err), AMN_E_LIMIT);
+    size_t k = 0;
+    for (int i = 0; i < 20; i++)
+        k += (size_t)sprintf(text + k, "{\"type\": \"Sequence\", \"normalizers\": [");
+    k += (size_t)sprintf(text + k, "{\"type\": \"NFC\"}");
+    for (int i = 0; i < 20; i++) k += (size_t)sprintf(text + k, "]}");
+    assert_int_equal(char_bpe(text, "null", FALLBACK, "[]", &err), AMN_E_LIMIT);
+    free(text);
+}
+
+/* Split's behaviors with invert on, on the tokenizers library's own test
+ * sentence and pattern (its pre_tokenizers::split tests): the pieces each
+ * gives. */
+static void test_split_behaviors(void **s) {
+    (void)s;
+    static const struct {
+        const char *behavior, *want;
+    } cases[] = {
+        {"Removed", "How|are|you|doing|?"},
+        {"Isolated", "How| |are| |you| |doing|?"},
+        {"MergedWithPrevious", "How |are |you |doing|?"},
+        {"MergedWithNext", "How| are| you| doing|?"},
+        {"Contiguous", "How| |are| |you| |doing?"},
+    };
+    static const char text[] = "How are you doing?";
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char js[256];
+        snprintf(js, sizeof js,
+                 "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\w+|[^\\\\w\\\\s]+\"}, "
+                 "\"behavior\": \"%s\", \"invert\": true}",
+                 cases[i].behavior);
+        json_object *pt = json_tokener_parse(js);
+        assert_non_null(pt);
+        uint32_t cp[sizeof text];
+        for (size_t k = 0; k < sizeof text - 1; k++) cp[k] = (uint8_t)text[k];
+        hf_pieces ps = {.budget = 1000000};
+        amn_error err = {0};
+        assert_int_equal(hf_push_piece(&ps, cp, sizeof text - 1, &err), AMN_OK);
+        assert_int_equal(hf_tok_pre_tokenize(&ps, pt, &err), AMN_OK);
+        char got[64];
+        size_t o = 0;
+        for (size_t j = 0; j < ps.n; j++) {
+            if (j) got[o++] = '|';
+            for (size_t k = 0; k < ps.v[j].n; k++) got[o++] = (char)ps.v[j].cp[k];
+        }
+        got[o] = 0;
+        assert_string_equal(got, cases[i].want);
+        hf_free_pieces(&ps);
+        json_object_put(pt);
+    }
+}
+
 /* Gemma3's token_embd rows: vocab_size with tokenizer.model, else the
  * tokenizer.json vocabulary plus its added tokens */
 static void test_real_count(void **s) {
@@ -558,16 +750,17 @@ static void test_regex_depth(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spm_llama),     cmocka_unit_test(test_spm_gemma),
-        cmocka_unit_test(test_spm_phi3),      cmocka_unit_test(test_spm_named),
-        cmocka_unit_test(test_spm_jinja_dir), cmocka_unit_test(test_spm_roberta),
-        cmocka_unit_test(test_spm_template),  cmocka_unit_test(test_spm_bare),
-        cmocka_unit_test(test_bpe_llama3),    cmocka_unit_test(test_bpe_llama3_1),
-        cmocka_unit_test(test_bpe_qwen3),     cmocka_unit_test(test_bpe_llama2),
-        cmocka_unit_test(test_spm_truncated), cmocka_unit_test(test_spm_mutated),
-        cmocka_unit_test(test_spm_handmade),  cmocka_unit_test(test_json_side_files),
-        cmocka_unit_test(test_bpe_hostile),   cmocka_unit_test(test_real_count),
-        cmocka_unit_test(test_regex_depth),
+        cmocka_unit_test(test_spm_llama),       cmocka_unit_test(test_spm_gemma),
+        cmocka_unit_test(test_spm_phi3),        cmocka_unit_test(test_spm_named),
+        cmocka_unit_test(test_spm_jinja_dir),   cmocka_unit_test(test_spm_roberta),
+        cmocka_unit_test(test_spm_template),    cmocka_unit_test(test_spm_bare),
+        cmocka_unit_test(test_bpe_llama3),      cmocka_unit_test(test_bpe_llama3_1),
+        cmocka_unit_test(test_bpe_qwen3),       cmocka_unit_test(test_bpe_llama2),
+        cmocka_unit_test(test_bpe_gemma3),      cmocka_unit_test(test_bpe_char_hostile),
+        cmocka_unit_test(test_split_behaviors), cmocka_unit_test(test_spm_truncated),
+        cmocka_unit_test(test_spm_mutated),     cmocka_unit_test(test_spm_handmade),
+        cmocka_unit_test(test_json_side_files), cmocka_unit_test(test_bpe_hostile),
+        cmocka_unit_test(test_real_count),      cmocka_unit_test(test_regex_depth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
