@@ -32,16 +32,28 @@ const char *cli_encode_container(const amn_ctx *ctx, const char *to) {
 
 static bool names_folder(const char *path);
 
-/* A model folder, or one packed as an archive (which opens as the folder). */
-static bool folder_input(const char *path) {
-    return names_folder(path) || amn_path_is_archive(path);
+/* A model folder, or one packed as an archive (which opens as the folder):
+ * safetensors, or anything beside a config.json. A packed GGUF, npz or pth
+ * converts as the file it holds. The archive's headers are read here; one
+ * that fails to open takes the folder's route, which reports why. */
+static bool folder_input(const amn_ctx *ctx, const char *path) {
+    if (names_folder(path)) return true;
+    if (!amn_path_is_archive(path)) return false;
+    amn_model *m = NULL;
+    if (amn_inspect(ctx, path, NULL, NULL, &m, NULL) != AMN_OK) return true;
+    const uint8_t *data;
+    uint64_t size;
+    const bool hf = amn_model_archive_file(m, "config.json", &data, &size) ||
+                    strcmp(amn_model_format(m), "safetensors") == 0;
+    amn_model_free(m);
+    return hf;
 }
 
 /* A model folder to GGUF: the hf plugin's encoder writes what llama.cpp's
  * convert_hf_to_gguf.py --outtype T writes (T = --out-dtype, f16 by default
  * as there). An exit code, or -1 when the request is not that. */
 static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
-    if (strcasecmp(a->to, "gguf") != 0 || !a->input || a->from || !folder_input(a->input))
+    if (strcasecmp(a->to, "gguf") != 0 || !a->input || a->from || !folder_input(ctx, a->input))
         return -1;
     if (a->via)
         return cli_usage_fail(a->command, "--via names the first step of a GGUF file type "
@@ -71,8 +83,9 @@ static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
  * is not that. */
 static int folder_to_gguf_type(const amn_ctx *ctx, const cli_args *a) {
     /* (the input first: asking for a target loads the plugins that have it) */
-    if (strncasecmp(a->to, "gguf-", 5) != 0 || !a->input || a->from || !folder_input(a->input) ||
-        !cli_is_encode_target(ctx, "hf-f16") || !cli_is_encode_target(ctx, a->to + 5))
+    if (strncasecmp(a->to, "gguf-", 5) != 0 || !a->input || a->from ||
+        !folder_input(ctx, a->input) || !cli_is_encode_target(ctx, "hf-f16") ||
+        !cli_is_encode_target(ctx, a->to + 5))
         return -1;
     const char *via = a->via ? a->via : "f16";
     char target[16];

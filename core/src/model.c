@@ -30,6 +30,10 @@ struct amn_model {
     size_t n_kvs, cap_kvs;
     resource *res;
     size_t n_res, cap_res;
+    /* Which res are mappings: checked on every read of a conversion, so
+     * not found among a vocabulary's thousands of allocations each time. */
+    size_t *maps;
+    size_t n_maps, cap_maps;
     amn_limits lim; /* the caps it was opened with (has_lim) */
     bool has_lim;
 };
@@ -66,6 +70,7 @@ void amn_model_free(amn_model *m) {
     for (size_t i = 0; i < m->n_meta; i++) free(m->meta[i].key), free(m->meta[i].value);
     for (size_t i = 0; i < m->n_notes; i++) free(m->notes[i].key), free(m->notes[i].value);
     free(m->res);
+    free(m->maps);
     free(m->tensors);
     free(m->index);
     free(m->meta);
@@ -256,10 +261,13 @@ void *amn_model_alloc(amn_model *m, size_t n) {
 }
 
 int amn_model_adopt(amn_model *m, void *ptr, void (*free_fn)(void *), amn_error *err) {
-    if (!grow((void **)&m->res, &m->cap_res, m->n_res + 1, sizeof *m->res)) {
+    const bool is_map = free_fn == amn_map_release;
+    if (!grow((void **)&m->res, &m->cap_res, m->n_res + 1, sizeof *m->res) ||
+        (is_map && !grow((void **)&m->maps, &m->cap_maps, m->n_maps + 1, sizeof *m->maps))) {
         free_fn(ptr);
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     }
+    if (is_map) m->maps[m->n_maps++] = m->n_res;
     m->res[m->n_res++] = (resource){ptr, free_fn};
     return AMN_OK;
 }
@@ -271,9 +279,8 @@ void *amni_model_resource(const amn_model *m, void (*free_fn)(void *)) {
 }
 
 const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n) {
-    for (size_t i = 0; i < m->n_res; i++) {
-        if (m->res[i].free_fn != amn_map_release) continue;
-        const amn_map *map = m->res[i].ptr;
+    for (size_t k = 0; k < m->n_maps; k++) {
+        const amn_map *map = m->res[m->maps[k]].ptr;
         const uint8_t *base = amn_map_data(map), *q = p;
         if (q >= base && (uint64_t)(q - base) <= amn_map_size(map) &&
             n <= amn_map_size(map) - (uint64_t)(q - base))
@@ -283,11 +290,10 @@ const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n)
 }
 
 int amni_model_check_inputs(const amn_model *m, amn_error *err) {
-    for (size_t i = 0; i < m->n_res; i++)
-        if (m->res[i].free_fn == amn_map_release) {
-            int rc = amni_map_check(m->res[i].ptr, err);
-            if (rc) return rc;
-        }
+    for (size_t k = 0; k < m->n_maps; k++) {
+        int rc = amni_map_check(m->res[m->maps[k]].ptr, err);
+        if (rc) return rc;
+    }
     return AMN_OK;
 }
 

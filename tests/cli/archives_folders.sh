@@ -86,6 +86,15 @@ if "$amn" plugins | grep -q "scheme hf "; then
   says "w.tgz to gguf" "w.tgz has no config.json"
   [ ! -e w.gguf ] && pass || fail "w.tgz: an output was written"
   clean_tmp "the refusal"
+  # A packed GGUF is no Hugging Face folder: --to gguf / gguf-TYPE convert
+  # the file it holds, as for the file itself.
+  mkdir -p pg/g && cp "$src/fixtures/gguf_imatrix/model.gguf" pg/g/ && (cd pg && tar czf ../g.tgz g)
+  for to in gguf gguf-Q4_0; do
+    expect "g.tgz --to $to" 0 convert g.tgz --to $to -o g-$to.gguf --quiet
+    expect "model.gguf --to $to" 0 convert pg/g/model.gguf --to $to -o g-$to-ref.gguf --quiet
+    same "packed GGUF --to $to" g-$to-ref.gguf g-$to.gguf
+  done
+  clean_tmp "the packed GGUF"
 else
   echo "note: no hf plugin; the GGUF checks are left out"
 fi
