@@ -11,8 +11,13 @@
 # two-step pipeline takes minutes), in settings: the input on
 # disk with a warm page cache, the input and output on tmpfs (/dev/shm), and
 # the input on disk with its pages dropped from the cache before each round
-# (posix_fadvise DONTNEED; "cold"; there it also times the floor: reading
-# the input's files cold with cat and nothing else). It prints each round's wall time, CPU
+# (posix_fadvise DONTNEED; "cold"; there it also times reading the input's
+# files cold with cat and nothing else). In each setting it times the
+# floors: `cat` of the input's files into a file beside the output (as many
+# bytes as the f16 output, replaced each round as amn's is: what the page
+# cache costs to take them, the like-for-like floor of `--no-sync`), and on
+# disk the same followed by `sync FILE` (the floor of amn's default, which
+# syncs). It prints each round's wall time, CPU
 # time (user + sys) and peak RSS, then the medians and the ratios, the load
 # average before and after, and checks that amn's files (2 threads and 1)
 # equal the converter's and llama-quantize's byte for byte. amn syncs its
@@ -51,6 +56,8 @@ for p in sys.argv[1:]:
 PY
 }
 warm() { cat "$1"/*.safetensors >/dev/null; }
+through() { cat "$1"/*.safetensors >"$2"; }           # the input's bytes into a file
+durable() { cat "$1"/*.safetensors >"$2" && sync "$2"; } # and on the disk
 
 # run LABEL PREP CMD...: ROUNDS rounds of CMD (PREP before each, untimed);
 # sets the globals wall_$LABEL, cpu_$LABEL (medians).
@@ -82,7 +89,7 @@ same() { cmp "$1" "$2" >/dev/null && echo "identical" || { echo "DIFFERENT: $1 $
 converter() { $py "$src/fixtures/hf/gen_fixtures.py" --llama-cpp "$llama" --run-converter "$1" f16 "$2"; }
 two_step() { converter "$1" "$2.f16" && "$quantize" "$2.f16" "$2" Q4_K_M && rm -f "$2.f16"; }
 export py src llama quantize
-export -f converter two_step warm
+export -f converter two_step warm through durable
 
 for setting in warm tmpfs cold; do
   cases=
@@ -104,6 +111,8 @@ for setting in warm tmpfs cold; do
     f16)
       rounds=$frounds
       [ "$setting" = cold ] && run "read_$setting" "$prep" warm "$model"
+      run "copy_$setting" "$prep" through "$model" "$out/floor.bin"
+      [ "$setting" = tmpfs ] || run "copysync_$setting" "$prep" durable "$model" "$out/floor.bin"
       run "conv_$setting" "$prep" converter "$model" "$out/conv.gguf"
       run "amn_$setting" "$prep" "$amn" convert "$model" --to gguf -o "$out/amn.gguf" --force --quiet
       run "amnns_$setting" "$prep" "$amn" convert "$model" --to gguf -o "$out/amn.gguf" --force \
@@ -126,7 +135,14 @@ for setting in warm tmpfs cold; do
         r=wall_read_$setting
         echo "  f16 wall against reading the input cold: converter $(ratio "${!w}" "${!r}")x, amn --no-sync $(ratio "${!b}" "${!r}")x the floor"
       fi
-      rm -f "$out/conv.gguf" "$out/amn.gguf" "$out/amn1.gguf" ;;
+      f=wall_copy_$setting fc=cpu_copy_$setting cb=cpu_amnns_$setting
+      echo "  against cat into the output's directory: amn --no-sync $(ratio "${!b}" "${!f}")x its wall," \
+        "$(ratio "${!cb}" "${!fc}")x its CPU; converter $(ratio "${!w}" "${!f}")x its wall"
+      if [ "$setting" != tmpfs ]; then
+        f=wall_copysync_$setting
+        echo "  against cat + sync: amn (fsync) $(ratio "${!a}" "${!f}")x its wall, converter $(ratio "${!w}" "${!f}")x"
+      fi
+      rm -f "$out/conv.gguf" "$out/amn.gguf" "$out/amn1.gguf" "$out/floor.bin" ;;
     q4km)
       rounds=$qrounds
       run "two_$setting" "$prep" two_step "$model" "$out/two.gguf"
