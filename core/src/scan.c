@@ -107,7 +107,7 @@ static int scan_structure(const amn_ctx *ctx, const char *path, const amn_format
 
 /* Each model file of an archive (archive_internal.h) as a file of its own,
  * the findings placed by "<archive>/<member>". */
-static int scan_archive(const amn_ctx *ctx, const amni_archive *A, const char *from,
+static int scan_archive(const amn_ctx *ctx, amni_archive *A, const char *from,
                         const amn_limits *lim, amn_scan_report *r, amn_error *err) {
     int rc = AMN_OK;
     for (size_t i = 0; !rc && i < amni_archive_count(A); i++) {
@@ -131,10 +131,11 @@ static int scan_archive(const amn_ctx *ctx, const amni_archive *A, const char *f
             amn_map_close(view);
             continue;
         }
-        amn_source src;
-        amn_source_memory(&src, amni_archive_data(A, i), (size_t)amni_archive_size(A, i), label);
         amn_model *m = NULL;
-        if ((rc = amn_inspect_source(ctx, &src, label, f->name, lim, &m, err))) break;
+        if (!f->inspect)
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "unsupported: format %s has no header-only inspection", f->name);
+        if (rc || (rc = amni_archive_inspect(A, i, f, &m, err))) break;
         rc = amn_scan_add(r, false, "structure", label, AMN_SCAN_NO_OFFSET, err,
                           "%s header checked: %zu tensors; the format carries no code", f->name,
                           amn_model_tensor_count(m));
