@@ -1045,7 +1045,13 @@ static int open_member(amni_archive *A, size_t i, const amn_format *f, bool head
 int amni_archive_inspect(amni_archive *A, size_t i, const amn_format *f, amn_model **out,
                          amn_error *err) {
     *out = NULL;
-    return open_member(A, i, f, true, out, err);
+    const int rc = open_member(A, i, f, true, out, err);
+    return rc && read_past(A) ? AMNI_NEEDS_WHOLE : rc;
+}
+
+bool amni_archive_whole(const amni_archive *A, size_t i) {
+    const member *mb = &A->m[A->chosen[i]];
+    return mb->kept == mb->size;
 }
 
 /* sub's tensors, metadata, key/values and notes into dst, which then owns sub. */

@@ -83,6 +83,20 @@ for a in split.tar split.tar.gz split.tar.xz split.tar.zst split.zip split-store
   expect "scan $a" 0 scan $a
   says "scan $a" "model/${three[0]}"
 done
+# What needs only headers never decompresses a compressed archive's model
+# files to disk: with no usable $TMPDIR, inspect, parse and scan still work
+# (a conversion needs one, and says so naming the member).
+for a in split.tar.gz split.tar.zst split.zip; do
+  TMPDIR=$work/none "$amn" parse $a | tail -n +2 >$a.notmp.parse
+  same "parse $a, no TMPDIR" ref.parse $a.notmp.parse
+  TMPDIR=$work/none expect "inspect $a, no TMPDIR" 0 inspect $a
+  TMPDIR=$work/none expect "scan $a, no TMPDIR" 0 scan $a
+  TMPDIR=$work/none expect "convert $a, no TMPDIR" 6 convert $a --to gguf --out-dtype keep \
+    -o bad.gguf --quiet
+  says "convert $a, no TMPDIR" "no temporary file in $work/none"
+  nothing "convert $a, no TMPDIR"
+done
+
 # forget --keep-split of the packed split writes the shards the folder's does.
 mkdir -p ref-q tar-q tgz-q
 "$amn" forget $s1 --to Q8_0 --keep-split -o ref-q/q.gguf --quiet --no-sync || fail "forget $s1"
