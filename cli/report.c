@@ -292,8 +292,22 @@ int cli_report(const amn_ctx *ctx, const cli_args *a, const char *input, bool he
     if (rc) return rc;
     if (!resolved) snprintf(path, sizeof path, "%s", input);
     amn_model *m = NULL;
-    rc = header_only ? amn_inspect(ctx, path, a->from, cli_limits(a), &m, err)
-                     : amn_open(ctx, path, a->from, cli_limits(a), &m, err);
+    /* parse lists what the headers say: a packed model folder is read
+     * header-only, so a compressed archive's model files are never
+     * decompressed to disk; one whose format reads past its header (a
+     * .pth's or npz's ZIP directory at its end: unsupported header-only)
+     * is opened whole. A file or folder is opened, as its mapping costs
+     * nothing. */
+    if (header_only || amn_path_is_archive(path)) {
+        amn_error scratch = {0};
+        rc = amn_inspect(ctx, path, a->from, cli_limits(a), &m, header_only ? err : &scratch);
+        if (!header_only && rc == AMN_E_UNSUPPORTED)
+            rc = amn_open(ctx, path, a->from, cli_limits(a), &m, err);
+        else if (!header_only && rc && err)
+            *err = scratch;
+    } else {
+        rc = amn_open(ctx, path, a->from, cli_limits(a), &m, err);
+    }
     if (rc) return rc;
     amn_plan *p = NULL;
     if ((rc = amn_plan_new(ctx, m, &p, err))) {

@@ -35,8 +35,10 @@ typedef struct member {
     uint64_t size;
     const uint8_t *data; /* kept bytes (in the mapping, heap or spill), else NULL */
     uint8_t *heap;
-    amn_map *spill; /* a compressed model file, decompressed into a temporary file */
-    uint64_t kept;  /* bytes at data: size, or a prefix (header_only) */
+    amn_map *spill;  /* a compressed model file, decompressed into a temporary file */
+    uint64_t kept;   /* bytes at data: size, or a prefix (header_only) */
+    uint64_t beyond; /* header_only: end of the first read past the prefix, or UINT64_MAX */
+    char *label;     /* "<archive>/<member>", when read as a sibling (amn_siblings) */
     unsigned depth;
     bool weight, dir;
 } member;
@@ -462,7 +464,8 @@ static int entry(amni_archive *A, struct archive *a, struct archive_entry *e, bo
         A->cap = cap;
     }
     member *mb = &A->m[A->n++];
-    *mb = (member){.name = name, .dir = type == AE_IFDIR, .depth = depth_of(name)};
+    *mb = (member){
+        .name = name, .dir = type == AE_IFDIR, .depth = depth_of(name), .beyond = UINT64_MAX};
     if (mb->dir) return AMN_OK;
     mb->size = (uint64_t)archive_entry_size(e);
     mb->weight = is_weight(name);
@@ -655,6 +658,53 @@ static int choose_indexed(amni_archive *A, const member *ix, const char *ext, am
     return AMN_OK;
 }
 
+/* NAME-0000K-of-0000N.gguf (a split GGUF's shard, llama_split_path): K and
+ * N, and the length of NAME. */
+static bool split_name(const char *name, unsigned *k, unsigned *n, size_t *prefix) {
+    const char *b = base_name(name);
+    const size_t len = strlen(b), tail = sizeof "-00001-of-00001.gguf" - 1;
+    if (len <= tail || !ends_with(b, ".gguf")) return false;
+    const char *t = b + len - tail;
+    unsigned kk = 0, nn = 0;
+    for (int i = 0; i < 5; i++) {
+        if (t[1 + i] < '0' || t[1 + i] > '9' || t[10 + i] < '0' || t[10 + i] > '9') return false;
+        kk = kk * 10 + (unsigned)(t[1 + i] - '0');
+        nn = nn * 10 + (unsigned)(t[10 + i] - '0');
+    }
+    if (t[0] != '-' || memcmp(t + 6, "-of-", 4) != 0 || kk < 1 || kk > nn) return false;
+    *k = kk;
+    *n = nn;
+    *prefix = (size_t)(t - name);
+    return true;
+}
+
+/* When the folder's model files (no safetensors) are all shards of one
+ * split GGUF, the lowest-numbered: the GGUF plugin opens the others as its
+ * siblings (amn_siblings) and checks them all, a missing one included. */
+static const member *split_first(const amni_archive *A) {
+    const member *first = NULL;
+    unsigned first_k = 0, count = 0;
+    size_t plen = 0;
+    for (size_t i = 0; i < A->n; i++) {
+        const member *mb = &A->m[i];
+        if (!mb->weight || !mb->data || ends_with(mb->name, ".safetensors")) continue;
+        unsigned k, n;
+        size_t p;
+        if (!split_name(mb->name, &k, &n, &p)) return NULL;
+        if (first && (n != count || p != plen || strncmp(mb->name, first->name, p) != 0))
+            return NULL; /* shards of two models */
+        if (!first) {
+            count = n;
+            plen = p;
+        }
+        if (!first || k < first_k) {
+            first_k = k;
+            first = mb;
+        }
+    }
+    return first;
+}
+
 /* The weight files of the shallowest folder, as a folder's are chosen. */
 static int choose(amni_archive *A, amn_error *err) {
     const member *first = NULL, *ix = NULL, *bix = NULL, *other = NULL;
@@ -709,6 +759,8 @@ static int choose(amni_archive *A, amn_error *err) {
         return rc;
     }
     if (bix) return choose_indexed(A, bix, ".bin", err);
+    const member *shard = n_other > 1 ? split_first(A) : NULL;
+    if (shard) return choose_add(A, shard, err); /* it opens its siblings */
     if (n_other > 1)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: %s: %zu model files beside '%s' and no safetensors; "
@@ -765,6 +817,7 @@ void amni_archive_free(amni_archive *A) {
         free(A->m[i].heap);
         amn_map_close(A->m[i].spill);
         free(A->m[i].name);
+        free(A->m[i].label);
     }
     for (size_t i = 0; A->labels && i < A->n_chosen; i++) free(A->labels[i]);
     free(A->labels);
@@ -895,50 +948,91 @@ static void archive_release(void *p) {
 
 /* Header-only reads of a member kept in part: past the prefix is where a
  * compressed archive cannot go back to. */
-typedef struct prefix_src {
-    const uint8_t *data;
-    uint64_t kept;
-    uint64_t beyond; /* end of the first read past the prefix, or UINT64_MAX */
-} prefix_src;
-
 static int prefix_read(void *ctx, uint64_t off, void *buf, size_t n, size_t *got) {
-    prefix_src *p = ctx;
-    if (off > p->kept || n > p->kept - off) {
-        if (p->beyond == UINT64_MAX) p->beyond = off + n; /* n <= the member's size */
+    member *mb = ctx;
+    if (off > mb->kept || n > mb->kept - off) {
+        if (mb->beyond == UINT64_MAX) mb->beyond = off + n; /* n <= the member's size */
         *got = 0;
         return AMN_E_UNSUPPORTED;
     }
-    memcpy(buf, p->data + off, n);
+    memcpy(buf, mb->data + off, n);
     *got = n;
     return AMN_OK;
 }
 
-static int open_member(const amni_archive *A, size_t i, const amn_format *f, amn_model **sub,
-                       amn_error *err) {
-    const member *mb = &A->m[A->chosen[i]];
-    const char *label = A->labels[i];
-    int rc;
+/* ---- the files beside a model file (amn_siblings): the other shards of a
+ * split GGUF are members of the same folder, read from the bytes the
+ * archive holds (in place, spilled, or a header's prefix). */
+typedef struct siblings_ctx {
+    amni_archive *A;
+    const char *dir; /* the opened member's folder */
+    size_t dl;
+} siblings_ctx;
+
+static bool sibling_find(void *ctx, const char *name, amn_sibling *out) {
+    siblings_ctx *c = ctx;
+    amni_archive *A = c->A;
+    member *mb = name && !strchr(name, '/') ? find_member(A, c->dir, c->dl, name) : NULL;
+    if (!mb || !mb->weight) return false;
+    if (!mb->label) {
+        const size_t n = strlen(A->path) + 1 + strlen(mb->name) + 1;
+        if (!(mb->label = malloc(n))) return false;
+        snprintf(mb->label, n, "%s/%s", A->path, mb->name);
+    }
+    *out = (amn_sibling){.struct_size = sizeof *out, .size = mb->size};
     if (A->header_only) {
+        out->src =
+            (amn_source){.ctx = mb, .size = mb->size, .read_at = prefix_read, .name = mb->label};
+    } else {
+        if (mb->kept != mb->size || mb->size > SIZE_MAX) return false;
+        amn_source_memory(&out->src, mb->data, (size_t)mb->size, mb->label);
+        out->data = mb->data;
+    }
+    return true;
+}
+
+/* The member a header-only read went past the prefix of, or NULL. */
+static const member *read_past(const amni_archive *A) {
+    for (size_t i = 0; i < A->n; i++)
+        if (A->m[i].beyond != UINT64_MAX) return &A->m[i];
+    return NULL;
+}
+
+/* Member `chosen` i by its format: header-only (inspect) through a source
+ * over what is kept, or opened through a view of its bytes. */
+static int open_member(amni_archive *A, size_t i, const amn_format *f, bool header_only,
+                       amn_model **sub, amn_error *err) {
+    member *mb = &A->m[A->chosen[i]];
+    const char *label = A->labels[i];
+    siblings_ctx sc = {.A = A};
+    dir_of(mb->name, &sc.dir, &sc.dl);
+    const amn_siblings sib = {.struct_size = sizeof sib, .ctx = &sc, .find = sibling_find};
+    int rc;
+    if (header_only) {
         if (!f->inspect)
             return amn_error_set(err, AMN_E_UNSUPPORTED,
                                  "unsupported: format %s has no header-only inspection", f->name);
-        prefix_src ps = {.data = mb->data, .kept = mb->kept, .beyond = UINT64_MAX};
-        amn_source src = {.ctx = &ps, .size = mb->size, .read_at = prefix_read, .name = label};
-        amn_inspect_args ia = {
-            .struct_size = sizeof ia, .src = &src, .path = label, .limits = A->lim};
+        amn_source src = {.ctx = mb, .size = mb->size, .read_at = prefix_read, .name = label};
+        amn_inspect_args ia = {.struct_size = sizeof ia,
+                               .src = &src,
+                               .path = label,
+                               .limits = A->lim,
+                               .siblings = &sib};
         rc = f->inspect(&ia, sub, err);
-        if (rc && ps.beyond != UINT64_MAX)
+        const member *past = rc ? read_past(A) : NULL;
+        if (past)
             rc = amn_error_set(err, AMN_E_UNSUPPORTED,
-                               "unsupported: %s: %s reads this member up to byte %llu, past the "
-                               "first %llu bytes kept from the compressed archive: it needs random "
-                               "access (use parse, or an uncompressed .tar)",
-                               label, f->name, (unsigned long long)ps.beyond,
-                               (unsigned long long)mb->kept);
+                               "unsupported: %s/%s: %s reads this member up to byte %llu, past "
+                               "the first %llu bytes kept from the compressed archive: it needs "
+                               "random access (use parse, or an uncompressed .tar)",
+                               A->path, past->name, f->name, (unsigned long long)past->beyond,
+                               (unsigned long long)past->kept);
         return rc;
     }
     amn_map *view;
     if ((rc = amni_map_view(mb->data, mb->size, label, &view, err))) return rc;
-    amn_open_args oa = {.struct_size = sizeof oa, .path = label, .map = view, .limits = A->lim};
+    amn_open_args oa = {
+        .struct_size = sizeof oa, .path = label, .map = view, .limits = A->lim, .siblings = &sib};
     if ((rc = f->open(&oa, sub, err)) || !*sub) {
         amn_map_close(view);
         return rc ? rc
@@ -946,6 +1040,18 @@ static int open_member(const amni_archive *A, size_t i, const amn_format *f, amn
                                   f->name);
     }
     return amn_model_adopt(*sub, view, view_release, err);
+}
+
+int amni_archive_inspect(amni_archive *A, size_t i, const amn_format *f, amn_model **out,
+                         amn_error *err) {
+    *out = NULL;
+    const int rc = open_member(A, i, f, true, out, err);
+    return rc && read_past(A) ? AMNI_NEEDS_WHOLE : rc;
+}
+
+bool amni_archive_whole(const amni_archive *A, size_t i) {
+    const member *mb = &A->m[A->chosen[i]];
+    return mb->kept == mb->size;
 }
 
 /* sub's tensors, metadata, key/values and notes into dst, which then owns sub. */
@@ -1002,7 +1108,7 @@ static int join_all(const amn_ctx *ctx, amni_archive *A, const char *from, amn_m
                                f->name);
             break;
         }
-        if ((rc = open_member(A, i, f, &sub, err))) break;
+        if ((rc = open_member(A, i, f, A->header_only, &sub, err))) break;
         if (!m && !(m = amn_model_new(amn_model_format(sub)))) {
             amn_model_free(sub);
             rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");

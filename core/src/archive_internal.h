@@ -39,6 +39,20 @@ uint64_t amni_archive_size(const amni_archive *a, size_t i);
 int amni_archive_detect(const amn_ctx *ctx, const amni_archive *a, size_t i, const char *from,
                         const amn_format **out, amn_error *err);
 
+/* Returned (positive) by amni_archive_inspect when a member of an archive
+ * loaded header_only must be read further than its kept prefix (a .pth's
+ * or npz's ZIP directory at its end): load it whole to read it. */
+#define AMNI_NEEDS_WHOLE 2
+
+/* Whether member i is held whole (else a header's prefix). */
+bool amni_archive_whole(const amni_archive *a, size_t i);
+
+/* Member i's header read by format f (as amn_inspect reads a file), the
+ * files beside it (a split GGUF's other shards) among the archive's;
+ * AMNI_NEEDS_WHOLE when it reads past what is kept. */
+int amni_archive_inspect(amni_archive *a, size_t i, const amn_format *f, amn_model **out,
+                         amn_error *err);
+
 /* amn_open / amn_inspect of an archive: AMNI_NOT_ARCHIVE, or an AMN_* code
  * with *out the joined model. */
 int amni_archive_open(const amn_ctx *ctx, const char *path, const char *from, const amn_limits *lim,

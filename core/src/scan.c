@@ -107,7 +107,7 @@ static int scan_structure(const amn_ctx *ctx, const char *path, const amn_format
 
 /* Each model file of an archive (archive_internal.h) as a file of its own,
  * the findings placed by "<archive>/<member>". */
-static int scan_archive(const amn_ctx *ctx, const amni_archive *A, const char *from,
+static int scan_archive(const amn_ctx *ctx, amni_archive *A, const char *from,
                         const amn_limits *lim, amn_scan_report *r, amn_error *err) {
     int rc = AMN_OK;
     for (size_t i = 0; !rc && i < amni_archive_count(A); i++) {
@@ -121,6 +121,7 @@ static int scan_archive(const amn_ctx *ctx, const amni_archive *A, const char *f
                                "a model file of the archive, read as %s", f->name)))
             break;
         amn_format_scan_fn_t scan = amn_format_scan(f);
+        if (scan && !amni_archive_whole(A, i)) return AMNI_NEEDS_WHOLE;
         if (scan) {
             amn_map *view;
             if ((rc = amni_map_view(amni_archive_data(A, i), amni_archive_size(A, i), label, &view,
@@ -131,10 +132,11 @@ static int scan_archive(const amn_ctx *ctx, const amni_archive *A, const char *f
             amn_map_close(view);
             continue;
         }
-        amn_source src;
-        amn_source_memory(&src, amni_archive_data(A, i), (size_t)amni_archive_size(A, i), label);
         amn_model *m = NULL;
-        if ((rc = amn_inspect_source(ctx, &src, label, f->name, lim, &m, err))) break;
+        if (!f->inspect)
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "unsupported: format %s has no header-only inspection", f->name);
+        if (rc || (rc = amni_archive_inspect(A, i, f, &m, err))) break;
         rc = amn_scan_add(r, false, "structure", label, AMN_SCAN_NO_OFFSET, err,
                           "%s header checked: %zu tensors; the format carries no code", f->name,
                           amn_model_tensor_count(m));
@@ -151,17 +153,28 @@ int amn_scan(const amn_ctx *ctx, const char *path, const char *from, const amn_l
         amn_limits_default(&def);
         limits = &def;
     }
+    /* An archive's model files by their headers first (a compressed one's
+     * are then never decompressed to disk), loaded whole only when a
+     * member must be read further: a format with code to scan (a .pth's
+     * pickle), or a header that needs random access. */
     amni_archive *A = NULL;
-    int rc = amni_archive_load(path, limits, false, &A, err);
-    if (rc != AMNI_NOT_ARCHIVE) {
+    int rc = amni_archive_load(path, limits, true, &A, err);
+    for (int whole = 0; rc != AMNI_NOT_ARCHIVE; whole++) {
         if (rc) return rc;
         amn_scan_report *r = calloc(1, sizeof *r);
         rc = r ? scan_archive(ctx, A, from, limits, r, err)
                : amn_error_set(err, AMN_E_NOMEM, "scan: out of memory");
         amni_archive_free(A);
+        if (rc == AMNI_NEEDS_WHOLE && !whole) {
+            amn_scan_free(r);
+            rc = amni_archive_load(path, limits, false, &A, err);
+            continue;
+        }
         if (rc) {
             amn_scan_free(r);
-            return rc;
+            return rc > 0 ? amn_error_set(err, AMN_E_UNSUPPORTED,
+                                          "unsupported: %s: a member needs random access", path)
+                          : rc;
         }
         *out = r;
         return AMN_OK;

@@ -32,7 +32,8 @@ static int probe(const amn_probe_data *pd) {
 /* The file at path (NULL: a stream), or with its other shards the whole
  * model it is a shard of (gguf_split.c). */
 static int read_model(const amn_source *src, const uint8_t *map, const char *path,
-                      const amn_limits *lim, amn_model **out, amn_error *err) {
+                      const amn_siblings *sib, const amn_limits *lim, amn_model **out,
+                      amn_error *err) {
     amn_model *m = amn_model_new("gguf");
     if (!m) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     int rc = gguf_read(src, map, lim, m, err);
@@ -40,7 +41,7 @@ static int read_model(const amn_source *src, const uint8_t *map, const char *pat
         amn_model_free(m);
         return rc;
     }
-    return gguf_split_resolve(path, m, map == NULL, lim, out, err);
+    return gguf_split_resolve(path, sib, m, map == NULL, lim, out, err);
 }
 
 static int open_model(const amn_open_args *a, amn_model **out, amn_error *err) {
@@ -51,7 +52,8 @@ static int open_model(const amn_open_args *a, amn_model **out, amn_error *err) {
     const uint64_t size = amn_map_size(a->map);
     if (size > SIZE_MAX) return amn_error_set(err, AMN_E_LIMIT, "%s: file too large", a->path);
     amn_source_memory(&src, amn_map_data(a->map), (size_t)size, a->path);
-    return read_model(&src, amn_map_data(a->map), a->path, a->limits, out, err);
+    const amn_siblings *sib = AMN_HAS_FIELD(a, amn_open_args, siblings) ? a->siblings : NULL;
+    return read_model(&src, amn_map_data(a->map), a->path, sib, a->limits, out, err);
 }
 
 static int inspect(const amn_inspect_args *a, amn_model **out, amn_error *err) {
@@ -61,7 +63,8 @@ static int inspect(const amn_inspect_args *a, amn_model **out, amn_error *err) {
                              a->path ? a->path : "input");
     amn_source src = *a->src;
     if (!src.name) src.name = a->path;
-    return read_model(&src, NULL, a->path, a->limits, out, err);
+    const amn_siblings *sib = AMN_HAS_FIELD(a, amn_inspect_args, siblings) ? a->siblings : NULL;
+    return read_model(&src, NULL, a->path, sib, a->limits, out, err);
 }
 
 /* probe() scores nothing without the magic. */

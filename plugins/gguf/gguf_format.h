@@ -26,10 +26,11 @@ int gguf_read(const amn_source *src, const uint8_t *map, const amn_limits *lim, 
 
 /* m, read from the file at path (NULL: a stream), when it is a model of one
  * file; when it is a shard of a split GGUF (split.count > 1), the whole
- * model its shards make, found by name beside it (gguf_split.c). Takes m
+ * model its shards make, found by name beside it (gguf_split.c): through
+ * sib when given (members of a packed folder), else on disk. Takes m
  * (freed on failure or replaced). */
-int gguf_split_resolve(const char *path, amn_model *m, bool header_only, const amn_limits *lim,
-                       amn_model **out, amn_error *err);
+int gguf_split_resolve(const char *path, const amn_siblings *sib, amn_model *m, bool header_only,
+                       const amn_limits *lim, amn_model **out, amn_error *err);
 
 /* ---- writer metadata: an ordered key -> typed value list ---------------- */
 

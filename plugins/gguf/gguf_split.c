@@ -6,7 +6,8 @@
  * As llama.cpp's loader does (src/llama-model-loader.cpp), the model's
  * metadata is shard 1's, every shard's tensors follow in shard order, and the
  * other shards are found by name beside the one opened: the prefix is what
- * precedes -%05d-of-%05d.gguf. Unlike it, any shard opens the whole model
+ * precedes -%05d-of-%05d.gguf (on disk, or among the members of the folder
+ * an archive packs, through amn_open_args.siblings). Unlike it, any shard opens the whole model
  * (llama.cpp wants the first), and every shard is checked before the model
  * exists: its split.no, a split.count equal to shard 1's, a split.tensors.count
  * equal to shard 1's where present, no tensor name in two shards, and the
@@ -96,6 +97,25 @@ static int read_shard(const char *path, bool header_only, const amn_limits *lim,
     return AMN_OK;
 }
 
+/* One shard the core holds (sib: a member of a packed folder), read as
+ * read_shard reads a file; its bytes live as long as the model does. */
+static int read_sibling(const amn_sibling *s, const char *path, bool header_only,
+                        const amn_limits *lim, amn_model **out, amn_error *err) {
+    if (!header_only && !s->data)
+        return amn_error_set(err, AMN_E_INVALID, "%s: the shard's bytes are not held", path);
+    amn_model *m = amn_model_new("gguf");
+    if (!m) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    amn_source src = s->src;
+    if (!src.name) src.name = path;
+    int rc = gguf_read(&src, header_only ? NULL : s->data, lim, m, err);
+    if (rc) {
+        amn_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return AMN_OK;
+}
+
 /* Shard i's keys against shard 1's. */
 static int check_shard(const amn_model *s, const char *path, unsigned i, const split_keys *first,
                        amn_error *err) {
@@ -146,8 +166,9 @@ static int add_shard_tensors(amn_model *m, const amn_model *s, const char *path,
 
 /* Every shard of the split `given` (shard first->no, read from path) is
  * part of, into a new model. */
-static int open_all(const char *path, amn_model *given, const split_keys *gk, bool header_only,
-                    const amn_limits *lim, amn_model **out, amn_error *err) {
+static int open_all(const char *path, const amn_siblings *sib, amn_model *given,
+                    const split_keys *gk, bool header_only, const amn_limits *lim, amn_model **out,
+                    amn_error *err) {
     char prefix[4096], shard[4096 + 32];
     if (!split_prefix(path, gk->no, gk->count, prefix, sizeof prefix))
         return amn_error_set(err, AMN_E_PARSE,
@@ -162,15 +183,19 @@ static int open_all(const char *path, amn_model *given, const split_keys *gk, bo
         snprintf(shard, sizeof shard, "%s-%05u-of-%05u.gguf", prefix, i + 1, gk->count);
         amn_model *s = given;
         if (i != gk->no) {
-            FILE *f = fopen(shard, "rb");
-            if (!f) {
+            amn_sibling sf = {.struct_size = sizeof sf};
+            const char *base = strrchr(shard, '/') ? strrchr(shard, '/') + 1 : shard;
+            FILE *f = sib ? NULL : fopen(shard, "rb");
+            if (sib ? !sib->find(sib->ctx, base, &sf) : !f) {
                 rc = amn_error_set(err, AMN_E_PARSE,
                                    "%s: shard %u of the split GGUF is missing (no %s)", path, i + 1,
                                    shard);
                 break;
             }
-            fclose(f);
-            if ((rc = read_shard(shard, header_only, lim, m, &s, err))) break;
+            if (f) fclose(f);
+            rc = sib ? read_sibling(&sf, shard, header_only, lim, &s, err)
+                     : read_shard(shard, header_only, lim, m, &s, err);
+            if (rc) break;
         }
         if (i == 0) { /* shard 1: the model's metadata, its split keys the reference */
             if (!(rc = read_keys(s, shard, &first, err)) && !first.has_tensors)
@@ -200,8 +225,8 @@ static int open_all(const char *path, amn_model *given, const split_keys *gk, bo
     return AMN_OK;
 }
 
-int gguf_split_resolve(const char *path, amn_model *m, bool header_only, const amn_limits *lim,
-                       amn_model **out, amn_error *err) {
+int gguf_split_resolve(const char *path, const amn_siblings *sib, amn_model *m, bool header_only,
+                       const amn_limits *lim, amn_model **out, amn_error *err) {
     split_keys k;
     const char *name = path ? path : "GGUF";
     int rc = read_keys(m, name, &k, err);
@@ -217,7 +242,7 @@ int gguf_split_resolve(const char *path, amn_model *m, bool header_only, const a
                                "unsupported: a shard of a split GGUF read from a stream (open it "
                                "by its file name, beside the other shards)");
         else
-            rc = open_all(path, m, &k, header_only, lim, out, err);
+            rc = open_all(path, sib, m, &k, header_only, lim, out, err);
         amn_model_free(m);
         return rc;
     }

@@ -13,7 +13,8 @@
 #                                                      (bytes passed through)
 #   amn convert IN --to safetensors -o OUT --no-sync   (cast to BF16: a kernel)
 # and, for the compressed ones, what the archive replaces: unpacking it
-# (tar xf / unzip) and converting the folder. Reports wall and CPU seconds
+# (tar xf / unzip) and converting the folder. Then `amn parse IN` (headers
+# only: no temporary file). ONLY=parse runs that part alone. Reports wall and CPU seconds
 # and VmHWM (GNU time's %M: the peak resident set, mapped pages of the
 # inputs included) of the best round. Temporary files go to TMPDIR
 # (default DIR/tmp).
@@ -82,7 +83,7 @@ best() { # best LABEL CMD...: the fastest of R rounds
 }
 
 verb=convert
-for args in "--to safetensors --out-dtype keep" "--to safetensors"; do
+[ "${ONLY:-}" = parse ] || for args in "--to safetensors --out-dtype keep" "--to safetensors"; do
     echo "amn convert IN $args:"
     best "  folder" "$AMN $verb model $args -o out.safetensors --no-sync --quiet"
     for a in model.tar model.tar.gz model.tar.zst model.zip; do
@@ -97,5 +98,9 @@ for args in "--to safetensors --out-dtype keep" "--to safetensors"; do
         best "  unpack $a, then the folder" \
             "$unpack && $AMN $verb out-unpacked/model $args -o out.safetensors --no-sync --quiet"
     done
+done
+echo "amn parse IN:"
+for a in model model.tar model.tar.gz model.tar.zst model.zip; do
+    best "  $a" "$AMN parse $a"
 done
 rm -rf out.safetensors out-unpacked t.txt t.err

@@ -130,6 +130,21 @@ for k in gguf npz pth; do
   fi
 done
 
+# parse and scan read a compressed archive's safetensors by their headers:
+# no temporary file (none can be made here). A .pth reads its ZIP directory
+# at its end first: past the header's prefix kept (a small one here, as
+# for inspect below), parse decompresses it to a temporary file, and says
+# so, naming the member, when there is none.
+for a in one.tar.gz sharded.tar.zst sharded.zip; do
+  TMPDIR=$work/none "$amn" parse $a | tail -n +2 >$a.notmp.parse
+  same "parse $a, no TMPDIR" $a.parse $a.notmp.parse
+  TMPDIR=$work/none expect "scan $a, no TMPDIR" 0 scan $a
+done
+if "$amn" plugins | grep -q "format pth"; then
+  TMPDIR=$work/none expect "parse pth.tgz, no TMPDIR" 6 parse pth.tgz --max-header 64
+  says "parse pth.tgz, no TMPDIR" "member 'pth/model.pth': no temporary file in $work/none"
+fi
+
 # A sharded PyTorch checkpoint (pytorch_model-0000K-of-0000N.bin and its
 # index), packed: its shards in the index's order, as from the folder.
 if "$amn" plugins | grep -q "format pth"; then

@@ -74,6 +74,27 @@ typedef struct amn_limits {
 
 AMN_API void amn_limits_default(amn_limits *l);
 
+/* A file beside the one opened, when it is no file on disk (a member of
+ * the model folder an archive packs): what amn_siblings.find gives. */
+typedef struct amn_sibling {
+    uint32_t struct_size;
+    amn_source src;      /* its bytes, read_at any offset (inspect: a header's worth may be all) */
+    const uint8_t *data; /* open: the whole file in memory; NULL for inspect */
+    uint64_t size;
+} amn_sibling;
+
+/* The files beside the opened one, for a format that reads more than one
+ * file by name (the other shards of a split GGUF). */
+typedef struct amn_siblings {
+    uint32_t struct_size;
+    void *ctx;
+    /* The file `name` (a plain file name, no '/') of the opened file's
+     * folder: true and *out (the core's, valid while the model open() or
+     * inspect() returns lives: tensor data may point into out->data), or
+     * false when the folder holds no such file. */
+    bool (*find)(void *ctx, const char *name, amn_sibling *out);
+} amn_siblings;
+
 typedef struct amn_open_args {
     uint32_t struct_size;
     const char *path; /* file or directory */
@@ -82,13 +103,18 @@ typedef struct amn_open_args {
      * files a format maps (shards) it adopts into the model itself. */
     const amn_map *map;
     const amn_limits *limits; /* never NULL */
+    /* Appended (check AMN_HAS_FIELD): the files beside this one when they are
+     * not files on disk (path is then "<archive>/<member>"); NULL: they are
+     * found by name beside path. */
+    const amn_siblings *siblings;
 } amn_open_args;
 
 typedef struct amn_inspect_args {
     uint32_t struct_size;
-    const amn_source *src;    /* the file, through a read callback; NULL for a directory */
-    const char *path;         /* may be NULL (memory / transport) */
-    const amn_limits *limits; /* never NULL */
+    const amn_source *src;        /* the file, through a read callback; NULL for a directory */
+    const char *path;             /* may be NULL (memory / transport) */
+    const amn_limits *limits;     /* never NULL */
+    const amn_siblings *siblings; /* appended, as amn_open_args.siblings */
 } amn_inspect_args;
 
 /* A tensor as an output file will hold it. */
