@@ -40,7 +40,9 @@ static bool folder_input(const amn_ctx *ctx, const char *path) {
     if (names_folder(path)) return true;
     if (!amn_path_is_archive(path)) return false;
     amn_model *m = NULL;
-    if (amn_inspect(ctx, path, NULL, NULL, &m, NULL) != AMN_OK) return true;
+    /* An archive that does not open takes the plain route, which reports
+     * the archive's own error rather than a folder route's usage checks. */
+    if (amn_inspect(ctx, path, NULL, NULL, &m, NULL) != AMN_OK) return false;
     const uint8_t *data;
     uint64_t size;
     const bool hf = amn_model_archive_file(m, "config.json", &data, &size) ||

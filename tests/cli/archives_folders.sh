@@ -95,6 +95,16 @@ if "$amn" plugins | grep -q "scheme hf "; then
     same "packed GGUF --to $to" g-$to-ref.gguf g-$to.gguf
   done
   clean_tmp "the packed GGUF"
+  # A packed folder that does not open reports the archive's own error,
+  # whatever --out-dtype asks for, with no output.
+  mkdir -p brk/m && printf '\x10\0\0\0\0\0\0\0{"a":' >brk/m/model.safetensors &&
+    echo '{}' >brk/m/config.json && (cd brk && tar czf ../brk.tgz m)
+  for dt in keep f16; do
+    expect "brk.tgz --out-dtype $dt" 1 convert brk.tgz --to gguf --out-dtype $dt -o brk.gguf
+    says "brk.tgz --out-dtype $dt" "brk.tgz/m/model.safetensors"
+  done
+  [ ! -e brk.gguf ] && pass || fail "brk.tgz: an output was written"
+  clean_tmp "the broken archive"
 else
   echo "note: no hf plugin; the GGUF checks are left out"
 fi
