@@ -83,10 +83,16 @@ typedef struct hf_rev_pre_out {
     struct json_object *normalizer; /* NULL: none */
     struct json_object *pre_tokenizer;
     bool ignore_merges;
+    /* Gemma's BPE on raw UTF-8 with spaces as U+2581: byte fallback, the
+     * decoder of hf_rev_escaped_decoder, user-defined tokens' spaces
+     * escaped back (the converter wrote them unescaped) */
+    bool escaped;
 } hf_rev_pre_out;
+#define HF_REV_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's escaped space */
 int hf_rev_pre(const amn_model *m, hf_rev_pre_out *out, amn_error *err);
 int hf_rev_pre_check(const amn_model *m, amn_error *err);
 struct json_object *hf_rev_byte_level(bool prefix, bool use_regex);
+struct json_object *hf_rev_escaped_decoder(void);
 
 /* Key/value readers (hf_rev_files.c). */
 const amn_kv *hf_rev_kv(const amn_model *m, const char *arch, const char *suffix);

@@ -324,14 +324,44 @@ static json_object *token_of(const amn_kv *toks, const amn_model *m, const char 
     return str_of((const amn_str *)toks->data + (uint64_t)id);
 }
 
+/* A user-defined token of an escaped-space vocabulary as its
+ * tokenizer.json had it: the converter wrote its U+2581 as spaces
+ * ("pre-normalize user-defined spaces"), here escaped again. */
+static json_object *escaped_of(const amn_str *s) {
+    size_t sp = 0;
+    for (uint64_t i = 0; i < s->len; i++) sp += s->ptr[i] == ' ';
+    if (!sp || s->len > 0x7fffffff / 3) return str_of(s);
+    char *b = malloc((size_t)s->len + 2 * sp + 1), *p = b;
+    if (!b) return str_of(s);
+    for (uint64_t i = 0; i < s->len; i++)
+        if (s->ptr[i] == ' ') {
+            memcpy(p, HF_REV_SPACE, 3);
+            p += 3;
+        } else {
+            *p++ = s->ptr[i];
+        }
+    json_object *o = json_object_new_string_len(b, (int)(p - b));
+    free(b);
+    return o;
+}
+
+static int32_t type_of(const amn_kv *types, uint64_t i) {
+    return types && i < types->count ? ((const int32_t *)types->data)[i] : 1;
+}
+
+/* Token i's text in tokenizer.json. */
+static json_object *token_text(const amn_kv *toks, const amn_kv *types, uint64_t i, bool escaped) {
+    const amn_str *s = (const amn_str *)toks->data + i;
+    return escaped && type_of(types, i) == 4 ? escaped_of(s) : str_of(s);
+}
+
 /* Control and user-defined tokens as tokenizer_config.json's
  * added_tokens_decoder; of a SentencePiece model's own pieces (below
  * pieces) only those the converter scored -1000, as it scores the tokens
  * it takes from there. */
 static json_object *added_decoder(const amn_kv *toks, const amn_kv *types, const amn_kv *scores,
-                                  uint64_t pieces) {
+                                  uint64_t pieces, bool escaped) {
     json_object *d = json_object_new_object();
-    const amn_str *s = toks->data;
     for (uint64_t i = 0; types && i < toks->count && i < types->count; i++) {
         const int32_t ty = ((const int32_t *)types->data)[i];
         if (ty != 3 && ty != 4) continue;
@@ -339,7 +369,7 @@ static json_object *added_decoder(const amn_kv *toks, const amn_kv *types, const
             ((const float *)scores->data)[i] != -1000.0f)
             continue;
         json_object *a = json_object_new_object();
-        json_object_object_add(a, "content", str_of(&s[i]));
+        json_object_object_add(a, "content", token_text(toks, types, i, escaped));
         json_object_object_add(a, "lstrip", json_object_new_boolean(false));
         json_object_object_add(a, "normalized", json_object_new_boolean(false));
         json_object_object_add(a, "rstrip", json_object_new_boolean(false));
@@ -378,7 +408,8 @@ static unsigned named_specials(const amn_model *m) {
 }
 
 static json_object *tokenizer_config_json(const hf_rev *r, const amn_kv *toks, const amn_kv *types,
-                                          const amn_kv *scores, uint64_t pieces, const char *cls) {
+                                          const amn_kv *scores, uint64_t pieces, const char *cls,
+                                          bool escaped) {
     json_object *t = json_object_new_object();
     static const char *const which[][2] = {{"bos", "bos_token"},
                                            {"eos", "eos_token"},
@@ -391,7 +422,8 @@ static json_object *tokenizer_config_json(const hf_rev *r, const amn_kv *toks, c
         json_object_object_add(t, "add_eos_token", json_object_new_boolean(v != 0));
     if (hf_rev_num(amn_model_find_kv(r->model, "tokenizer.ggml.add_space_prefix"), &v))
         json_object_object_add(t, "add_prefix_space", json_object_new_boolean(v != 0));
-    json_object_object_add(t, "added_tokens_decoder", added_decoder(toks, types, scores, pieces));
+    json_object_object_add(t, "added_tokens_decoder",
+                           added_decoder(toks, types, scores, pieces, escaped));
     const unsigned named = named_specials(r->model);
     for (size_t k = 0; k < 4; k++)
         json_object_object_add(t, which[k][1],
@@ -431,8 +463,9 @@ static int spm_files(const hf_rev *r, json_object *files, const amn_kv *toks, co
         }
         json_object_object_add(files, "added_tokens.json", added);
     }
-    json_object_object_add(files, "tokenizer_config.json",
-                           tokenizer_config_json(r, toks, types, scores, pieces, "LlamaTokenizer"));
+    json_object_object_add(
+        files, "tokenizer_config.json",
+        tokenizer_config_json(r, toks, types, scores, pieces, "LlamaTokenizer", false));
     return AMN_OK;
 }
 
@@ -500,44 +533,96 @@ static json_object *post_processor(const amn_model *m, const amn_kv *toks) {
     return o;
 }
 
-/* tokenizer.json for a BPE (gpt2) vocabulary: the vocabulary with its
- * merges; control and user-defined tokens as added tokens. */
-static json_object *tokenizer_json(const amn_model *mdl, const amn_kv *toks, const amn_kv *types,
-                                   const amn_kv *merges, const hf_rev_pre_out *pre) {
-    json_object *t = json_object_new_object(), *added = json_object_new_array();
-    json_object *vocab = json_object_new_object(), *ml = json_object_new_array();
-    const amn_str *s = toks->data;
-    const uint64_t n = hf_rev_spm_tokens(toks, types); /* without the [PAD<i>] filler */
-    for (uint64_t i = 0; i < n; i++) {
-        char *k = strndup(s[i].ptr, s[i].len);
-        if (!k) continue;
-        json_object_object_add(vocab, k, json_object_new_int64((int64_t)i));
-        free(k);
-        const int32_t ty = types && i < types->count ? ((const int32_t *)types->data)[i] : 1;
-        if (ty != 3 && ty != 4) continue;
-        json_object *a = json_object_new_object();
-        json_object_object_add(a, "id", json_object_new_int64((int64_t)i));
-        json_object_object_add(a, "content", str_of(&s[i]));
-        json_object_object_add(a, "single_word", json_object_new_boolean(false));
-        json_object_object_add(a, "lstrip", json_object_new_boolean(false));
-        json_object_object_add(a, "rstrip", json_object_new_boolean(false));
-        json_object_object_add(a, "normalized", json_object_new_boolean(ty == 4));
-        json_object_object_add(a, "special", json_object_new_boolean(ty == 3));
-        json_object_array_add(added, a);
+/* One part of a GGUF merge as tokenizer.json's pair form has it: gguf-py
+ * wrote the spaces of a pair's parts as U+0120; where the part so spelled
+ * is no token but its spaced spelling is, the spaces are put back. */
+static json_object *merge_part(json_object *vocab, const char *p, size_t n) {
+    char *k = strndup(p, n);
+    if (!k) return json_object_new_string_len(p, (int)(n > 0x7fffffff ? 0x7fffffff : n));
+    if (!json_object_object_get_ex(vocab, k, NULL) && strstr(k, "\xc4\xa0")) {
+        char *w = k;
+        for (const char *r = k; *r;)
+            if ((unsigned char)r[0] == 0xc4 && (unsigned char)r[1] == 0xa0) {
+                *w++ = ' ';
+                r += 2;
+            } else {
+                *w++ = *r++;
+            }
+        *w = '\0';
+        if (!json_object_object_get_ex(vocab, k, NULL)) {
+            free(k);
+            return json_object_new_string_len(p, (int)(n > 0x7fffffff ? 0x7fffffff : n));
+        }
     }
-    for (uint64_t i = 0; merges && i < merges->count; i++)
-        json_object_array_add(ml, str_of((const amn_str *)merges->data + i));
-    json_object *m = json_object_new_object();
+    json_object *o = json_object_new_string(k);
+    free(k);
+    return o;
+}
+
+/* A merge "a b" (split at its first space after the first byte, as
+ * llama.cpp reads it; hf_rev_pre_check refused merges without one) as
+ * the pair ["a", "b"], the form of the Gemma 3 tokenizer.json. */
+static json_object *merge_pair(json_object *vocab, const amn_str *m) {
+    const char *sp = m->len > 1 ? memchr(m->ptr + 1, ' ', m->len - 1) : NULL;
+    const size_t a = sp ? (size_t)(sp - m->ptr) : m->len;
+    json_object *pair = json_object_new_array();
+    json_object_array_add(pair, merge_part(vocab, m->ptr, a));
+    json_object_array_add(pair, sp ? merge_part(vocab, sp + 1, m->len - a - 1)
+                                   : json_object_new_string(""));
+    return pair;
+}
+
+/* The BPE model of tokenizer.json. */
+static json_object *bpe_model(const amn_model *mdl, const amn_kv *toks, json_object *vocab,
+                              const amn_kv *merges, const hf_rev_pre_out *pre) {
+    json_object *m = json_object_new_object(), *ml = json_object_new_array();
+    for (uint64_t i = 0; merges && i < merges->count; i++) {
+        const amn_str *ms = (const amn_str *)merges->data + i;
+        json_object_array_add(ml, pre->escaped ? merge_pair(vocab, ms) : str_of(ms));
+    }
     json_object_object_add(m, "type", json_object_new_string("BPE"));
     json_object_object_add(m, "dropout", NULL);
-    json_object_object_add(m, "unk_token", NULL);
+    /* the escaped form's unknown token: what a byte without a <0xXX>
+     * piece becomes */
+    json_object_object_add(m, "unk_token", pre->escaped ? token_of(toks, mdl, "unknown") : NULL);
     json_object_object_add(m, "continuing_subword_prefix", NULL);
     json_object_object_add(m, "end_of_word_suffix", NULL);
-    json_object_object_add(m, "fuse_unk", json_object_new_boolean(false));
-    json_object_object_add(m, "byte_fallback", json_object_new_boolean(false));
+    json_object_object_add(m, "fuse_unk", json_object_new_boolean(pre->escaped));
+    json_object_object_add(m, "byte_fallback", json_object_new_boolean(pre->escaped));
     json_object_object_add(m, "ignore_merges", json_object_new_boolean(pre->ignore_merges));
     json_object_object_add(m, "vocab", vocab);
     json_object_object_add(m, "merges", ml);
+    return m;
+}
+
+/* tokenizer.json for a BPE (gpt2) vocabulary: the vocabulary with its
+ * merges; control and user-defined tokens as added tokens (user-defined
+ * ones normalized, but in the escaped form, whose file has them as the
+ * text before its normalizer). */
+static json_object *tokenizer_json(const amn_model *mdl, const amn_kv *toks, const amn_kv *types,
+                                   const amn_kv *merges, const hf_rev_pre_out *pre) {
+    json_object *t = json_object_new_object(), *added = json_object_new_array();
+    json_object *vocab = json_object_new_object();
+    const uint64_t n = hf_rev_spm_tokens(toks, types); /* without the [PAD<i>] filler */
+    for (uint64_t i = 0; i < n; i++) {
+        json_object *text = token_text(toks, types, i, pre->escaped);
+        json_object_object_add(vocab, json_object_get_string(text),
+                               json_object_new_int64((int64_t)i));
+        const int32_t ty = type_of(types, i);
+        if (ty != 3 && ty != 4) {
+            json_object_put(text);
+            continue;
+        }
+        json_object *a = json_object_new_object();
+        json_object_object_add(a, "id", json_object_new_int64((int64_t)i));
+        json_object_object_add(a, "content", text);
+        json_object_object_add(a, "single_word", json_object_new_boolean(false));
+        json_object_object_add(a, "lstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "rstrip", json_object_new_boolean(false));
+        json_object_object_add(a, "normalized", json_object_new_boolean(ty == 4 && !pre->escaped));
+        json_object_object_add(a, "special", json_object_new_boolean(ty == 3));
+        json_object_array_add(added, a);
+    }
     json_object_object_add(t, "version", json_object_new_string("1.0"));
     json_object_object_add(t, "truncation", NULL);
     json_object_object_add(t, "padding", NULL);
@@ -545,8 +630,9 @@ static json_object *tokenizer_json(const amn_model *mdl, const amn_kv *toks, con
     json_object_object_add(t, "normalizer", pre->normalizer);
     json_object_object_add(t, "pre_tokenizer", pre->pre_tokenizer);
     json_object_object_add(t, "post_processor", post_processor(mdl, toks));
-    json_object_object_add(t, "decoder", hf_rev_byte_level(true, true));
-    json_object_object_add(t, "model", m);
+    json_object_object_add(t, "decoder",
+                           pre->escaped ? hf_rev_escaped_decoder() : hf_rev_byte_level(true, true));
+    json_object_object_add(t, "model", bpe_model(mdl, toks, vocab, merges, pre));
     return t;
 }
 
@@ -652,9 +738,10 @@ int hf_rev_files(const hf_rev *r, char **json, amn_error *err) {
                 json_object_object_add(files, "tokenizer.json",
                                        tokenizer_json(r->model, toks, types, merges, &pre));
             if (!rc)
-                json_object_object_add(
-                    files, "tokenizer_config.json",
-                    tokenizer_config_json(r, toks, types, NULL, 0, "PreTrainedTokenizerFast"));
+                json_object_object_add(files, "tokenizer_config.json",
+                                       tokenizer_config_json(r, toks, types, NULL, 0,
+                                                             "PreTrainedTokenizerFast",
+                                                             pre.escaped));
         } else if (model->len == 5 && memcmp(model->ptr, "llama", 5) == 0) {
             rc = spm_files(r, files, toks, types, err);
         } else {

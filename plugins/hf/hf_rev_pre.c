@@ -3,7 +3,10 @@
  * name, as Hugging Face tokenizers' Sequence of Split (Isolated: matches
  * and the text between them both kept, as llama.cpp's unicode_regex_split
  * keeps them) followed by ByteLevel without its own regex, the form of the
- * upstream tokenizer.json files.
+ * upstream tokenizer.json files. The names llama.cpp tokenizes as Gemma's
+ * BPE on raw UTF-8 get the Gemma 3 tokenizer.json's form instead: spaces
+ * escaped as U+2581 by the normalizer, no splitting (its Split on " " finds
+ * none left), BPE with byte fallback (hf_rev_files.c writes that model).
  *
  * Data carried over from llama.cpp's src/llama-vocab.cpp (commit 3af988fab):
  * the regex_exprs of each LLAMA_VOCAB_PRE_TYPE_* in llm_tokenizer_bpe, and
@@ -20,11 +23,12 @@
 
 #include "hf_rev.h"
 
-enum { PRE_SPLITS, PRE_GPT2, PRE_REFUSED };
+enum { PRE_SPLITS, PRE_GPT2, PRE_ESCAPED, PRE_REFUSED };
 
 typedef struct pre_type {
     const char *type; /* llama.cpp's LLAMA_VOCAB_PRE_TYPE_* */
-    int form;         /* PRE_SPLITS, PRE_GPT2: ByteLevel with GPT-2's regex */
+    int form;         /* PRE_SPLITS, PRE_GPT2: ByteLevel with GPT-2's regex,
+                       * PRE_ESCAPED: spaces as U+2581, BPE with byte fallback */
     const char *regex[6];
 } pre_type;
 
@@ -195,8 +199,11 @@ static const pre_type types[] = {
     /* split by code in llama.cpp's unicode.cpp, not by these regexes */
     [T_KIMI_K2] = {"KIMI_K2", PRE_REFUSED, {NULL}},
     [T_AFMOE] = {"AFMOE", PRE_REFUSED, {NULL}},
-    /* BPE on raw UTF-8 (spaces as U+2581), not GPT-2's byte mapping */
-    [T_GEMMA4] = {"GEMMA4", PRE_REFUSED, {NULL}},
+    /* BPE on raw UTF-8 (spaces as U+2581), not GPT-2's byte mapping: the
+     * Gemma 3 tokenizer.json's form (granite-embed-multi-311m is the hash
+     * of that file). Sarvam's is the same kind in llama.cpp, but its
+     * upstream file, which may split otherwise, is not known here. */
+    [T_GEMMA4] = {"GEMMA4", PRE_ESCAPED, {NULL}},
     [T_SARVAM_MOE] = {"SARVAM_MOE", PRE_REFUSED, {NULL}},
     [T_WHITESPACE] = {"WHITESPACE", PRE_REFUSED, {NULL}},
 };
@@ -315,8 +322,9 @@ static int find(const amn_model *m, amn_error *err) {
                                  "unsupported: BPE pre-tokenizer '%s' (llama.cpp's %s) to "
                                  "tokenizer.json: llama.cpp splits it %s",
                                  names[k].name, types[names[k].type].type,
-                                 names[k].type <= T_AFMOE ? "by code, not by regexes"
-                                                          : "on raw UTF-8, not byte-level");
+                                 names[k].type <= T_AFMOE
+                                     ? "by code, not by regexes"
+                                     : "on raw UTF-8 as a tokenizer.json of unknown form");
         }
     return amn_error_set(err, AMN_E_UNSUPPORTED,
                          "unsupported: BPE pre-tokenizer '%.*s' to tokenizer.json (not one "
@@ -324,9 +332,29 @@ static int find(const amn_model *m, amn_error *err) {
                          (int)(n > 64 ? 64 : n), p);
 }
 
+/* The escaped form writes merges as pairs: each must split where
+ * llama.cpp splits it, at a space after its first byte, into two parts. */
+static int check_merges(const amn_model *m, amn_error *err) {
+    const amn_kv *kv = amn_model_find_kv(m, "tokenizer.ggml.merges");
+    if (!kv) return AMN_OK;
+    if (kv->type != AMN_KV_ARRAY || kv->elem_type != AMN_KV_STRING)
+        return amn_error_set(err, AMN_E_PARSE, "GGUF: tokenizer.ggml.merges is not strings");
+    const amn_str *s = kv->data;
+    for (uint64_t i = 0; i < kv->count; i++) {
+        const char *sp = s[i].len > 2 ? memchr(s[i].ptr + 1, ' ', s[i].len - 2) : NULL;
+        if (!sp)
+            return amn_error_set(err, AMN_E_UNSUPPORTED,
+                                 "unsupported: merge %llu of tokenizer.ggml.merges is not two "
+                                 "tokens split by a space",
+                                 (unsigned long long)i);
+    }
+    return AMN_OK;
+}
+
 int hf_rev_pre_check(const amn_model *m, amn_error *err) {
     const int k = find(m, err);
-    return k < 0 ? k : AMN_OK;
+    if (k < 0) return k;
+    return types[names[k].type].form == PRE_ESCAPED ? check_merges(m, err) : AMN_OK;
 }
 
 /* ByteLevel pre-tokenizer / decoder. */
@@ -349,12 +377,53 @@ static json_object *split(const char *regex) {
     return s;
 }
 
+static json_object *replace(const char *from, const char *to) {
+    json_object *r = json_object_new_object(), *pat = json_object_new_object();
+    json_object_object_add(r, "type", json_object_new_string("Replace"));
+    json_object_object_add(pat, "String", json_object_new_string(from));
+    json_object_object_add(r, "pattern", pat);
+    json_object_object_add(r, "content", json_object_new_string(to));
+    return r;
+}
+
+/* Gemma 3's tokenizer.json: Replace " " -> U+2581, then a Split on " "
+ * (merged with the previous piece) that finds nothing left to split. */
+static void escaped_form(hf_rev_pre_out *out) {
+    out->normalizer = replace(" ", HF_REV_SPACE);
+    json_object *s = json_object_new_object(), *pat = json_object_new_object();
+    json_object_object_add(s, "type", json_object_new_string("Split"));
+    json_object_object_add(pat, "String", json_object_new_string(" "));
+    json_object_object_add(s, "pattern", pat);
+    json_object_object_add(s, "behavior", json_object_new_string("MergedWithPrevious"));
+    json_object_object_add(s, "invert", json_object_new_boolean(false));
+    out->pre_tokenizer = s;
+}
+
+/* Its decoder: U+2581 back to spaces, <0xXX> pieces to bytes, joined. */
+json_object *hf_rev_escaped_decoder(void) {
+    json_object *d = json_object_new_object(), *list = json_object_new_array();
+    json_object *fb = json_object_new_object(), *fuse = json_object_new_object();
+    json_object_object_add(fb, "type", json_object_new_string("ByteFallback"));
+    json_object_object_add(fuse, "type", json_object_new_string("Fuse"));
+    json_object_array_add(list, replace(HF_REV_SPACE, " "));
+    json_object_array_add(list, fb);
+    json_object_array_add(list, fuse);
+    json_object_object_add(d, "type", json_object_new_string("Sequence"));
+    json_object_object_add(d, "decoders", list);
+    return d;
+}
+
 int hf_rev_pre(const amn_model *m, hf_rev_pre_out *out, amn_error *err) {
     const int k = find(m, err);
     if (k < 0) return k;
     const pre_type *t = &types[names[k].type];
     out->ignore_merges = names[k].flags & F_IGNORE_MERGES;
+    out->escaped = t->form == PRE_ESCAPED;
     out->normalizer = NULL;
+    if (out->escaped) {
+        escaped_form(out);
+        return AMN_OK;
+    }
     if (names[k].flags & F_NFC) {
         out->normalizer = json_object_new_object();
         json_object_object_add(out->normalizer, "type", json_object_new_string("NFC"));
