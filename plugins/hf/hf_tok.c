@@ -562,8 +562,8 @@ static int encode_text(json_object *root, const tok *t, const added *a, const ch
     return rc;
 }
 
-static int encode(json_object *root, const amn_limits *lim, tok *t, int64_t *ids, size_t *n,
-                  size_t cap, amn_error *err) {
+static int encode(json_object *root, const amn_limits *lim, tok *t, const char *text, size_t len,
+                  int64_t *ids, size_t *n, size_t cap, amn_error *err) {
     json_object *model = hf_json_get(root, "model");
     json_object *mt = hf_json_get(model, "type");
     if (mt && !hf_tok_is_type(model, "BPE"))
@@ -578,24 +578,131 @@ static int encode(json_object *root, const amn_limits *lim, tok *t, int64_t *ids
     if (!rc) rc = load_options(t, model, err);
     json_object *list = hf_json_get(root, "added_tokens");
     if (!rc) rc = load_added(&a, list, hf_json_get(root, "normalizer"), lim, err);
-    if (!rc)
-        rc = split_added(&a.raw, a.max_raw, chktxt, sizeof chktxt - 1, sp, &nsp, 4 * MAX_CP, err);
+    if (!rc) rc = split_added(&a.raw, a.max_raw, text, len, sp, &nsp, 4 * MAX_CP, err);
     for (size_t i = 0; i < nsp && !rc; i++)
         rc = sp[i].item >= 0
                  ? added_id(list, sp[i].item, ids, n, cap, err)
-                 : encode_text(root, t, &a, chktxt + sp[i].s, sp[i].e - sp[i].s, ids, n, cap, err);
+                 : encode_text(root, t, &a, text + sp[i].s, sp[i].e - sp[i].s, ids, n, cap, err);
     if (!rc) rc = post_process(hf_json_get(root, "post_processor"), ids, n, cap, 0, err);
     added_free(&a);
     free(sp);
     return rc;
 }
 
-int hf_tok_chkhsh(json_object *root, const amn_limits *lim, char out[65], amn_error *err) {
+static void tok_free(tok *t) {
+    strmap_free(&t->vocab);
+    free(t->merges.keys);
+    free(t->merges.rank);
+    free(t->merges.id);
+}
+
+/* A special token's content: a string or an AddedToken {"content": ...} */
+static const char *token_content(json_object *v) {
+    if (v && json_object_is_type(v, json_type_object)) v = hf_json_get(v, "content");
+    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* The token's id as convert_tokens_to_ids finds it: an added token, else the
+ * model's vocabulary; -1 when neither has it. */
+static int64_t token_id(json_object *root, const char *s) {
+    json_object *list = hf_json_get(root, "added_tokens");
+    for (size_t i = 0;
+         list && json_object_is_type(list, json_type_array) && i < json_object_array_length(list);
+         i++) {
+        json_object *t = json_object_array_get_idx(list, i);
+        const char *c = token_content(t);
+        json_object *id = hf_json_get(t, "id");
+        if (c && strcmp(c, s) == 0 && id && json_object_is_type(id, json_type_int))
+            return json_object_get_int64(id);
+    }
+    json_object *id = hf_json_get(hf_json_get(hf_json_get(root, "model"), "vocab"), s);
+    return id && json_object_is_type(id, json_type_int) ? json_object_get_int64(id) : -1;
+}
+
+/* One SpecialToken item of a template, and its entry in special_tokens */
+static int template_token(json_object *single, json_object *specials, const char *s, int64_t id) {
+    json_object *item = json_object_new_object(), *sp = json_object_new_object();
+    json_object *entry = json_object_new_object(), *ids = json_object_new_array();
+    int rc = item && sp && entry && ids ? 0 : -1;
+    if (!rc) {
+        json_object_object_add(sp, "id", json_object_new_string(s));
+        json_object_object_add(item, "SpecialToken", sp);
+        json_object_array_add(single, item);
+        json_object_array_add(ids, json_object_new_int64(id));
+        json_object_object_add(entry, "ids", ids);
+        json_object_object_add(specials, s, entry);
+    } else {
+        json_object_put(item), json_object_put(sp), json_object_put(entry), json_object_put(ids);
+    }
+    return rc;
+}
+
+int hf_tok_config_post(json_object *root, json_object *config, amn_error *err) {
+    json_object *cls = hf_json_get(config, "tokenizer_class");
+    if (!cls || !json_object_is_type(cls, json_type_string)) return AMN_OK;
+    const char *name = json_object_get_string(cls);
+    if (strcmp(name, "LlamaTokenizerFast") != 0 && strcmp(name, "LlamaTokenizer") != 0)
+        return AMN_OK;
+    static const char *const keys[][2] = {{"add_bos_token", "bos_token"},
+                                          {"add_eos_token", "eos_token"}};
+    static const char *const defaults[] = {"<s>", "</s>"};
+    json_object *single = json_object_new_array(), *specials = json_object_new_object();
+    json_object *post = json_object_new_object();
+    int rc = single && specials && post ? AMN_OK : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < 2 && !rc; i++) {
+        json_object *add = hf_json_get(config, keys[i][0]);
+        bool on = add ? hf_json_truthy(add) : i == 0; /* present but null: off */
+        if (i == 1) {                                 /* the text between the bos and eos tokens */
+            json_object *item = json_object_new_object(), *seq = json_object_new_object();
+            if (!item || !seq) {
+                json_object_put(item), json_object_put(seq);
+                rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+                break;
+            }
+            json_object_object_add(seq, "id", json_object_new_string("A"));
+            json_object_object_add(item, "Sequence", seq);
+            json_object_array_add(single, item);
+        }
+        if (!on) continue;
+        json_object *tok = hf_json_get(config, keys[i][1]);
+        const char *s = tok ? token_content(tok) : defaults[i];
+        int64_t id = s ? token_id(root, s) : -1;
+        if (id < 0)
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "tokenizer_config.json: %s is on and %s is not a token", keys[i][0],
+                               keys[i][1]);
+        else if (template_token(single, specials, s, id))
+            rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
+    if (!rc) {
+        json_object_object_add(post, "type", json_object_new_string("TemplateProcessing"));
+        json_object_object_add(post, "single", single);
+        json_object_object_add(post, "special_tokens", specials);
+        json_object_object_add(root, "post_processor", post);
+        return AMN_OK;
+    }
+    json_object_put(single), json_object_put(specials), json_object_put(post);
+    return rc;
+}
+
+int hf_tok_encode(json_object *root, const amn_limits *lim, const char *text, size_t len,
+                  int64_t *ids, size_t *n, size_t cap, amn_error *err) {
+    *n = 0;
+    /* the normalizers' and pre-tokenizers' buffers hold MAX_CP code points */
+    if (len > MAX_CP)
+        return amn_error_set(err, AMN_E_LIMIT, "encoder: text of %zu bytes exceeds %d", len,
+                             MAX_CP);
     tok t = {0};
+    int rc = encode(root, lim, &t, text, len, ids, n, cap, err);
+    tok_free(&t);
+    return rc;
+}
+
+int hf_tok_chkhsh(json_object *root, const amn_limits *lim, char out[65], amn_error *err) {
     size_t cap = 4 * MAX_CP, n = 0;
     int64_t *ids = malloc(cap * sizeof *ids);
     char *text = malloc(cap * 24 + 4);
-    int rc = ids && text ? encode(root, lim, &t, ids, &n, cap, err)
+    int rc = ids && text ? hf_tok_encode(root, lim, chktxt, sizeof chktxt - 1, ids, &n, cap, err)
                          : amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (!rc) { /* Python's str(list): "[1, 2, 3]" */
         size_t o = 0;
@@ -607,10 +714,6 @@ int hf_tok_chkhsh(json_object *root, const amn_limits *lim, char out[65], amn_er
         kit_sha256_of(text, o, h);
         kit_sha256_hex(h, out);
     }
-    strmap_free(&t.vocab);
-    free(t.merges.keys);
-    free(t.merges.rank);
-    free(t.merges.id);
     free(ids);
     free(text);
     return rc;

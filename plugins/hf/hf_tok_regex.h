@@ -1,8 +1,12 @@
 /* hf_tok_regex.h — the regular expressions of Hugging Face pre-tokenizers
  * (Oniguruma syntax as the tokenizers library uses it), matched by a small
- * backtracking engine over code points: literals, '.', classes with ranges,
- * \s \S \d \D \w \W \p{..} \P{..} (general categories), groups (?: ) (?i: ),
- * look-aheads (?= ) (?! ), alternation, greedy and lazy ? * + {m,n}.
+ * backtracking engine over code points: literals (escaped symbols, \n \t
+ * ... \xHH \x{H..} \uHHHH), '.', classes with ranges, \s \S \d \D \w \W \h
+ * \H \p{..} \P{..} (general categories), groups ( ) (?: ) (?<name> ) (?i: ),
+ * atomic groups (?> ), look-aheads (?= ) (?! ), the assertions ^ $ \A \z \Z
+ * \b \B, alternation, greedy, lazy and possessive ? * + and {m,n}.
+ * Anything else (look-behinds, back-references, inline options, nested
+ * classes, scripts) is refused, never read another way.
  * Unicode general categories are known for ASCII and for the code points of
  * the converter's check text only (hf_tok_ucat): enough to reproduce
  * tokenizer.encode(chktxt), which is all this engine is for. */

@@ -126,6 +126,10 @@ static int build(hf_vctx *c, json_object *root, amn_error *err) {
         rc = amn_error_set(err, AMN_E_LIMIT, "vocabulary: %llu tokens exceed the cap",
                            (unsigned long long)size);
     char hex[65];
+    json_object *config = NULL;
+    if (!rc) rc = hf_json_load(c->dir, "tokenizer_config.json", c->lim, &config, err);
+    if (!rc) rc = hf_tok_config_post(root, config, err);
+    json_object_put(config);
     if (!rc) rc = hf_tok_chkhsh(root, c->lim, hex, err);
     const char *pre = rc ? NULL : hf_tok_pre_name(hex);
     if (!rc && !pre)

@@ -116,6 +116,18 @@ int hf_special_vocab(hf_vctx *c, const hf_special_opts *o, amn_error *err);
 /* The converter's chkhsh of tokenizer.json (root already parsed): hex into
  * out[65]. */
 int hf_tok_chkhsh(json_object *root, const amn_limits *lim, char out[65], amn_error *err);
+/* tokenizer.encode(text, add_special_tokens=True) of the same encoder into
+ * ids[0, *n) (at most cap): for checking it on other strings than the check
+ * text, made of ASCII and the check text's characters (the only code points
+ * whose Unicode categories hf_tok_ucat knows); at most HF_TOK_MAX_CP bytes. */
+int hf_tok_encode(json_object *root, const amn_limits *lim, const char *text, size_t len,
+                  int64_t *ids, size_t *n, size_t cap, amn_error *err);
+/* transformers' LlamaTokenizerFast (tokenizer_class LlamaTokenizerFast or
+ * LlamaTokenizer in tokenizer_config.json, config may be NULL) replaces the
+ * post-processor of tokenizer.json by its own, from add_bos_token (default
+ * on) and add_eos_token (default off) with bos_token / eos_token; as it
+ * encodes the check text that way, so does the hash. */
+int hf_tok_config_post(json_object *root, json_object *config, amn_error *err);
 /* get_vocab_base_pre's table: name for a hash, NULL if unknown. */
 const char *hf_tok_pre_name(const char *hex);
 
