@@ -81,16 +81,19 @@ static bool reachable(const gq_lowgrid *g, int u) {
 
 /* ggml sorts (distance, index) pairs and keeps the leading ones of the
  * nwant smallest distances: every grid point at one of those distances, by
- * distance then index. A scan per distance gives that order. */
-static int neighbour_list(const gq_lowgrid *g, int nwant, int u, int *dist2, uint16_t *out) {
-    for (int j = 0; j < g->size; ++j) {
-        int d2 = 0;
-        for (int k = 0; k < g->dim; ++k) {
-            const int dk =
-                gq_low_coord(g, j, k) - (2 * ((u >> g->bits * k) & ((1 << g->bits) - 1)) + 1);
-            d2 += dk * dk;
-        }
-        dist2[j] = d2;
+ * distance then index. A scan per distance gives that order. cb holds the
+ * points' coordinates 2l + 1, coordinate k of point j at cb[size k + j], so
+ * the distances are summed a coordinate at a time over every point (loops
+ * the compiler vectorizes): the build runs on the first row of a file type
+ * while the other threads wait for it. */
+static int neighbour_list(const gq_lowgrid *g, const uint8_t *cb, int nwant, int u, int *dist2,
+                          uint16_t *out) {
+    for (int j = 0; j < g->size; ++j) dist2[j] = 0;
+    for (int k = 0; k < g->dim; ++k) {
+        const int t = 2 * ((u >> g->bits * k) & ((1 << g->bits) - 1)) + 1;
+        const uint8_t *restrict c = cb + (size_t)g->size * k;
+        int *restrict d2 = dist2;
+        for (int j = 0; j < g->size; ++j) d2[j] += (c[j] - t) * (c[j] - t);
     }
     int level[3] = {INT32_MAX, INT32_MAX, INT32_MAX};
     for (int j = 0; j < g->size; ++j) {
@@ -141,8 +144,12 @@ static bool build_grid(int which) {
     g->map = malloc((size_t)nmap * sizeof *g->map);
     int *dist2 = malloc((size_t)s->size * sizeof *dist2);
     uint16_t *list = malloc((size_t)(s->size + 8) * sizeof *list);
-    bool ok = g->grid && g->map && dist2 && list;
+    uint8_t *cb = malloc((size_t)s->size * (size_t)s->dim);
+    bool ok = g->grid && g->map && dist2 && list && cb;
     for (int j = 0; ok && j < s->size; ++j) ok = source_point(s, j, &g->grid[j]);
+    for (int j = 0; ok && j < s->size; ++j)
+        for (int k = 0; k < s->dim; ++k)
+            cb[(size_t)s->size * k + j] = (uint8_t)gq_low_coord(g, j, k);
     size_t used = 0, cap = 0;
     if (ok) {
         for (int u = 0; u < nmap; ++u) g->map[u] = -1;
@@ -154,7 +161,7 @@ static bool build_grid(int which) {
     }
     for (int u = 0; ok && u < nmap; ++u) {
         if (g->map[u] >= 0 || !reachable(g, u)) continue;
-        const int n = neighbour_list(g, s->nwant, u, dist2, list + 1);
+        const int n = neighbour_list(g, cb, s->nwant, u, dist2, list + 1);
         list[0] = (uint16_t)n;
         /* n + 1 entries, padded to a multiple of 8 so the runs fit. */
         const size_t take = 1 + (size_t)(n + 7) / 8 * 8;
@@ -175,6 +182,7 @@ static bool build_grid(int which) {
     }
     free(dist2);
     free(list);
+    free(cb);
     return ok && build_coords(g, used);
 }
 
