@@ -272,6 +272,27 @@ static int batch_help_join(pool *p, batch *b, uint64_t base, progress *pr, doubl
     return batch_join(p, b, acc, err);
 }
 
+/* Units per in-place piece: a piece of CHUNK_BYTES, but at least
+ * MIN_PIECES pieces per tensor (each of MIN_PIECE_BYTES or more). A piece
+ * measures output bytes, and a low-bit quantizer spends far more per output
+ * byte than a cast: at about 2 bits a weight a 1 MiB piece is 4 M weights,
+ * so a 2048 x 2048 tensor of IQ2_XXS came in two pieces of 1985 and 63 rows
+ * and one thread did nearly all of it (two threads kept 1.6 cores busy).
+ * The count does not depend on the thread count, so neither do the pieces,
+ * the bytes, or the order in which encode errors are summed. A piece never
+ * goes below the scheme's row quantum. */
+#define MIN_PIECES      16
+#define MIN_PIECE_BYTES (32u << 10)
+
+static uint64_t piece_units(uint64_t units, uint64_t unit_bytes, uint64_t quantum) {
+    uint64_t fit = CHUNK_BYTES / unit_bytes;
+    uint64_t want = units / MIN_PIECES + (units % MIN_PIECES != 0);
+    const uint64_t floor_units = MIN_PIECE_BYTES / unit_bytes;
+    if (want < floor_units) want = floor_units;
+    if (want < quantum) want = quantum;
+    return want < fit ? want : fit;
+}
+
 static int stream_in_place(pool *pl, produce_fn fn, const void *ctx, uint64_t units,
                            uint64_t unit_bytes, uint64_t quantum, amn_sink *sink, progress *pr,
                            double *acc, amn_error *err) {
@@ -282,7 +303,7 @@ static int stream_in_place(pool *pl, produce_fn fn, const void *ctx, uint64_t un
     place where = {.sink = sink, .unit_bytes = unit_bytes};
     int rc = amni_sink_claim(sink, total, &where.base, err);
     if (rc) return rc;
-    const uint64_t per = amni_round_units(CHUNK_BYTES / unit_bytes, quantum, 1);
+    const uint64_t per = amni_round_units(piece_units(units, unit_bytes, quantum), quantum, 1);
     batch b;
     for (uint64_t u = 0; u < units && !rc;) {
         unsigned k = 0;
