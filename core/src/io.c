@@ -270,10 +270,9 @@ struct amn_sink {
     amn_sink_digest_fn digest; /* with fold: the tap folds (writes in place allowed) */
     amn_sink_fold_fn fold;
     void *tap_ctx;
-    int pipe[2];            /* for splice, made on first use; -1 until then */
-    bool no_copy_range;     /* copy_file_range refused between these files */
-    uint64_t wb_from;       /* start of the bytes not yet handed to early writeback */
-    pthread_mutex_t put_mu; /* one amni_sink_write_at's pwrite at a time: see there */
+    int pipe[2];        /* for splice, made on first use; -1 until then */
+    bool no_copy_range; /* copy_file_range refused between these files */
+    uint64_t wb_from;   /* start of the bytes not yet handed to early writeback */
 };
 
 /* ---- pending temporary names: read from signal handlers ---- */
@@ -438,7 +437,6 @@ int amn_sink_open(const char *final_path, bool overwrite, const char *const *inp
     }
     amn_sink *s = calloc(1, sizeof *s);
     if (!s) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    pthread_mutex_init(&s->put_mu, NULL);
     s->fd = -1;
     s->pipe[0] = s->pipe[1] = -1;
     s->slot = -1;
@@ -728,20 +726,10 @@ int amni_sink_claim(amn_sink *s, uint64_t n, uint64_t *at, amn_error *err) {
 }
 
 /* Reads only what no call changes while a claimed region is being written
- * (fd, sync, fail_at, final_path), so threads may call it at once. Their
- * pwrites still go one at a time: a buffered write holds the file's inode
- * lock throughout (tmpfs, ext4, xfs, btrfs), and a writer that finds it
- * taken spins in the kernel for as long as the holder runs on another CPU
- * (the rwsem's optimistic spinning: rwsem_spin_on_owner in a profile). On
- * tmpfs, where writing a 1 MiB piece allocates 256 pages and takes longer
- * than converting it, the second worker would spin through most of each of
- * the first one's writes. Waiting on this mutex sleeps instead. The early
- * writeback stays outside it: it does not take the inode lock. */
+ * (fd, sync, fail_at, final_path), so threads may call it at once. */
 int amni_sink_write_at(amn_sink *s, uint64_t at, const void *buf, size_t n, amn_error *err) {
     uint64_t done;
-    pthread_mutex_lock(&s->put_mu);
     int rc = put_all(s, true, at, buf, n, &done, err);
-    pthread_mutex_unlock(&s->put_mu);
     /* early_writeback's job for this piece: start the disk on it now */
     if (s->sync && done)
         (void)sync_file_range(s->fd, (off_t)at, (off_t)done, SYNC_FILE_RANGE_WRITE);
@@ -850,6 +838,5 @@ void amn_sink_abort(amn_sink *s) {
     free(s->dir);
     free(s->base);
     free(s->buf);
-    pthread_mutex_destroy(&s->put_mu);
     free(s);
 }
