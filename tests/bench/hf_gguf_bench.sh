@@ -23,8 +23,8 @@
 # equal the converter's and llama-quantize's byte for byte. amn syncs its
 # output before renaming it into place; the converter and llama-quantize do
 # not: the `amn --no-sync` rows are the like-for-like ones.
-# Not run by CI (needs NumPy, python3-torch, a llama.cpp checkout with a
-# built llama-quantize).
+# Not run by CI (needs python3-numpy, python3-torch, python3-tqdm,
+# python3-yaml, a llama.cpp checkout with a built llama-quantize).
 #
 #   tests/bench/hf_gguf_bench.sh BUILD_DIR LLAMA_CPP_DIR [WORK_DIR]
 #   env: ROUNDS=N, QROUNDS=N, SETTINGS="warm tmpfs cold" (f16's; a subset),
