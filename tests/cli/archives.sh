@@ -7,7 +7,6 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init archives "$1" "$2"
 need_plugin safetensors
-py=/usr/bin/python3
 cd "$work" || exit 1
 
 # Folders: one file, and shards with an index (written by amn's folder writer).

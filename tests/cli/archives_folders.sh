@@ -11,7 +11,6 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init archfolders "$1" "$2"
 need_plugin safetensors
-py=/usr/bin/python3
 cd "$work" || exit 1
 mkdir tmp
 export TMPDIR=$work/tmp # every temporary file of amn goes here, and must go away

@@ -10,7 +10,6 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init archives-split "$1" "$2"
 need_plugin gguf
-py=/usr/bin/python3
 model=$src/fixtures/gguf_imatrix/model.gguf
 cd "$work" || exit 1
 st=false

@@ -8,7 +8,6 @@ harness_init json "$1" "$2"
 # Every check here reads or writes safetensors: a build without that plugin
 # (AMN_PLUGINS) reports the test as skipped.
 need_plugin safetensors
-py=/usr/bin/python3
 ex=$src/fixtures/example
 
 valid_json() { # valid_json WHAT FILE

@@ -9,7 +9,6 @@ harness_init limits "$1" "$2"
 # Every check here reads or writes safetensors: a build without that plugin
 # (AMN_PLUGINS) reports the test as skipped.
 need_plugin safetensors
-py=/usr/bin/python3
 edge() { # edge AXIS VALUE CMD FILE: passes at VALUE, fails with exit 4 at VALUE-1
   expect "$1 $2 passes" 0 "$3" "$4" "--$1" "$2"
   expect "$1 $(($2 - 1)) fails" 4 "$3" "$4" "--$1" "$(($2 - 1))"

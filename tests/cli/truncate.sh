@@ -11,7 +11,6 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init truncate "$1" "$2"
 need_plugin safetensors
-py=/usr/bin/python3
 
 # Four 4 MiB F32 tensors (16 MiB): a pass-through chunk is 2 MiB, so the
 # output holds 5 MiB at a report with most of the input still unread.

@@ -8,7 +8,6 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init folders "$1" "$2"
-py=/usr/bin/python3
 gen=$src/tests/folders/folders.py
 for p in safetensors gptq awq fp8; do
   need_plugin "$p" "\(format\|scheme\) $p "

@@ -16,7 +16,6 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init resume "$1" "$2"
-py=/usr/bin/python3
 gen=$src/tests/folders/folders.py
 for p in safetensors gptq; do
   need_plugin "$p" "\(format\|scheme\) $p "

@@ -13,7 +13,6 @@ set -uo pipefail
 harness_init gguf-opts "$1" "$2"
 ref=${AMN_REFERENCE_DIR:-$src/../shared/fixtures}/gguf_quant_reference
 model=$ref/model_l4_f16.gguf expect=$ref/model_l4_f16.expect.json
-py=/usr/bin/python3
 [ -f "$model" ] && [ -f "$expect" ] || skip "no $model"
 [ -x $py ] || skip "no $py"
 need_plugin safetensors

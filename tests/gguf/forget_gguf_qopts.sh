@@ -10,7 +10,6 @@ set -uo pipefail
 harness_init gguf-qopts "$1" "$2"
 model=${AMN_REFERENCE_DIR:-$src/../shared/fixtures}/gguf_quant_reference/model_l4_f16.gguf
 fx=$src/fixtures/gguf/qopts
-py=/usr/bin/python3
 [ -f "$model" ] || skip "no $model"
 same() { # same CASE ARGS...: amn forget MODEL ARGS gives llama-quantize's bytes for CASE
     local name=$1; shift

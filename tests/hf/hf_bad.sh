@@ -8,7 +8,6 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init hf-bad "$1" "$2"
 need_plugin hf "scheme hf "
-py=/usr/bin/python3
 base=$src/fixtures/hf/Mistral-Tiny-v0.3
 
 # case NAME PYTHON-EDIT: a copy of the base folder whose config.json the

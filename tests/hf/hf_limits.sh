@@ -8,7 +8,6 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init hf-limits "$1" "$2"
-py=/usr/bin/python3
 bpe=$build/tests/hf/vocab-bpe
 need_plugin hf "scheme hf "
 need_python torch

@@ -7,7 +7,6 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init hf-names "$1" "$2"
 need_plugin hf "scheme hf "
-py=/usr/bin/python3
 $py - "$amn" "$src/fixtures/hf" "$work" <<'PY'
 import json, os, shutil, subprocess, sys
 amn, fixtures, work = sys.argv[1:4]

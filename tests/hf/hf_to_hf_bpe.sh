@@ -10,7 +10,6 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init hf2-bpe "$1" "$2"
-py=/usr/bin/python3
 bpe=$build/tests/hf/vocab-bpe
 need_plugin hf "scheme hfdir "
 need_python torch

@@ -14,6 +14,7 @@
 # follow (says, matches). Set KEEP=1 to keep $work for a look after a run.
 
 fails=0 passes=0 skips=0
+py=/usr/bin/python3 # the Python the checks and the fixture makers run under
 pass() { passes=$((passes + 1)); }
 fail() {
   echo "FAIL: $*"
