@@ -234,4 +234,4 @@ complex) complex ;;
 zip64) zip64 ;;
 *) echo "unknown test $what"; exit 2 ;;
 esac
-finish "writers $what"
+finish "writers_$what"
