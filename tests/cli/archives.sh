@@ -4,28 +4,10 @@
 # the unpacked folder, byte for byte; hostile archives are refused with
 # their typed exit code and leave no output.
 set -uo pipefail
-build=$1 src=$(cd "$2" && pwd)
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-py=/usr/bin/python3
-work=$(mktemp -d /tmp/amn-archives.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init archives "$1" "$2"
+need_plugin safetensors
 cd "$work" || exit 1
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
-expect() { # expect WHAT RC ARGS...
-  local what=$1 want=$2; shift 2
-  "$amn" "$@" >out 2>&1; local rc=$?
-  [ $rc -eq "$want" ] && pass || { fail "$what: exit $rc, wanted $want"; sed 's/^/    /' out; }
-}
-same() { # same WHAT FILE1 FILE2
-  cmp -s "$2" "$3" && pass || fail "$1: $2 and $3 differ"
-}
-says() { # says WHAT TEXT: the last command's output holds TEXT
-  grep -qF -- "$2" out && pass || { fail "$1: no '$2' in:"; sed 's/^/    /' out; }
-}
 
 # Folders: one file, and shards with an index (written by amn's folder writer).
 mkdir -p one/model sharded
@@ -54,7 +36,7 @@ for d in one sharded; do
   "$amn" convert $d/model --to safetensors -o ref-$d.safetensors --quiet || fail "convert $d/"
   "$amn" remember $d/model --to bf16 -o ref-$d-bf16.safetensors --quiet || fail "remember $d/"
   bnb=false
-  "$amn" plugins | grep -q "encode bnb" && bnb=true &&
+  have "encode bnb" && bnb=true &&
     { "$amn" forget $d/model --to bnb-nf4 -o ref-$d-nf4.safetensors --quiet || fail "forget $d/"; }
   "$amn" parse $d/model | tail -n +2 >ref-$d.parse
   "$amn" inspect $d/model | tail -n +2 >ref-$d.inspect
@@ -109,7 +91,7 @@ pth=$(ls "$src"/fixtures/pth/*.pth | grep -v /bad_ | head -1)
 cp "$pth" other/pth/model.pth
 (cd other && for k in gguf npz pth; do tar czf ../$k.tgz $k && tar cf ../$k.tar $k; done)
 for k in gguf npz pth; do
-  "$amn" plugins | grep -q "format $k" || continue
+  have "format $k" || continue
   f=$(ls other/$k/*)
   "$amn" parse "$f" | tail -n +2 >ref-$k.parse
   "$amn" convert "$f" --to safetensors -o ref-$k.safetensors --quiet || fail "convert $f"
@@ -140,14 +122,14 @@ for a in one.tar.gz sharded.tar.zst sharded.zip; do
   same "parse $a, no TMPDIR" $a.parse $a.notmp.parse
   TMPDIR=$work/none expect "scan $a, no TMPDIR" 0 scan $a
 done
-if "$amn" plugins | grep -q "format pth"; then
+if have "format pth"; then
   TMPDIR=$work/none expect "parse pth.tgz, no TMPDIR" 6 parse pth.tgz --max-header 64
   says "parse pth.tgz, no TMPDIR" "member 'pth/model.pth': no temporary file in $work/none"
 fi
 
 # A sharded PyTorch checkpoint (pytorch_model-0000K-of-0000N.bin and its
 # index), packed: its shards in the index's order, as from the folder.
-if "$amn" plugins | grep -q "format pth"; then
+if have "format pth"; then
   mkdir -p bins/model
   $py - "$amn" <<'PY' || fail "making the .bin shards"
 import json, subprocess, sys
@@ -188,7 +170,7 @@ PY
 fi
 
 # scan: a hostile pickle packed in an archive is found as in the file.
-if "$amn" plugins | grep -q "format pth"; then
+if have "format pth"; then
   mkdir -p hostile/pth
   cp "$src/fixtures/pth/hostile_eval.pth" hostile/pth/model.pth
   (cd hostile && tar czf ../hostile.tgz pth) || fail "tar hostile"
@@ -204,7 +186,7 @@ fi
 # Settings files: the archive's own config.json counts (as a file's folder's
 # does), the one beside the archive does not. The .pth holds integer tensors
 # that a declared bitsandbytes quantization marks as unhandled.
-if "$amn" plugins | grep -q "format pth"; then
+if have "format pth"; then
   mkdir -p q/pth beside
   cp "$pth" q/pth/model.pth
   decl='{"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true}}'
@@ -236,7 +218,7 @@ echo x >side/model/sub/nested.txt
 echo x >side/model/.hidden
 pack side
 sidecmds=("convert --to safetensors" "remember --to bf16")
-"$amn" plugins | grep -q "encode bnb" && sidecmds+=("forget --to bnb-nf4")
+have "encode bnb" && sidecmds+=("forget --to bnb-nf4")
 for c in "${sidecmds[@]}"; do
   verb=${c%% *}
   "$amn" $c side/model -o ref-side-$verb/ --quiet || fail "$verb side/model -o DIR/"
@@ -245,7 +227,7 @@ for c in "${sidecmds[@]}"; do
   for a in side.tar side.tar.gz side.tar.zst side.tar.xz side.zip side-stored.zip; do
     TMPDIR=$work/spill expect "$verb $a -o DIR/" 0 $c $a -o $a-$verb/ --quiet
     diff -r ref-side-$verb $a-$verb >out 2>&1 && pass ||
-      { fail "$verb $a -o DIR/: not the unpacked folder's output"; sed 's/^/    /' out; }
+      { fail "$verb $a -o DIR/: not the unpacked folder's output"; indent out; }
   done
 done
 [ -z "$(ls -A spill)" ] && pass || fail "temporary files left behind"
@@ -379,7 +361,7 @@ says "lying-huge.tar.gz" "member 'model/model.safetensors' says it holds 8589934
 for a in cut.tar.gz lying-double.tar.gz; do
   TMPDIR=$work/spill "$amn" convert $a --to safetensors -o cut.safetensors >out 2>&1
   rc=$?
-  [ $rc -eq 1 ] && pass || { fail "convert $a: exit $rc, wanted 1"; sed 's/^/    /' out; }
+  [ $rc -eq 1 ] && pass || { fail "convert $a: exit $rc, wanted 1"; indent out; }
   [ ! -e cut.safetensors ] && pass || fail "$a: output left behind"
   [ -z "$(ls -A spill)" ] && pass || fail "$a: temporary files left in \$TMPDIR"
 done
@@ -398,5 +380,4 @@ truncate -s 2G zbomb/model/zeros.dat
 rm -f zbomb/model/zeros.dat
 refused zbomb.tar.zst 4 "--max-ratio"
 
-echo "archives: $passes checks passed, $fails failed"
-[ $fails -eq 0 ]
+finish archives

@@ -8,26 +8,12 @@
 # nothing is left in $TMPDIR, after a run or after one killed by SIGTERM or
 # SIGKILL.
 set -uo pipefail
-build=$1 src=$(cd "$2" && pwd)
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-py=/usr/bin/python3
-work=$(mktemp -d /tmp/amn-archfolders.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init archfolders "$1" "$2"
+need_plugin safetensors
 cd "$work" || exit 1
 mkdir tmp
 export TMPDIR=$work/tmp # every temporary file of amn goes here, and must go away
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
-expect() { # expect WHAT RC ARGS...
-  local what=$1 want=$2; shift 2
-  "$amn" "$@" >out 2>&1; local rc=$?
-  [ $rc -eq "$want" ] && pass || { fail "$what: exit $rc, wanted $want"; sed 's/^/    /' out; }
-}
-same() { cmp -s "$2" "$3" && pass || fail "$1: $2 and $3 differ"; }
-says() { grep -qF -- "$2" out && pass || { fail "$1: no '$2' in:"; sed 's/^/    /' out; }; }
 clean_tmp() { # clean_tmp WHAT: nothing of amn's left in $TMPDIR
   [ -z "$(ls -A "$TMPDIR")" ] && pass ||
     { fail "$1: left in \$TMPDIR: $(ls -A "$TMPDIR" | tr '\n' ' ')"; rm -rf "${TMPDIR:?}"/*; }
@@ -45,7 +31,7 @@ with zipfile.ZipFile("../" + n + ".zip", "w", zipfile.ZIP_DEFLATED) as z:
 }
 
 # ---- a packed Hugging Face folder to GGUF: the folder's file -------------
-if "$amn" plugins | grep -q "scheme hf "; then
+if have "scheme hf "; then
   # Shards with an index and generation_config.json; shards without an index;
   # a sentencepiece tokenizer with added tokens; a model card (README.md).
   for c in Qwen3-Tiny-Base qwen3-tiny-noindex Llama-2-Tiny-SPM Qwen2.5-Tiny-Instruct; do
@@ -67,7 +53,7 @@ if "$amn" plugins | grep -q "scheme hf "; then
   expect "$c/ q8_0" 0 convert packs/$c --to gguf --out-dtype q8_0 -o ref-q8.gguf --quiet
   expect "$c.tar.gz q8_0" 0 convert $c.tar.gz --to gguf --out-dtype q8_0 -o q8.gguf --quiet
   same "$c.tar.gz q8_0" ref-q8.gguf q8.gguf
-  if "$amn" plugins | grep -q "encode gguf"; then
+  if have "encode gguf"; then
     expect "$c/ Q4_K_M" 0 convert packs/$c --to gguf-Q4_K_M -o ref-q4.gguf --quiet
     expect "$c.tar Q4_K_M" 0 convert $c.tar --to gguf-Q4_K_M -o q4.gguf --quiet
     same "$c.tar Q4_K_M" ref-q4.gguf q4.gguf
@@ -110,7 +96,7 @@ else
 fi
 
 # ---- quantization settings files read from the archive -------------------
-if "$amn" plugins | grep -q "scheme gptq" && $py -c 'import numpy' 2>/dev/null; then
+if have "scheme gptq" && $py -c 'import numpy' 2>/dev/null; then
   $py "$src/tests/folders/folders.py" make gen >/dev/null || fail "making the folders"
   # gptq_v2 zero points, said only by quantize_config.json (or by
   # config.json's quantization_config): the tensors alone read as gptq v1.
@@ -132,8 +118,8 @@ PY
   mkdir -p bare && cp gen/gptq/*.safetensors* bare/ # the control: no settings files
   "$amn" remember bare --to f32 -o bare.safetensors --quiet || fail "remember bare/"
   folders="gen/gptq gen/gptq-v2-quantize gen/gptq-v2-config"
-  "$amn" plugins | grep -q "scheme awq" && folders="$folders gen/awq"
-  "$amn" plugins | grep -q "scheme bnb" && folders="$folders $src/fixtures/bnb/model"
+  have "scheme awq" && folders="$folders gen/awq"
+  have "scheme bnb" && folders="$folders $src/fixtures/bnb/model"
   for f in $folders; do
     n=q-$(basename "$f")
     pack "$f" $n
@@ -202,5 +188,4 @@ for sig in TERM KILL; do
   clean_tmp "big.tgz killed by SIG$sig"
 done
 
-echo "archives_folders: $passes passed, $fails failed"
-[ $fails -eq 0 ] && [ $passes -gt 0 ]
+finish archives_folders need-passes

@@ -4,23 +4,17 @@
 # (deflated) converts with a peak resident set far below its size, and
 # no larger than the unpacked folder's (+ slack); inspect reads headers only.
 set -uo pipefail
-build=$1 src=$(cd "$2" && pwd)
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-[ -x /usr/bin/time ] || { echo "SKIP: needs /usr/bin/time (GNU time)"; exit 77; }
-work=$(mktemp -d /tmp/amn-archmem.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init archmem "$1" "$2"
+need_plugin safetensors
+[ -x /usr/bin/time ] || skip "needs /usr/bin/time (GNU time)"
 cd "$work" || exit 1
 export TMPDIR=$work/tmp
 mkdir -p tmp model
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
 rss() { # rss NAME ARGS...: runs amn, its peak RSS (KiB) into rss_NAME
   local name=$1; shift
   /usr/bin/time -f %M -o rss.$name "$amn" "$@" >out 2>&1 ||
-    { fail "amn $*: exit $?"; sed 's/^/    /' out; }
+    { fail "amn $*: exit $?"; indent out; }
   eval "rss_$name=$(tail -1 rss.$name)"
   echo "peak RSS $name: $(tail -1 rss.$name) KiB"
 }
@@ -74,5 +68,4 @@ for a in big.tgz big.zip; do
 done
 [ -z "$(ls -A tmp)" ] && pass || fail "temporary files left in \$TMPDIR"
 
-echo "archives_memory: $passes checks passed, $fails failed"
-[ $fails -eq 0 ]
+finish archives_memory

@@ -7,30 +7,13 @@
 # compressed kind. Then hostile splits: a missing shard, a shard of another
 # split, two splits in one folder; refused naming the member, nothing written.
 set -uo pipefail
-build=$1 src=$(cd "$2" && pwd)
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "format gguf" ||
-  { echo "SKIP: needs the gguf plugin, not built"; exit 77; }
-py=/usr/bin/python3
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init archives-split "$1" "$2"
+need_plugin gguf
 model=$src/fixtures/gguf_imatrix/model.gguf
-work=$(mktemp -d /tmp/amn-archives-split.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 cd "$work" || exit 1
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
-expect() { # expect WHAT RC ARGS...
-  local what=$1 want=$2; shift 2
-  "$amn" "$@" >out 2>&1; local rc=$?
-  [ $rc -eq "$want" ] && pass || { fail "$what: exit $rc, wanted $want"; sed 's/^/    /' out; }
-}
-same() { cmp -s "$2" "$3" && pass || fail "$1: $2 and $3 differ"; }
-says() { grep -qF -- "$2" out && pass || { fail "$1: no '$2' in:"; sed 's/^/    /' out; }; }
-nothing() { # nothing WHAT: no output file (or its temporary) was left
-  ls -a | grep -q "^bad\|^\.bad" && { fail "$1: left an output"; rm -rf bad* .bad*; } || pass
-}
 st=false
-"$amn" plugins | grep -q "format safetensors" && st=true
+have "format safetensors" && st=true
 # The tensors' values as F32: remember (which writes safetensors), or in a
 # build without the safetensors plugin a conversion to npz.
 deq="remember --to f32"
@@ -100,7 +83,7 @@ for a in split.tar.gz split.tar.zst split.zip; do
   TMPDIR=$work/none expect "convert $a, no TMPDIR" 6 convert $a --to gguf --out-dtype keep \
     -o bad.gguf --quiet
   says "convert $a, no TMPDIR" "no temporary file in $work/none"
-  nothing "convert $a, no TMPDIR"
+  nothing_left "convert $a, no TMPDIR"
 done
 
 # forget --keep-split of the packed split writes the shards the folder's does.
@@ -128,7 +111,7 @@ refused() { # refused NAME WORD EXIT: every command on A = NAME.tar, NAME.tar.gz
       # shellcheck disable=SC2086
       expect "$name: $cmd $a" $want $cmd $a
       says "$name: $cmd $a" "${word//@/$a}"
-      nothing "$name: $cmd $a"
+      nothing_left "$name: $cmd $a"
     done
     expect "$name: scan $a" 1 scan $a # unreadable: a finding, exit 1
     says "$name: scan $a" "${word//@/$a}"
@@ -145,5 +128,4 @@ mkdir -p two/model && cp split/model/sh-0000* two/model/ &&
   cp other/model/sh-00001-of-00003.gguf two/model/other-00001-of-00003.gguf
 refused two "@: 4 model files beside" 3
 
-echo "archives_split: $passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish archives_split

@@ -7,12 +7,10 @@
 # AVX-512); every output must equal the native one byte for byte.
 # usage: cpu_levels.sh BUILD SRC [--no-qemu]   (no qemu under sanitizers)
 set -uo pipefail
-build=$1 src=$2 use_qemu=1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init levels "$1" "$2"
+use_qemu=1
 [ "${3:-}" = "--no-qemu" ] && use_qemu=0
-amn=$(cd "$build" && pwd)/bin/amn
-work=$(mktemp -d /tmp/amn-levels.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0 skipped=0
 
 qemu=$(command -v qemu-x86_64 || true)
 case "$(uname -m)" in x86_64) ;; *) qemu="" ;; esac
@@ -31,7 +29,6 @@ if [ "$use_qemu" = 1 ] && [ -z "$qemu" ]; then
 fi
 [ "$use_qemu" = 1 ] || qemu=""
 
-have() { "$amn" plugins | grep -q "$1"; }
 ref=${AMN_REFERENCE_DIR:-$src/../shared/fixtures}
 
 # run NAME OUTEXT ARGS...: ARGS with OUT standing for the output path, in
@@ -54,14 +51,14 @@ run() {
     "${cmd[@]}" >"$work/log" 2>&1
     local rc=$?
     if [ "$rc" -ne 0 ]; then
-      echo "FAIL: $name ($way): exit $rc"; grep -v "TCG doesn't support" "$work/log" | sed 's/^/    /'
-      fails=$((fails + 1)); continue
+      fail "$name ($way): exit $rc"; grep -v "TCG doesn't support" "$work/log" | indent
+      continue
     fi
     local sum
     sum=$(find "$out" -type f -print0 | sort -z | xargs -0 sha256sum | sed "s|$out||" | sha256sum)
-    if [ -z "$base" ]; then base=$sum; passes=$((passes + 1))
-    elif [ "$sum" = "$base" ]; then passes=$((passes + 1))
-    else echo "FAIL: $name ($way): output differs from the native run's"; fails=$((fails + 1)); fi
+    if [ -z "$base" ]; then base=$sum; pass
+    elif [ "$sum" = "$base" ]; then pass
+    else fail "$name ($way): output differs from the native run's"; fi
   done
 }
 
@@ -87,8 +84,6 @@ if have "format safetensors"; then
     have "scheme nvfp4" && [ -f "$src/fixtures/$d/model.safetensors" ] || continue
     run "${d//\//-}" safetensors remember "$src/fixtures/$d/model.safetensors" -o OUT
   done
-else
-  skipped=$((skipped + 1))
 fi
 if have "format gguf"; then
   # The decoded blocks, written as safetensors where that plugin is built,
@@ -106,10 +101,8 @@ if have "format gguf"; then
       run "forget-$t" gguf forget "$model" --to "$t" -o OUT
     done
   elif [ -n "${CI:-}" ]; then
-    echo "FAIL: reference corpus missing ($model)"; fails=$((fails + 1))
+    fail "reference corpus missing ($model)"
   fi
 fi
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ] || exit 1
-[ "$passes" -gt 0 ] || exit 77
+finish cpu_levels skip-if-none

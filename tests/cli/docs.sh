@@ -4,17 +4,12 @@
 # completes commands, options, --to targets from the loaded plugins and
 # files; `cmake --install` puts them where man, bash-completion and zsh look.
 set -uo pipefail
-build=$1 src=$2
-bin=$(cd "$build" && pwd)/bin
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init docs "$1" "$2"
+bin=$build/bin
 # The completion lists name the writers: the full list needs the
 # safetensors plugin; a build without it reports the test as skipped.
-"$bin/amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-work=$(mktemp -d /tmp/amn-docs.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
+need_plugin safetensors
 page=$src/doc/amn.1
 
 groff -man -Tutf8 -ww -z "$page" >"$work/w" 2>&1 && [ ! -s "$work/w" ] && pass \
@@ -72,5 +67,4 @@ for f in share/man/man1/amn.1 share/man/man1/anamnesis.1 share/bash-completion/c
   [ -e "$work/prefix/$f" ] && pass || fail "not installed: $f"
 done
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish docs

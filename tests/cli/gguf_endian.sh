@@ -6,18 +6,11 @@
 # and its --opt endian=big output is gguf-py's big-endian file byte for byte
 # (make_gguf_be.py --amn also wrote forget-*.gguf from amn's own output).
 set -uo pipefail
-build=$1 src=$2
-amn=$build/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init gguf-endian "$1" "$2"
 fx=$src/fixtures/gguf_be
-"$amn" plugins 2>/dev/null | grep -q "format gguf" ||
-  { echo "SKIP: needs the gguf plugin, not built"; exit 77; }
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-work=$(mktemp -d /tmp/amn-gguf-endian.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-pass() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+need_plugin gguf
+need_plugin safetensors
 
 # The listing, without the two lines that name the file and its byte order.
 listing() { "$amn" parse --json "$1" | grep -v '^  "file": \|^  "label": '; }
@@ -89,5 +82,4 @@ rc=$?
 [ $rc = 3 ] && grep -q "tensor token_embd.weight: GGUF type Q5_0 has no big-endian layout" \
   "$work/err" && [ ! -e "$work/q5.gguf" ] && pass || fail "Q5_0 big-endian: exit $rc: $(cat "$work/err")"
 
-echo "gguf_endian: $passes passed, $fails failed"
-[ $fails = 0 ]
+finish gguf_endian

@@ -4,16 +4,9 @@
 # for a file that fails), the rest still run after a failure, and the exit
 # code is the first failure's.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-py=/usr/bin/python3
-work=$(mktemp -d /tmp/amn-inspect-many.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init inspect-many "$1" "$2"
+need_plugin safetensors
 ex=$src/fixtures/example
 a=$ex/tiny-f32.safetensors b=$ex/tiny-fp8.safetensors
 printf 'not a model' >"$work/junk.dat"
@@ -22,7 +15,6 @@ run() { # run WANT_RC ARGS... (stdout in $work/out, stderr in $work/err)
   "$amn" "$@" >"$work/out" 2>"$work/err"; local rc=$?
   [ "$rc" -eq "$want" ] && pass || { fail "amn $*: exit $rc, wanted $want"; cat "$work/err"; }
 }
-field() { $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
 # One file: exactly the single-file report (no File: line, a bare document).
 run 0 inspect "$a"
@@ -67,5 +59,4 @@ for i in $(seq 1 200); do cp "$a" "$work/m$i.safetensors"; done
 # Only inspect takes several files.
 run 2 parse "$a" "$b"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish inspect_many

@@ -7,19 +7,13 @@
 # After each: no temporary file, and the output is absent, the old file, or
 # byte-identical to a complete run.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init interrupt "$1" "$2"
 # Every check here reads or writes safetensors: a build without that plugin
 # (AMN_PLUGINS) reports the test as skipped.
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-work=$(mktemp -d /tmp/amn-interrupt.XXXXXX)
+need_plugin safetensors
 mnt=
-cleanup() { [ -n "$mnt" ] && umount "$mnt" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
+at_exit '[ -n "$mnt" ] && umount "$mnt" 2>/dev/null'
 
 # 96 MiB of F32 (random bits) -> 48 MiB of BF16: long enough to be caught mid-write.
 /usr/bin/python3 - "$work/in.safetensors" <<'PY'
@@ -194,5 +188,4 @@ for mode in tmpfile named; do
   done
 done
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish interrupt

@@ -3,26 +3,15 @@
 # names hold quotes, backslashes, newlines and non-ASCII; errors under --json
 # are one JSON object on stderr; every exit-code class of the README table.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init json "$1" "$2"
 # Every check here reads or writes safetensors: a build without that plugin
 # (AMN_PLUGINS) reports the test as skipped.
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-py=/usr/bin/python3
-work=$(mktemp -d /tmp/amn-json.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
+need_plugin safetensors
 ex=$src/fixtures/example
-have() { "$amn" plugins | grep -q "format $1"; }
 
 valid_json() { # valid_json WHAT FILE
-  if $py -m json.tool "$2" >/dev/null 2>&1; then pass; else fail "$1: not JSON:"; sed 's/^/    /' "$2"; fi
-}
-field() { # field FILE PYEXPR -> prints the value
-  $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+  if $py -m json.tool "$2" >/dev/null 2>&1; then pass; else fail "$1: not JSON:"; indent "$2"; fi
 }
 run_json() { # run_json WHAT WANT_RC ARGS...: stdout JSON on success, stderr JSON on failure
   local what=$1 want=$2; shift 2
@@ -38,9 +27,9 @@ run_json() { # run_json WHAT WANT_RC ARGS...: stdout JSON on success, stderr JSO
 
 names=('q"uote' $'new\nline' 'ünïcødé-模型' $'all"\\\n\xc3\xa9\t')
 inputs=("$ex/tiny-f32.safetensors:safetensors")
-have gguf && inputs+=("$src/fixtures/gguf/tiny-quant.gguf:gguf")
-have npz && inputs+=("$src/fixtures/npz/stored.npz:npz")
-have pth && inputs+=("$src/fixtures/pth/state_dict.pth:pth")
+have format gguf && inputs+=("$src/fixtures/gguf/tiny-quant.gguf:gguf")
+have format npz && inputs+=("$src/fixtures/npz/stored.npz:npz")
+have format pth && inputs+=("$src/fixtures/pth/state_dict.pth:pth")
 i=0
 for entry in "${inputs[@]}"; do
   f=${entry%:*} ext=${f##*.}
@@ -62,14 +51,14 @@ done
 run_json "plugins" 0 plugins --json
 [ "$(field "$work/out" 'len(d["matrix"]["targets"]) > 0')" = True ] && pass || fail "plugins: no targets"
 # remember of a quantized file: per-group labels and counts.
-if have gguf; then
+if have format gguf; then
   run_json "remember gguf groups" 0 remember --json "$src/fixtures/gguf/tiny-quant.gguf" -o "$work/g.safetensors"
   [ "$(field "$work/out" 'd["dequantized"] == len(d["groups"]) == sum(d["labels"].values()) > 0')" = True ] \
     && pass || fail "remember gguf: groups / labels / dequantized disagree"
   [ "$(field "$work/out" 'd["bytes"] > 0 and d["seconds"] >= 0 and d["tensors"] > 0')" = True ] && pass || fail "remember gguf: counts"
 fi
 # A tensor name that is not UTF-8 (GGUF names are bytes) still gives valid JSON.
-if have gguf; then
+if have format gguf; then
   $py - "$work/bad-name.gguf" <<'PY'
 import struct, sys
 def s(b): return struct.pack("<Q", len(b)) + b
@@ -95,8 +84,8 @@ classes=(
   "4 limit_exceeded: inspect $work/t.safetensors --max-items 1"
   "6 io: inspect $work/nope.safetensors"
 )
-have pth && classes+=("5 disallowed: parse $src/fixtures/pth/hostile_system.pth")
-if have npz; then
+have format pth && classes+=("5 disallowed: parse $src/fixtures/pth/hostile_system.pth")
+if have format npz; then
   # 256 MiB to inflate under a 160 MiB address-space cap: out of memory.
   $py - "$work/big.npz" <<'PY'
 import io, struct, sys, zipfile
@@ -137,5 +126,4 @@ done
 run_json "unknown command" 2 frobnicate --json
 run_json "bad limit" 2 inspect "$work/t.safetensors" --json --max-items 9T
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish json

@@ -4,27 +4,15 @@
 # all-zero member it spares; sizes as 64M / 2G; raising a cap explicitly, up
 # to the highest accepted value.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init limits "$1" "$2"
 # Every check here reads or writes safetensors: a build without that plugin
 # (AMN_PLUGINS) reports the test as skipped.
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-py=/usr/bin/python3
-work=$(mktemp -d /tmp/amn-limits.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
-expect() { # expect WHAT RC ARGS...
-  local what=$1 want=$2; shift 2
-  "$amn" "$@" >"$work/out" 2>&1; local rc=$?
-  [ $rc -eq "$want" ] && pass || { fail "$what: exit $rc, wanted $want"; sed 's/^/    /' "$work/out"; }
-}
+need_plugin safetensors
 edge() { # edge AXIS VALUE CMD FILE: passes at VALUE, fails with exit 4 at VALUE-1
   expect "$1 $2 passes" 0 "$3" "$4" "--$1" "$2"
   expect "$1 $(($2 - 1)) fails" 4 "$3" "$4" "--$1" "$(($2 - 1))"
-  grep -q "$5" "$work/out" && pass || { fail "$1: no '$5' in:"; cat "$work/out"; }
+  matches "$1" "$5"
 }
 
 st=$src/fixtures/example/tiny-f32.safetensors # 4 tensors
@@ -35,14 +23,14 @@ edge max-header "$hdr" inspect "$st" "exceeds"
 edge max-alloc "$hdr" parse "$st" "exceeds"
 edge max-depth 3 parse "$st" "nests deeper than 2"
 
-if "$amn" plugins | grep -q "format gguf"; then
+if have "format gguf"; then
   # GGUF: --max-items caps the key/value count as well as the tensor count.
   g=$src/fixtures/gguf/tiny-quant.gguf
   items=$("$amn" inspect --json "$g" | $py -c 'import json,sys; d=json.load(sys.stdin); print(max(len(d["kv"]), d["tensor_count"]))')
   edge max-items "$items" inspect "$g" "exceed the cap of $((items - 1))"
 fi
 
-if "$amn" plugins | grep -q "format npz"; then
+if have "format npz"; then
   # Two DEFLATE members; sizes and ratios read back from the archive.
   $py - "$work/c.npz" <<'PY'
 import sys
@@ -121,5 +109,4 @@ expect "no value" 2 inspect "$st" --max-depth
 "$amn" --help | grep -q -- "--max-ratio N" && pass || fail "--help lists the limits"
 "$amn" remember --help | grep -q -- "--max-total SIZE" && pass || fail "remember --help lists the limits"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish limits

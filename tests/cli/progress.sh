@@ -3,17 +3,11 @@
 # never on pipes (no escape codes), plain lines with --progress, nothing with
 # --quiet; hostile tensor names cannot reach the terminal raw.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init progress "$1" "$2"
 # Every check here reads or writes safetensors: a build without that plugin
 # (AMN_PLUGINS) reports the test as skipped.
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-work=$(mktemp -d /tmp/amn-progress.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
+need_plugin safetensors
 has() { grep -aq -- "$2" "$1"; }
 esc=$'\033'
 
@@ -65,5 +59,4 @@ has "$work/lines" "^amn: progress 100% " && pass || { fail "--progress: no final
 "$amn" remember "$in" -o "$work/f.safetensors" --progress --quiet 2>"$work/lines2" >/dev/null
 [ -s "$work/lines2" ] && fail "--quiet must win over --progress" || pass
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish progress

@@ -4,22 +4,14 @@
 # a plugin file is touched, replaced, removed or added, ignored and rewritten
 # when damaged; outputs identical with and without it.
 set -uo pipefail
-build=$1 src=$2
-amn=$build/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init regcache "$1" "$2"
 plugdir=$build/lib/amn/plugins
-work=$(mktemp -d /tmp/amn-regcache.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0 skips=0
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 has() { [ -e "$plugdir/amn-$1.so" ]; }
 
 shopt -s nullglob
 mods=("$plugdir"/amn-*.so)
-if [ ${#mods[@]} -eq 0 ]; then
-  echo "SKIP: no plugin modules (static build)"
-  exit 77
-fi
+[ ${#mods[@]} -gt 0 ] || skip "no plugin modules (static build)"
 mkdir -p "$work/plugins" "$work/cache"
 cp "${mods[@]}" "$work/plugins/"
 export AMN_PLUGIN_SYSTEM_PATH=$work/plugins AMN_REGISTRY_CACHE_DIR=$work/cache
@@ -36,23 +28,23 @@ fp8=$src/fixtures/example/tiny-fp8.safetensors
 
 # 1. First run: no cache, every module loaded, the cache written.
 traced noop >/dev/null 2>"$work/t1"
-if grep -q "absent or invalid" "$work/t1" && grep -q "written" "$work/t1" && [ -s "$(cachefile)" ]; then ok; else bad "first run did not write the cache"; cat "$work/t1"; fi
+if grep -q "absent or invalid" "$work/t1" && grep -q "written" "$work/t1" && [ -s "$(cachefile)" ]; then pass; else fail "first run did not write the cache"; cat "$work/t1"; fi
 n_mods=$(grep -c "not in the cache" "$work/t1")
-[ "$n_mods" -eq ${#mods[@]} ] && ok || bad "first run loaded $n_mods of ${#mods[@]} modules"
+[ "$n_mods" -eq ${#mods[@]} ] && pass || fail "first run loaded $n_mods of ${#mods[@]} modules"
 
 # 2. Second run: read, nothing loaded for a file no plugin claims, nothing rewritten.
 traced noop >/dev/null 2>"$work/t2"
-if grep -q "read (${#mods[@]} plugins)" "$work/t2" && ! grep -q "load \|written" "$work/t2"; then ok; else bad "second run did not use the cache"; cat "$work/t2"; fi
+if grep -q "read (${#mods[@]} plugins)" "$work/t2" && ! grep -q "load \|written" "$work/t2"; then pass; else fail "second run did not use the cache"; cat "$work/t2"; fi
 
 # 3. inspect loads the plugin that claims the file and no other.
 if has safetensors; then
   traced "$amn" inspect "$st" >"$work/o-cached" 2>"$work/t3"
   loads=$(grep -c "load " "$work/t3")
-  if grep -q "load safetensors: a probe signature matches" "$work/t3" && [ "$loads" -eq 1 ]; then ok; else bad "inspect of a plain file loaded: $(grep 'load ' "$work/t3" | tr '\n' ';')"; fi
+  if grep -q "load safetensors: a probe signature matches" "$work/t3" && [ "$loads" -eq 1 ]; then pass; else fail "inspect of a plain file loaded: $(grep 'load ' "$work/t3" | tr '\n' ';')"; fi
   AMN_REGISTRY_CACHE=0 "$amn" inspect "$st" >"$work/o-plain"
-  cmp -s "$work/o-cached" "$work/o-plain" && ok || bad "inspect output differs with the cache"
+  cmp -s "$work/o-cached" "$work/o-plain" && pass || fail "inspect output differs with the cache"
   AMN_REGISTRY_CACHE=0 traced noop >/dev/null 2>"$work/t3b"
-  grep -q "cache disabled" "$work/t3b" && [ "$(grep -c 'not in the cache' "$work/t3b")" -eq ${#mods[@]} ] && ok || bad "AMN_REGISTRY_CACHE=0 did not disable it"
+  grep -q "cache disabled" "$work/t3b" && [ "$(grep -c 'not in the cache' "$work/t3b")" -eq ${#mods[@]} ] && pass || fail "AMN_REGISTRY_CACHE=0 did not disable it"
 else
   skips=$((skips + 1))
 fi
@@ -65,16 +57,16 @@ if has safetensors && has fp8; then
     "$amn" $args >"$work/a" 2>&1; ra=$?
     # shellcheck disable=SC2086
     AMN_REGISTRY_CACHE=0 "$amn" $args >"$work/b" 2>&1; rb=$?
-    if [ $ra -eq $rb ] && cmp -s "$work/a" "$work/b"; then ok; else bad "amn $args differs with the cache"; diff "$work/a" "$work/b" | head; fi
+    if [ $ra -eq $rb ] && cmp -s "$work/a" "$work/b"; then pass; else fail "amn $args differs with the cache"; diff "$work/a" "$work/b" | head; fi
   done
   traced "$amn" inspect "$fp8" >/dev/null 2>"$work/t4"
-  grep -q "load fp8: a detect key matches" "$work/t4" && ! grep -q "load gptq" "$work/t4" && ok || bad "inspect of an FP8 file: $(grep 'load ' "$work/t4" | tr '\n' ';')"
+  grep -q "load fp8: a detect key matches" "$work/t4" && ! grep -q "load gptq" "$work/t4" && pass || fail "inspect of an FP8 file: $(grep 'load ' "$work/t4" | tr '\n' ';')"
   "$amn" remember "$fp8" -o "$work/r1.safetensors" >/dev/null 2>&1; ra=$?
   AMN_REGISTRY_CACHE=0 "$amn" remember "$fp8" -o "$work/r2.safetensors" >/dev/null 2>&1; rb=$?
-  if [ $ra -eq 0 ] && [ $rb -eq 0 ] && cmp -s "$work/r1.safetensors" "$work/r2.safetensors"; then ok; else bad "remember differs with the cache ($ra/$rb)"; fi
+  if [ $ra -eq 0 ] && [ $rb -eq 0 ] && cmp -s "$work/r1.safetensors" "$work/r2.safetensors"; then pass; else fail "remember differs with the cache ($ra/$rb)"; fi
   # `amn plugins` loads and checks every plugin.
   traced "$amn" plugins >/dev/null 2>"$work/t5"
-  [ "$(grep -c 'load ' "$work/t5")" -eq ${#mods[@]} ] && ok || bad "plugins did not load every module"
+  [ "$(grep -c 'load ' "$work/t5")" -eq ${#mods[@]} ] && pass || fail "plugins did not load every module"
 else
   skips=$((skips + 1))
 fi
@@ -84,7 +76,7 @@ for f in "$src/fixtures/npz/stored.npz" "$src/fixtures/pth/checkpoint.pth" "$src
   [ -e "$f" ] || continue
   "$amn" inspect "$f" >"$work/a" 2>&1; ra=$?
   AMN_REGISTRY_CACHE=0 "$amn" inspect "$f" >"$work/b" 2>&1; rb=$?
-  if [ $ra -eq $rb ] && cmp -s "$work/a" "$work/b"; then ok; else bad "inspect $f differs with the cache"; diff "$work/a" "$work/b" | head -5; fi
+  if [ $ra -eq $rb ] && cmp -s "$work/a" "$work/b"; then pass; else fail "inspect $f differs with the cache"; diff "$work/a" "$work/b" | head -5; fi
 done
 
 # Every quantized fixture model (the broken ones included: their errors come
@@ -107,7 +99,7 @@ for f in "${fixtures[@]}"; do
     differ=$((differ + 1)); echo "differs: $f"; diff "$work/a" "$work/b" | head -4
   fi
 done
-[ $differ -eq 0 ] && [ ${#fixtures[@]} -gt 0 ] && ok || bad "$differ of ${#fixtures[@]} fixtures inspect differently with the cache"
+[ $differ -eq 0 ] && [ ${#fixtures[@]} -gt 0 ] && pass || fail "$differ of ${#fixtures[@]} fixtures inspect differently with the cache"
 
 # 4b. convert asks whether its --to names an encode target: the cache answers
 # for every plugin that does not encode it (it is not loaded), and loads the
@@ -115,9 +107,9 @@ done
 if has safetensors; then
   traced "$amn" convert "$st" --to safetensors -o "$work/c1.safetensors" --quiet 2>"$work/t4b"
   loads=$(grep -c "load " "$work/t4b")
-  [ "$loads" -eq 1 ] && ok || bad "convert --to safetensors loaded: $(grep 'load ' "$work/t4b" | tr '\n' ';')"
+  [ "$loads" -eq 1 ] && pass || fail "convert --to safetensors loaded: $(grep 'load ' "$work/t4b" | tr '\n' ';')"
   AMN_REGISTRY_CACHE=0 "$amn" convert "$st" --to safetensors -o "$work/c2.safetensors" --quiet
-  cmp -s "$work/c1.safetensors" "$work/c2.safetensors" && ok || bad "convert differs with the cache"
+  cmp -s "$work/c1.safetensors" "$work/c2.safetensors" && pass || fail "convert differs with the cache"
   for t in bnb:bnb-nf4:safetensors gguf:gguf-F16:gguf; do
     IFS=: read -r plug target ext <<<"$t"
     has "$plug" || { skips=$((skips + 1)); continue; }
@@ -125,11 +117,11 @@ if has safetensors; then
     AMN_REGISTRY_CACHE=0 "$amn" convert "$st" --to "$target" -o "$work/e2.$ext" --quiet; rb=$?
     if grep -q "load $plug: it encodes the target" "$work/t4c" &&
        [ "$(grep -c 'it encodes the target' "$work/t4c")" -eq 1 ] && [ $ra -eq 0 ] && [ $rb -eq 0 ] &&
-       cmp -s "$work/e1.$ext" "$work/e2.$ext"; then ok; else bad "convert --to $target: $(grep 'load ' "$work/t4c" | tr '\n' ';') ($ra/$rb)"; fi
+       cmp -s "$work/e1.$ext" "$work/e2.$ext"; then pass; else fail "convert --to $target: $(grep 'load ' "$work/t4c" | tr '\n' ';') ($ra/$rb)"; fi
   done
   "$amn" convert "$st" --to no-such-target -o "$work/n1" >"$work/a" 2>&1; ra=$?
   AMN_REGISTRY_CACHE=0 "$amn" convert "$st" --to no-such-target -o "$work/n2" >"$work/b" 2>&1; rb=$?
-  [ $ra -eq $rb ] && [ $ra -ne 0 ] && cmp -s "$work/a" "$work/b" && ok || bad "an unknown target is reported differently with the cache"
+  [ $ra -eq $rb ] && [ $ra -ne 0 ] && cmp -s "$work/a" "$work/b" && pass || fail "an unknown target is reported differently with the cache"
 else
   skips=$((skips + 1))
 fi
@@ -139,28 +131,28 @@ victim=$(basename "${mods[0]}" .so); victim=${victim#amn-}
 sleep 0.01
 touch "$work/plugins/amn-$victim.so"
 traced noop >/dev/null 2>"$work/t6"
-if grep -q "load $victim: not in the cache" "$work/t6" && grep -q "written" "$work/t6"; then ok; else bad "touched plugin not reloaded"; cat "$work/t6"; fi
+if grep -q "load $victim: not in the cache" "$work/t6" && grep -q "written" "$work/t6"; then pass; else fail "touched plugin not reloaded"; cat "$work/t6"; fi
 traced noop >/dev/null 2>"$work/t7"
-! grep -q "load " "$work/t7" && ok || bad "cache not refreshed after the touch"
+! grep -q "load " "$work/t7" && pass || fail "cache not refreshed after the touch"
 
 # 6. Replaced (new inode, same bytes and time) is a change too.
 cp -p "$work/plugins/amn-$victim.so" "$work/new.so" && mv "$work/new.so" "$work/plugins/amn-$victim.so"
 traced noop >/dev/null 2>"$work/t8"
-grep -q "load $victim: not in the cache" "$work/t8" && ok || bad "replaced plugin not reloaded"
+grep -q "load $victim: not in the cache" "$work/t8" && pass || fail "replaced plugin not reloaded"
 
 # 7. Removed: gone from `plugins` and from the cache; added back: loaded.
 mv "$work/plugins/amn-$victim.so" "$work/away.so"
 traced "$amn" plugins >"$work/p" 2>"$work/t9"
-if ! grep -q "^  $victim " "$work/p" && grep -q "written ($(( ${#mods[@]} - 1 )) plugins)" "$work/t9"; then ok; else bad "removed plugin still seen"; cat "$work/t9"; fi
+if ! grep -q "^  $victim " "$work/p" && grep -q "written ($(( ${#mods[@]} - 1 )) plugins)" "$work/t9"; then pass; else fail "removed plugin still seen"; cat "$work/t9"; fi
 mv "$work/away.so" "$work/plugins/amn-$victim.so"
 traced noop >/dev/null 2>"$work/t10"
-grep -q "load $victim: not in the cache" "$work/t10" && ok || bad "added plugin not loaded"
+grep -q "load $victim: not in the cache" "$work/t10" && pass || fail "added plugin not loaded"
 
 # 8. A broken plugin replacing a good one is reported, not trusted.
 cp "$work/plugins/amn-$victim.so" "$work/keep.so"
 printf 'not an ELF file' >"$work/plugins/amn-$victim.so"
 "$amn" plugins >"$work/p" 2>&1
-grep -q "$victim.*rejected\|rejected.*$victim" "$work/p" && ok || bad "a broken module was not reported"; 
+grep -q "$victim.*rejected\|rejected.*$victim" "$work/p" && pass || fail "a broken module was not reported"; 
 mv "$work/keep.so" "$work/plugins/amn-$victim.so"
 noop >/dev/null 2>&1
 
@@ -191,22 +183,19 @@ for d in empty half no-newline flip garbage huge nul; do
     AMN_REGISTRY_CACHE=0 noop >"$work/b" 2>/dev/null; [ $? -eq $rc ] && rc=0
   fi
   if [ $rc -eq 0 ] && cmp -s "$work/a" "$work/b" && grep -q "absent or invalid" "$work/t" &&
-     grep -q "written" "$work/t" && cmp -s "$(cachefile)" "$good"; then ok; else bad "damaged cache ($d) not ignored and rewritten"; cat "$work/t"; fi
+     grep -q "written" "$work/t" && cmp -s "$(cachefile)" "$good"; then pass; else fail "damaged cache ($d) not ignored and rewritten"; cat "$work/t"; fi
 done
 # A cache that cannot be written (a directory in its place) means no cache.
 damage dir
 traced noop >"$work/a" 2>"$work/t"; rc=$?
 AMN_REGISTRY_CACHE=0 noop >"$work/b" 2>/dev/null; rb=$?
-[ $rc -eq $rb ] && cmp -s "$work/a" "$work/b" && grep -q "not written" "$work/t" && ok || bad "an unwritable cache broke the run"
+[ $rc -eq $rb ] && cmp -s "$work/a" "$work/b" && grep -q "not written" "$work/t" && pass || fail "an unwritable cache broke the run"
 rm -rf "$(cachefile)"
 # A read-only cache directory: no cache, no failure.
 if [ "$(id -u)" != 0 ]; then
   chmod 500 "$work/cache"
-  noop >/dev/null 2>&1; [ $? -eq "$(AMN_REGISTRY_CACHE=0 noop >/dev/null 2>&1; echo $?)" ] && ok || bad "read-only cache directory broke the run"
+  noop >/dev/null 2>&1; [ $? -eq "$(AMN_REGISTRY_CACHE=0 noop >/dev/null 2>&1; echo $?)" ] && pass || fail "read-only cache directory broke the run"
   chmod 700 "$work/cache"
 fi
 
-echo "registry_cache: $passes passed, $fails failed, $skips groups skipped"
-[ $fails -eq 0 ] || exit 1
-[ $skips -eq 0 ] || exit 77
-exit 0
+finish registry_cache

@@ -3,22 +3,13 @@
 # plugin directory; the others keep working and its files give the clear
 # "install the amn-plugin-X package" error (exit 3).
 set -uo pipefail
-build=$1 src=$2
-amn=$build/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init subset "$1" "$2"
 plugdir=$build/lib/amn/plugins
-work=$(mktemp -d /tmp/amn-subset.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 # Each temporary plugin folder gets its own registry cache: keep them in $work.
 export AMN_REGISTRY_CACHE_DIR=$work/registry-cache
-fails=0 passes=0
 
 # One sample file per plugin, made here (no reference corpus needed).
-mkst() { # mkst FILE HEADER DATA_BYTES
-  local n=${#2}
-  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' $((n & 255)) $((n >> 8 & 255)) $((n >> 16 & 255)) $((n >> 24 & 255)))" >"$1"
-  printf '%s' "$2" >>"$1"
-  head -c "$3" /dev/zero >>"$1"
-}
 declare -A sample cmd real
 # A valid file of each format, for "the others keep working".
 real[safetensors]=$src/fixtures/example/tiny-f32.safetensors
@@ -50,7 +41,7 @@ for gone in "${plugins[@]}"; do
   for p in "${plugins[@]}"; do [ "$p" = "$gone" ] || cp "$plugdir/amn-$p.so" "$dir/"; done
   export AMN_PLUGIN_SYSTEM_PATH=$dir
   "$amn" plugins >"$work/out" 2>&1
-  if grep -q "^  $gone " "$work/out"; then echo "FAIL: $gone still listed"; fails=$((fails + 1)); else passes=$((passes + 1)); fi
+  if grep -q "^  $gone " "$work/out"; then fail "$gone still listed"; else pass; fi
   # The removed plugin's files: exit 3 and a message naming it.
   if [ -n "${sample[$gone]:-}" ]; then
     if [ "${cmd[$gone]}" = inspect ]; then
@@ -59,21 +50,20 @@ for gone in "${plugins[@]}"; do
       "$amn" "${cmd[$gone]}" "${sample[$gone]}" -o "$work/out.safetensors" >"$work/out" 2>&1
     fi
     rc=$?
-    if [ $rc -eq 3 ] && grep -qE "install the (amn-plugin-[a-z0-9]+ or )?amn-plugin-$gone( or amn-plugin-[a-z0-9]+)? package" "$work/out"; then passes=$((passes + 1)); else
-      echo "FAIL: without $gone: exit $rc"; sed 's/^/    /' "$work/out"; fails=$((fails + 1)); fi
+    if [ $rc -eq 3 ] && grep -qE "install the (amn-plugin-[a-z0-9]+ or )?amn-plugin-$gone( or amn-plugin-[a-z0-9]+)? package" "$work/out"; then pass; else
+      fail "without $gone: exit $rc"; indent "$work/out"; fi
   fi
   # The others keep working: each remaining format reads its own file, and
   # (with safetensors built) a conversion runs.
   for p in "${plugins[@]}"; do
     [ "$p" != "$gone" ] && [ -n "${real[$p]:-}" ] || continue
-    if "$amn" inspect "${real[$p]}" >"$work/out" 2>&1; then passes=$((passes + 1)); else
-      echo "FAIL: without $gone, inspect of ${real[$p]} broke"; cat "$work/out"; fails=$((fails + 1)); fi
+    if "$amn" inspect "${real[$p]}" >"$work/out" 2>&1; then pass; else
+      fail "without $gone, inspect of ${real[$p]} broke"; cat "$work/out"; fi
   done
   if [ "$gone" != safetensors ] && [ -f "$plugdir/amn-safetensors.so" ]; then
     if "$amn" convert "${sample[safetensors]}" --to safetensors -o "$work/ok.safetensors" --force >"$work/out" 2>&1; then
-      passes=$((passes + 1)); else echo "FAIL: without $gone, convert broke"; cat "$work/out"; fails=$((fails + 1)); fi
+      pass; else fail "without $gone, convert broke"; cat "$work/out"; fi
   fi
 done
 unset AMN_PLUGIN_SYSTEM_PATH
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish subset

@@ -8,16 +8,9 @@
 # truncates the input at the first progress report once the output holds
 # that many bytes, between two chunks: the same point on every run.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
-py=/usr/bin/python3
-work=$(mktemp -d /tmp/amn-truncate.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init truncate "$1" "$2"
+need_plugin safetensors
 
 # Four 4 MiB F32 tensors (16 MiB): a pass-through chunk is 2 MiB, so the
 # output holds 5 MiB at a report with most of the input still unread.
@@ -53,7 +46,7 @@ truncated() {
   if [ $rc -eq 6 ] && grep -qE "i/o error: $work/w.in: ($words|$bus_words)" "$work/log" &&
     [ -z "$(ls -A "$work/out")" ]; then pass; else
     fail "$what: exit $rc, output dir: $(ls -A "$work/out" | xargs)"
-    sed 's/^/    /' "$work/log"
+    indent "$work/log"
   fi
 }
 
@@ -65,7 +58,7 @@ for mode in map pread splice copy auto; do
   done
 done
 # A dequantization reads weights and scales through the scheme (FP8).
-if "$amn" plugins | grep -q "scheme fp8"; then
+if have "scheme fp8"; then
   for mode in map pread auto; do
     AMN_INPUT=$mode truncated "$mode, fp8 dequantized" "$src/fixtures/example/tiny-fp8.safetensors" 1 \
       "file shrank while being read" --to safetensors --threads 1
@@ -83,5 +76,4 @@ done
 cmp -s "$work/ok-map.npz" "$work/ok-copy.npz" && cmp -s "$work/ok-pread.npz" "$work/ok-splice.npz" &&
   cmp -s "$work/ok-map.npz" "$work/ok-pread.npz" && pass || fail "outputs differ between read paths"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish truncate

@@ -7,30 +7,20 @@
 # no plugin knows is refused the same way; a plain model beside a config that
 # declares quantization (a remembered output) still converts.
 set -uo pipefail
-build=$1
-amn=$build/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init unhandled "$1"
 # Every check here reads or writes safetensors: a build without that plugin
 # (AMN_PLUGINS) reports the test as skipped.
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-  { echo "SKIP: needs the safetensors plugin, not built"; exit 77; }
+need_plugin safetensors
 plugdir=$build/lib/amn/plugins
-work=$(mktemp -d /tmp/amn-unhandled.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 # Each temporary plugin folder gets its own registry cache: keep them in $work.
 export AMN_REGISTRY_CACHE_DIR=$work/registry-cache
-fails=0 passes=0
 
-mkst() { # mkst FILE HEADER DATA_BYTES
-  local n=${#2}
-  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' $((n & 255)) $((n >> 8 & 255)) $((n >> 16 & 255)) $((n >> 24 & 255)))" >"$1"
-  printf '%s' "$2" >>"$1"
-  head -c "$3" /dev/zero >>"$1"
-}
 t() { # t NAME DTYPE SHAPE START END -> one header entry
   printf '"%s":{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]}' "$1" "$2" "$3" "$4" "$5"
 }
-pass() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; sed 's/^/    /' "$work/out"; fails=$((fails + 1)); }
+# A failure shows the output of the command checked last.
+fail_out() { fail "$*"; indent "$work/out"; }
 
 # without PLUGIN: a plugin directory with every built plugin but that one.
 without() {
@@ -56,12 +46,12 @@ expect_refused() {
     [ $rc -eq 3 ] || ok=0
     for w in "$@"; do grep -qF -- "$w" "$work/out" || ok=0; done
     [ -e "$work/$case/out.safetensors" ] && ok=0
-    if [ $ok = 1 ]; then pass; else fail "$case: $cmd without amn-$plugin: exit $rc, expected 3 and: $*"; fi
+    if [ $ok = 1 ]; then pass; else fail_out "$case: $cmd without amn-$plugin: exit $rc, expected 3 and: $*"; fi
   done
   "$amn" inspect "$file" >"$work/out" 2>&1
-  if grep -q "^Unhandled:" "$work/out"; then pass; else fail "$case: inspect lists no unhandled tensor"; fi
+  if grep -q "^Unhandled:" "$work/out"; then pass; else fail_out "$case: inspect lists no unhandled tensor"; fi
   "$amn" parse "$file" >"$work/out" 2>&1
-  if grep -q "unhandled (" "$work/out"; then pass; else fail "$case: parse marks no tensor unhandled"; fi
+  if grep -q "unhandled (" "$work/out"; then pass; else fail_out "$case: parse marks no tensor unhandled"; fi
   unset AMN_PLUGIN_SYSTEM_PATH
 }
 
@@ -110,12 +100,12 @@ for p in fp8 none; do
   if "$amn" remember "$f" -o "$work/fp8plain/r.safetensors" --force >"$work/out" 2>&1 &&
     "$amn" parse "$work/fp8plain/r.safetensors" >"$work/out" 2>&1 &&
     grep -q "x *F8_E4M3 *\[4\]" "$work/out" && grep -q "y *F8_E5M2 *\[2, 2\]" "$work/out"
-  then pass; else fail "lone FP8 tensors (without $p): remember"; fi
+  then pass; else fail_out "lone FP8 tensors (without $p): remember"; fi
   if "$amn" convert "$f" --to safetensors --out-dtype keep -o "$work/fp8plain/k.safetensors" --force >"$work/out" 2>&1 &&
     cmp -s <(tail -c 8 "$f") <(tail -c 8 "$work/fp8plain/k.safetensors")
-  then pass; else fail "lone FP8 tensors (without $p): convert --out-dtype keep"; fi
+  then pass; else fail_out "lone FP8 tensors (without $p): convert --out-dtype keep"; fi
   "$amn" inspect "$f" >"$work/out" 2>&1
-  if grep -q "Unhandled" "$work/out"; then fail "lone FP8 tensors (without $p) listed as unhandled"; else pass; fi
+  if grep -q "Unhandled" "$work/out"; then fail_out "lone FP8 tensors (without $p) listed as unhandled"; else pass; fi
   unset AMN_PLUGIN_SYSTEM_PATH
 done
 
@@ -135,9 +125,8 @@ expect_refused hqqint none "of hqq (l.weight (I8), l.weight_scale (F16)" \
 # leaves next to its input) converts: only integer / FP8 tensors are suspect.
 mkcase plain "$(t l.weight BF16 '[2,2]' 0 8),$(t pos_ids I32 '[2]' 8 16)" 16
 echo '{"quantization_config":{"quant_method":"mxfp4"}}' >"$work/plain/config.json"
-if "$amn" remember "$work/plain/model.safetensors" -o "$work/plain/out.safetensors" >"$work/out" 2>&1; then pass; else fail "plain model beside a quantized config refused"; fi
+if "$amn" remember "$work/plain/model.safetensors" -o "$work/plain/out.safetensors" >"$work/out" 2>&1; then pass; else fail_out "plain model beside a quantized config refused"; fi
 "$amn" inspect "$work/plain/model.safetensors" >"$work/out" 2>&1
-if grep -q "Unhandled" "$work/out"; then fail "plain model listed as unhandled"; else pass; fi
+if grep -q "Unhandled" "$work/out"; then fail_out "plain model listed as unhandled"; else pass; fi
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish unhandled

@@ -6,35 +6,30 @@
 # file, an existing target kept without --force and replaced with it, the
 # input never replaced, a failed run leaving nothing, forget into a folder.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
-py=/usr/bin/python3
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init folders "$1" "$2"
 gen=$src/tests/folders/folders.py
 for p in safetensors gptq awq fp8; do
-  "$amn" plugins | grep -Eq "(format|scheme) $p " ||
-    { echo "SKIP: needs the $p plugin, not built"; exit 77; }
+  need_plugin "$p" "\(format\|scheme\) $p "
 done
-"$py" -c "import numpy" 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no numpy"; exit 77; }
-work=$(mktemp -d /tmp/amn-folders.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-. "$src/tests/folders/lib.sh"
+need_python numpy
 no_temporaries() { # nothing named .*.amn-* left in $1
   local left
   left=$(find "$1" -maxdepth 1 -name '.*amn-*')
-  [ -z "$left" ] && ok || fail "$2: temporaries left: $left"
+  [ -z "$left" ] && pass || fail "$2: temporaries left: $left"
 }
 
 "$py" "$gen" make "$work/in" || { echo "FAIL: folders.py make"; exit 1; }
 declare -A sizes=([plain]="5KB default" [gptq]="5KB 12000" [awq]="5KB" [fp8]="5KB 0")
 declare -A dtype=([plain]=keep [gptq]=bfloat16 [awq]=bfloat16 [fp8]=bfloat16)
 for k in plain gptq awq fp8; do
-  run "$k single file" 0 "$amn" remember --no-sync "$work/in/$k" -o "$work/$k.safetensors" -q
+  run_rc "$k single file" 0 "$amn" remember --no-sync "$work/in/$k" -o "$work/$k.safetensors" -q
   for size in ${sizes[$k]}; do
     opt=(--shard-size "$size") bytes=$size
     [ "$size" = default ] && opt=() bytes=5000000000
     [ "$size" = 5KB ] && bytes=5000
-    run "$k folder $size" 0 "$amn" remember --no-sync "$work/in/$k" -o "$work/out-$k-$size/" "${opt[@]}" -q
-    run "$k check $size" 0 "$py" "$gen" check "$work/in/$k" "$work/out-$k-$size" \
+    run_rc "$k folder $size" 0 "$amn" remember --no-sync "$work/in/$k" -o "$work/out-$k-$size/" "${opt[@]}" -q
+    run_rc "$k check $size" 0 "$py" "$gen" check "$work/in/$k" "$work/out-$k-$size" \
       "$work/$k.safetensors" "$bytes" "${dtype[$k]}"
   done
 done
@@ -42,14 +37,14 @@ no_temporaries "$work" "remember"
 
 # A sharded PyTorch checkpoint (pytorch_model-0000K-of-00002.bin + index) as
 # one model, its folder or its index; every tensor as torch holds it.
-if "$amn" plugins | grep -q "format pth " && "$py" -c "import torch" 2>/dev/null; then
+if have "format pth " && "$py" -c "import torch" 2>/dev/null; then
   "$py" "$gen" make-bin "$work/in" || fail "folders.py make-bin"
-  run "bin single file" 0 "$amn" remember --no-sync "$work/in/bin" -o "$work/bin.safetensors" -q
-  run "bin folder" 0 "$amn" remember --no-sync "$work/in/bin/pytorch_model.bin.index.json" \
+  run_rc "bin single file" 0 "$amn" remember --no-sync "$work/in/bin" -o "$work/bin.safetensors" -q
+  run_rc "bin folder" 0 "$amn" remember --no-sync "$work/in/bin/pytorch_model.bin.index.json" \
     -o "$work/out-bin" --shard-size 6KB -q
-  run "bin check" 0 "$py" "$gen" check "$work/in/bin" "$work/out-bin" "$work/bin.safetensors" 6000 keep
+  run_rc "bin check" 0 "$py" "$gen" check "$work/in/bin" "$work/out-bin" "$work/bin.safetensors" 6000 keep
   "$py" - "$work/in/bin-expect.safetensors" "$work/bin.safetensors" "$src/tests/folders" <<'EOF2' \
-    && ok || fail "bin: tensors differ from torch's"
+    && pass || fail "bin: tensors differ from torch's"
 import sys
 sys.path.insert(0, sys.argv[3])
 from folders import read_st
@@ -60,12 +55,12 @@ EOF2
   # wrote small models: read as that checkpoint, written as a model folder.
   mkdir -p "$work/in/bin1" && cp "$work/in/bin/config.json" "$work/in/bin1/"
   cp "$work/in/bin/pytorch_model-00001-of-00002.bin" "$work/in/bin1/pytorch_model.bin"
-  run "bin1 inspect" 0 "$amn" inspect "$work/in/bin1"
-  has "bin1 inspect" "PyTorch state_dict"
-  run "bin1 folder" 0 "$amn" remember --no-sync "$work/in/bin1" -o "$work/out-bin1/" -q
-  run "bin1 file" 0 "$amn" remember --no-sync "$work/in/bin1/pytorch_model.bin" -o "$work/bin1.safetensors" -q
+  run_rc "bin1 inspect" 0 "$amn" inspect "$work/in/bin1"
+  matches "bin1 inspect" "PyTorch state_dict"
+  run_rc "bin1 folder" 0 "$amn" remember --no-sync "$work/in/bin1" -o "$work/out-bin1/" -q
+  run_rc "bin1 file" 0 "$amn" remember --no-sync "$work/in/bin1/pytorch_model.bin" -o "$work/bin1.safetensors" -q
   "$py" - "$work/out-bin1" "$work/bin1.safetensors" "$src/tests/folders" <<'EOF2' \
-    && ok || fail "bin1: folder output differs from the file's"
+    && pass || fail "bin1: folder output differs from the file's"
 import os, sys
 sys.path.insert(0, sys.argv[3])
 from folders import read_st
@@ -77,9 +72,9 @@ EOF2
   bad() { # bad WHAT WEIGHT_MAP_JSON WORDS
     mkdir -p "$work/badbin" && cp "$work/in/bin/"*.bin "$work/badbin/"
     printf '{"weight_map": {%s}}' "$2" >"$work/badbin/pytorch_model.bin.index.json"
-    run "bad bin index: $1" 1 "$amn" remember --no-sync "$work/badbin" -o "$work/badout/"
-    has "bad bin index: $1" "$3"
-    [ ! -e "$work/badout" ] && ok || fail "bad bin index: $1: output written"
+    run_rc "bad bin index: $1" 1 "$amn" remember --no-sync "$work/badbin" -o "$work/badout/"
+    matches "bad bin index: $1" "$3"
+    [ ! -e "$work/badout" ] && pass || fail "bad bin index: $1: output written"
   }
   s1=pytorch_model-00001-of-00002.bin s2=pytorch_model-00002-of-00002.bin
   bad missing "\"a\": \"pytorch_model-00003-of-00003.bin\"" "shard pytorch_model-00003-of-00003.bin does not exist"
@@ -96,25 +91,25 @@ fi
 
 # Default name: <input>-bf16 beside the input, its quantization suffix gone.
 cp -r "$work/in/gptq" "$work/in/Tiny-GPTQ-Int4"
-run "default name" 0 "$amn" remember --no-sync "$work/in/Tiny-GPTQ-Int4" --to f16 --json
-has "json shards" '"shards": 1'
-has "json copies" '"files_copied": 5'
-[ -f "$work/in/Tiny-f16/model.safetensors" ] && ok || fail "default name: no $work/in/Tiny-f16"
-grep -q '"torch_dtype": "float16"' "$work/in/Tiny-f16/config.json" && ok || fail "f16 torch_dtype"
+run_rc "default name" 0 "$amn" remember --no-sync "$work/in/Tiny-GPTQ-Int4" --to f16 --json
+matches "json shards" '"shards": 1'
+matches "json copies" '"files_copied": 5'
+[ -f "$work/in/Tiny-f16/model.safetensors" ] && pass || fail "default name: no $work/in/Tiny-f16"
+grep -q '"torch_dtype": "float16"' "$work/in/Tiny-f16/config.json" && pass || fail "f16 torch_dtype"
 # The index as input: the same folder.
-run "index input" 0 "$amn" remember --no-sync "$work/in/fp8/model.safetensors.index.json" -o "$work/from-index" --shard-size 5KB -q
-diff -r "$work/from-index" "$work/out-fp8-5KB" >/dev/null && ok || fail "index input differs"
+run_rc "index input" 0 "$amn" remember --no-sync "$work/in/fp8/model.safetensors.index.json" -o "$work/from-index" --shard-size 5KB -q
+diff -r "$work/from-index" "$work/out-fp8-5KB" >/dev/null && pass || fail "index input differs"
 
 # An existing target is kept without --force, replaced with it.
-run "exists" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/out-plain-default" --shard-size 5KB
-has "exists message" "already exists; pass --force"
-[ -f "$work/out-plain-default/model.safetensors" ] && ok || fail "existing target changed"
-run "force" 0 "$amn" remember --no-sync "$work/in/plain" -o "$work/out-plain-default" --shard-size 5KB --force -q
-diff -r "$work/out-plain-default" "$work/out-plain-5KB" >/dev/null && ok || fail "--force: not the new folder"
-run "input kept" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/in/plain" --force
-has "input message" "would replace the input"
-run "parent kept" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/in" --force
-[ -f "$work/in/plain/config.json" ] && ok || fail "input folder touched"
+run_rc "exists" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/out-plain-default" --shard-size 5KB
+matches "exists message" "already exists; pass --force"
+[ -f "$work/out-plain-default/model.safetensors" ] && pass || fail "existing target changed"
+run_rc "force" 0 "$amn" remember --no-sync "$work/in/plain" -o "$work/out-plain-default" --shard-size 5KB --force -q
+diff -r "$work/out-plain-default" "$work/out-plain-5KB" >/dev/null && pass || fail "--force: not the new folder"
+run_rc "input kept" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/in/plain" --force
+matches "input message" "would replace the input"
+run_rc "parent kept" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/in" --force
+[ -f "$work/in/plain/config.json" ] && pass || fail "input folder touched"
 
 # A config.json that is not a JSON object (an array, a truncated text, text
 # after the object, nesting past the cap): an error naming it, and no
@@ -128,44 +123,44 @@ for text in '[1]' '{"a": ' '{} x' "$deep"; do
   rm -rf "$work/badcfg/m" "$work/badcfg/out"
   cp -r "$work/in/plain" "$work/badcfg/m"
   printf '%s' "$text" >"$work/badcfg/m/config.json"
-  run "bad config.json ${text:0:12}" "${bad_rc[$text]}" "$amn" remember --no-sync "$work/badcfg/m" -o "$work/badcfg/out"
-  has "bad config.json message" "${bad_msg[$text]}"
-  [ ! -e "$work/badcfg/out" ] && ok || fail "bad config.json: output left"
+  run_rc "bad config.json ${text:0:12}" "${bad_rc[$text]}" "$amn" remember --no-sync "$work/badcfg/m" -o "$work/badcfg/out"
+  matches "bad config.json message" "${bad_msg[$text]}"
+  [ ! -e "$work/badcfg/out" ] && pass || fail "bad config.json: output left"
   no_temporaries "$work/badcfg" "bad config.json"
 done
 
 # -o DIR/ from a single file: the shards alone.
-run "file to folder" 0 "$amn" remember --no-sync "$work/plain.safetensors" -o "$work/single/" -q
-[ "$(ls "$work/single")" = model.safetensors ] && ok || fail "file to folder: $(ls "$work/single")"
-cmp -s "$work/single/model.safetensors" "$work/plain.safetensors" && ok || fail "file to folder bytes"
+run_rc "file to folder" 0 "$amn" remember --no-sync "$work/plain.safetensors" -o "$work/single/" -q
+[ "$(ls "$work/single")" = model.safetensors ] && pass || fail "file to folder: $(ls "$work/single")"
+cmp -s "$work/single/model.safetensors" "$work/plain.safetensors" && pass || fail "file to folder bytes"
 
 # Scale-out: shards in separate processes (in any order, one at a time or as
 # a range), then the index and the other files, give the one run's bytes.
 for part in 3 1-2 6 4-5; do
-  run "only-shards $part" 0 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" \
+  run_rc "only-shards $part" 0 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" \
     --shard-size 5KB --only-shards "$part" -q
 done
-[ ! -e "$work/scaled/config.json" ] && ok || fail "only-shards wrote more than shards"
-run "write-index" 0 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --write-index -q
-diff -r "$work/scaled" "$work/out-gptq-5KB" && ok || fail "scale-out differs from one run"
-run "shard again" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --only-shards 2
-has "shard again message" "already exists; pass --force"
-run "shard past the end" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --only-shards 6-7
-has "past the end message" "the output has 6 shards"
-run "bad range" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --only-shards 2-1
-has "bad range message" "bad --only-shards"
+[ ! -e "$work/scaled/config.json" ] && pass || fail "only-shards wrote more than shards"
+run_rc "write-index" 0 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --write-index -q
+diff -r "$work/scaled" "$work/out-gptq-5KB" && pass || fail "scale-out differs from one run"
+run_rc "shard again" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --only-shards 2
+matches "shard again message" "already exists; pass --force"
+run_rc "shard past the end" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --shard-size 5KB --only-shards 6-7
+matches "past the end message" "the output has 6 shards"
+run_rc "bad range" 2 "$amn" remember --no-sync "$work/in/gptq" -o "$work/scaled" --only-shards 2-1
+matches "bad range message" "bad --only-shards"
 no_temporaries "$work/scaled" "scale-out"
 
 # Bad options: before any output.
-run "bad shard size" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/bad1" --shard-size 5XB
-has "bad shard size message" "bad --shard-size"
-run "folder needs safetensors" 2 "$amn" convert "$work/in/plain" --to npz -o "$work/bad2/"
-has "folder target message" "model folder is written as safetensors"
-[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && ok || fail "output left after a refusal"
+run_rc "bad shard size" 2 "$amn" remember --no-sync "$work/in/plain" -o "$work/bad1" --shard-size 5XB
+matches "bad shard size message" "bad --shard-size"
+run_rc "folder needs safetensors" 2 "$amn" convert "$work/in/plain" --to npz -o "$work/bad2/"
+matches "folder target message" "model folder is written as safetensors"
+[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && pass || fail "output left after a refusal"
 
 # A failed write (ENOSPC in the third shard) leaves neither target nor temporaries.
-AMN_TEST_ENOSPC_AFTER=100 run "enospc" 6 "$amn" remember --no-sync "$work/in/gptq" -o "$work/full" --shard-size 5KB
-[ ! -e "$work/full" ] && ok || fail "enospc: target left"
+AMN_TEST_ENOSPC_AFTER=100 run_rc "enospc" 6 "$amn" remember --no-sync "$work/in/gptq" -o "$work/full" --shard-size 5KB
+[ ! -e "$work/full" ] && pass || fail "enospc: target left"
 no_temporaries "$work" "enospc"
 
 # Killed (SIGTERM, SIGINT) at a few points of a 48 MiB folder, on the O_TMPFILE
@@ -194,18 +189,18 @@ for nt in 0 1; do
       wait "$pid"
       no_temporaries "$work" "killed by $sig at $at s (named: $nt)"
       if [ -e "$work/killed" ]; then
-        [ "$(ls "$work/killed" | wc -l)" -eq 4 ] && ok || fail "killed at $at s: partial folder"
-      else ok; fi
+        [ "$(ls "$work/killed" | wc -l)" -eq 4 ] && pass || fail "killed at $at s: partial folder"
+      else pass; fi
     done
   done
 done
 rm -rf "$work/big" "$work/killed"
 
 # forget into a folder: quantization_config of the target, the rest copied.
-if "$amn" plugins | grep -q "encode bnb"; then
-  run "forget folder" 0 "$amn" forget --no-sync "$work/in/plain" --to bnb-nf4 -o "$work/nf4/" --shard-size 5KB
-  [ -f "$work/nf4/model.safetensors.index.json" ] && ok || fail "forget: no index"
-  "$py" - "$work/nf4" "$work/in/plain" <<'EOF' && ok || fail "forget folder contents"
+if have "encode bnb"; then
+  run_rc "forget folder" 0 "$amn" forget --no-sync "$work/in/plain" --to bnb-nf4 -o "$work/nf4/" --shard-size 5KB
+  [ -f "$work/nf4/model.safetensors.index.json" ] && pass || fail "forget: no index"
+  "$py" - "$work/nf4" "$work/in/plain" <<'EOF' && pass || fail "forget folder contents"
 import json, os, sys
 out, src = sys.argv[1:]
 c = json.load(open(os.path.join(out, "config.json")))
@@ -220,5 +215,4 @@ EOF
 fi
 no_temporaries "$work" "all"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish folders

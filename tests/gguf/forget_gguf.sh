@@ -5,19 +5,16 @@
 # (IQ3_S and IQ3_M also on the scalar path, AMN_SIMD=scalar);
 # the refusals llama-quantize makes. Exit 77 without the reference corpus.
 set -uo pipefail
-build=$1 src=$2
-amn=$build/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init gguf-forget "$1" "$2"
 ref=${AMN_REFERENCE_DIR:-$src/../shared/fixtures}/gguf_quant_reference
 model=$ref/model_l4_f16.gguf expect=$ref/model_l4_f16.expect.json
-[ -f "$model" ] && [ -f "$expect" ] || { echo "SKIP: no $model"; exit 77; }
-[ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
-work=$(mktemp -d /tmp/amn-gguf-forget.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0
+[ -f "$model" ] && [ -f "$expect" ] || skip "no $model"
+[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
 check() { # check FTYPE SPELLING THREADS [OUTPUT-SUFFIX]
     local out=$work/$1-$3${4:-}.gguf
     if ! "$amn" forget "$model" --to "$2" --threads "$3" -o "$out" >"$work/log" 2>&1; then
-        echo "FAIL $1 (threads $3): amn forget failed"; cat "$work/log"; fails=$((fails + 1))
+        fail "$1 (threads $3): amn forget failed"; cat "$work/log"
         return
     fi
     /usr/bin/python3 "$src/tests/gguf/check_gguf_expect.py" "$out" "$expect" "$1" "$model" ||
@@ -35,17 +32,8 @@ for f in q4_0:Q4_0 q5_1:Q5_1 Q3_K_S:Q3_K_S q2_k:Q2_K IQ3_M:IQ3_M TQ1_0:TQ1_0 MXF
 done
 # Refusals: an importance-matrix type, with llama-quantize's reason; a
 # quantized input (requantizing). Non-GGUF inputs: forget_gguf_options.sh.
-expect_fail() { # expect_fail WORDS... -- ARGS...
-    local words=() ; while [ "$1" != -- ]; do words+=("$1"); shift; done; shift
-    if "$amn" forget "$@" >"$work/log" 2>&1; then
-        echo "FAIL: forget $* succeeded"; fails=$((fails + 1)); return
-    fi
-    for w in "${words[@]}"; do
-        grep -qi -- "$w" "$work/log" || { echo "FAIL: forget $*: no '$w' in:"; cat "$work/log"; fails=$((fails + 1)); }
-    done
-}
-expect_fail "importance matrix" -- "$model" --to IQ2_XXS -o "$work/x.gguf"
-[ -e "$work/x.gguf" ] && { echo "FAIL: refused output exists"; fails=$((fails + 1)); }
-expect_fail "requantizing" "disabled" -- "$work/Q8_0-1.gguf" --to Q4_K_M -o "$work/y.gguf"
+expect_fail any "importance matrix" -- forget "$model" --to IQ2_XXS -o "$work/x.gguf"
+[ -e "$work/x.gguf" ] && fail "refused output exists"
+expect_fail any "requantizing" "disabled" -- forget "$work/Q8_0-1.gguf" --to Q4_K_M -o "$work/y.gguf"
 [ $fails -eq 0 ] && echo "forget gguf: all passed"
 exit $((fails > 0))

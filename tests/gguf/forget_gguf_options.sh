@@ -9,36 +9,20 @@
 # GQA 4, untied output), starting from the types llama-quantize gave each
 # tensor for Q4_K_M (its .expect.json). Exit 77 without the corpus.
 set -uo pipefail
-build=$1 src=$2
-amn=$build/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init gguf-opts "$1" "$2"
 ref=${AMN_REFERENCE_DIR:-$src/../shared/fixtures}/gguf_quant_reference
 model=$ref/model_l4_f16.gguf expect=$ref/model_l4_f16.expect.json
-py=/usr/bin/python3
-[ -f "$model" ] && [ -f "$expect" ] || { echo "SKIP: no $model"; exit 77; }
-[ -x $py ] || { echo "SKIP: no $py"; exit 77; }
-"$amn" plugins 2>/dev/null | grep -q "format safetensors" ||
-    { echo "SKIP: needs the safetensors plugin"; exit 77; }
+[ -f "$model" ] && [ -f "$expect" ] || skip "no $model"
+[ -x $py ] || skip "no $py"
+need_plugin safetensors
 types=$src/tests/gguf/check_gguf_types.py
-work=$(mktemp -d /tmp/amn-gguf-opts.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 run() { # run OUT ARGS...: amn forget ARGS -o OUT, quietly
     local out=$1; shift
     "$amn" forget "$@" -o "$out" --force --no-sync >"$work/log" 2>&1 || { fail "forget $*"; cat "$work/log"; }
 }
 check() { # check OUT RULES...
     $py "$types" "$1" "$expect" Q4_K_M "${@:2}" || fails=$((fails + 1))
-}
-expect_fail() { # expect_fail CODE WORDS... -- ARGS...
-    local code=$1 words=(); shift
-    while [ "$1" != -- ]; do words+=("$1"); shift; done; shift
-    "$amn" "$@" >"$work/log" 2>&1
-    local rc=$?
-    [ $rc -eq "$code" ] || { fail "$* exited $rc, wanted $code"; cat "$work/log"; }
-    for w in "${words[@]}"; do
-        grep -qi -- "$w" "$work/log" || { fail "$*: no '$w' in:"; cat "$work/log"; }
-    done
 }
 
 # --pure: lq:712 skips llama_tensor_get_type_impl, so every quantizable

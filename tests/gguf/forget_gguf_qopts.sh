@@ -6,16 +6,11 @@
 # fixtures/gguf/qopts/gen_qopts_reference.sh from the shared reference model
 # (gguf_quant_reference/model_l4_f16: 4 layers, llama). Exit 77 without it.
 set -uo pipefail
-build=$1 src=$2
-amn=$build/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init gguf-qopts "$1" "$2"
 model=${AMN_REFERENCE_DIR:-$src/../shared/fixtures}/gguf_quant_reference/model_l4_f16.gguf
 fx=$src/fixtures/gguf/qopts
-py=/usr/bin/python3
-[ -f "$model" ] || { echo "SKIP: no $model"; exit 77; }
-work=$(mktemp -d /tmp/amn-gguf-qopts.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+[ -f "$model" ] || skip "no $model"
 same() { # same CASE ARGS...: amn forget MODEL ARGS gives llama-quantize's bytes for CASE
     local name=$1; shift
     local want
@@ -27,16 +22,9 @@ same() { # same CASE ARGS...: amn forget MODEL ARGS gives llama-quantize's bytes
     got=$(sha256sum <"$work/$name.gguf" | cut -d' ' -f1)
     [ "$got" = "$want" ] || fail "$name: bytes differ from llama-quantize's"
 }
-expect_fail() { # expect_fail CODE WORDS... -- ARGS...: refused, nothing written
-    local code=$1 words=(); shift
-    while [ "$1" != -- ]; do words+=("$1"); shift; done; shift
-    "$amn" "$@" >"$work/log" 2>&1
-    local rc=$?
-    [ $rc -eq "$code" ] || { fail "$* exited $rc, wanted $code"; cat "$work/log"; }
-    for w in "${words[@]}"; do
-        grep -qi -- "$w" "$work/log" || { fail "$*: no '$w' in:"; cat "$work/log"; }
-    done
-    [ -e "$work/bad.gguf" ] && { fail "$*: left an output"; rm -f "$work/bad.gguf"; }
+refused() { # refused CODE WORDS... -- ARGS...: expect_fail, and nothing written
+    expect_fail "$@"
+    [ -e "$work/bad.gguf" ] && { fail "${*#* -- }: left an output"; rm -f "$work/bad.gguf"; }
 }
 
 # --override-kv: llama-quantize's gguf_set_val_* (the key removed and
@@ -101,34 +89,34 @@ dry prune_last2 --to Q8_0 --prune-layers 2,3
 # Refusals, before any output exists.
 for bad in 'general.name' '=str:x' 'general.name=string:x' 'a.b=bool:yes' 'a.b=int:12x' \
     'a.b=float:' "a.b=str:$(printf 'x%.0s' $(seq 128))"; do
-    expect_fail 2 "override-kv" -- forget "$model" --to Q4_K_M --override-kv "$bad" -o "$work/bad.gguf"
+    refused 2 "override-kv" -- forget "$model" --to Q4_K_M --override-kv "$bad" -o "$work/bad.gguf"
 done
 for bad in '' '1,,2' '-1' 'x' '1.5' '99999999999'; do
-    expect_fail 2 "prune-layers" "invalid layer id" -- forget "$model" --to Q4_K_M \
+    refused 2 "prune-layers" "invalid layer id" -- forget "$model" --to Q4_K_M \
         --prune-layers "$bad" -o "$work/bad.gguf"
 done
-expect_fail 6 "tensor-type-file" "cannot open" -- forget "$model" --to Q4_K_M \
+refused 6 "tensor-type-file" "cannot open" -- forget "$model" --to Q4_K_M \
     --tensor-type-file "$work/none.txt" -o "$work/bad.gguf"
 printf 'attn_q=q8_0 attn_k\n' >"$work/t1.txt"
-expect_fail 2 "tensor-type-file" "attn_k" "PATTERN=TYPE" -- forget "$model" --to Q4_K_M \
+refused 2 "tensor-type-file" "attn_k" "PATTERN=TYPE" -- forget "$model" --to Q4_K_M \
     --tensor-type-file "$work/t1.txt" -o "$work/bad.gguf"
 printf 'attn_q=q9_9\n' >"$work/t2.txt"
-expect_fail 2 "invalid ggml_type" "q9_9" -- forget "$model" --to Q4_K_M \
+refused 2 "invalid ggml_type" "q9_9" -- forget "$model" --to Q4_K_M \
     --tensor-type-file "$work/t2.txt" -o "$work/bad.gguf"
 printf 'attn_q=q8_0\0\n' >"$work/t3.txt"
-expect_fail 1 "NUL" -- forget "$model" --to Q4_K_M --tensor-type-file "$work/t3.txt" \
+refused 1 "NUL" -- forget "$model" --to Q4_K_M --tensor-type-file "$work/t3.txt" \
     -o "$work/bad.gguf"
-expect_fail 2 "cannot be used together" -- forget "$model" --to Q4_K_M \
+refused 2 "cannot be used together" -- forget "$model" --to Q4_K_M \
     --include-weights blk.0 --exclude-weights output -o "$work/bad.gguf"
-expect_fail 2 "needs a value" -- forget "$model" --to Q4_K_M --prune-layers
-if "$amn" plugins 2>/dev/null | grep -q "encode bnb"; then
-    expect_fail 2 "GGUF file types only" -- forget "$model" --to bnb-nf4 --override-kv a=int:1 \
+refused 2 "needs a value" -- forget "$model" --to Q4_K_M --prune-layers
+if have "encode bnb"; then
+    refused 2 "GGUF file types only" -- forget "$model" --to bnb-nf4 --override-kv a=int:1 \
         -o "$work/bad.gguf"
 fi
 st=$src/fixtures/example/tiny-f32.safetensors
-if "$amn" plugins 2>/dev/null | grep -q "format safetensors"; then
-    expect_fail 2 "dry-run needs a GGUF input" -- forget "$st" --to Q8_0 --dry-run
-    expect_fail 2 "prune-layers needs a GGUF input" -- forget "$st" --to Q8_0 --prune-layers 0 \
+if have "format safetensors"; then
+    refused 2 "dry-run needs a GGUF input" -- forget "$st" --to Q8_0 --dry-run
+    refused 2 "prune-layers needs a GGUF input" -- forget "$st" --to Q8_0 --prune-layers 0 \
         -o "$work/bad.gguf"
 fi
 

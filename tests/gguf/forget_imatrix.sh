@@ -6,13 +6,10 @@
 # mismatched importance matrices, each refused with a message naming what
 # is wrong and no output left behind.
 set -uo pipefail
-build=$1 src=$2
-amn=$build/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init gguf-imatrix "$1" "$2"
 fix=$src/fixtures/gguf_imatrix
-[ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
-work=$(mktemp -d /tmp/amn-gguf-imatrix.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0
+[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
 # Run where the inputs are: llama-quantize recorded the file name as given.
 cd "$fix" || exit 1
 # A line may end with llama-quantize options given to both (word-split).
@@ -23,13 +20,12 @@ while read -r hash im type opts; do
         # shellcheck disable=SC2086
         if ! AMN_SIMD=${level:-${AMN_SIMD:-}} "$amn" forget model.gguf --imatrix "$im" --to "$type" \
             $opts --threads "$t" -o "$out" >"$work/log" 2>&1; then
-            echo "FAIL $im $type $opts (threads $t ${level:-default}): amn failed"; cat "$work/log"
-            fails=$((fails + 1)); continue
+            fail "$im $type $opts (threads $t ${level:-default}): amn failed"; cat "$work/log"
+            continue
         fi
         got=$(sha256sum "$out" | cut -d' ' -f1)
         if [ "$got" != "$hash" ]; then
-            echo "FAIL $im $type $opts (threads $t ${level:-default}): sha256 $got, llama-quantize $hash"
-            fails=$((fails + 1))
+            fail "$im $type $opts (threads $t ${level:-default}): sha256 $got, llama-quantize $hash"
         fi
         rm -f "$out"
     done
@@ -38,7 +34,7 @@ done <"$fix/expected.sha256"
 # convert --to gguf-TYPE takes it too.
 "$amn" convert model.gguf --imatrix imatrix.gguf --to gguf-Q4_K_M -o "$work/c.gguf" >"$work/log" 2>&1 &&
     [ "$(sha256sum "$work/c.gguf" | cut -d' ' -f1)" = "$(grep ' imatrix.gguf Q4_K_M$' expected.sha256 | cut -d' ' -f1)" ] ||
-    { echo "FAIL: convert --to gguf-Q4_K_M --imatrix"; cat "$work/log"; fails=$((fails + 1)); }
+    { fail "convert --to gguf-Q4_K_M --imatrix"; cat "$work/log"; }
 
 # The one-pass Hugging Face path takes it as the two-step one does.
 # (needs the hf and safetensors plugins: skipped in a build without them)
@@ -66,21 +62,21 @@ then
         "$amn" forget "$work/hf16.gguf" --to Q4_K_M --imatrix "$work/hf.dat" -o "$work/hf2.gguf" >>"$work/log" 2>&1 &&
         "$amn" forget "$work/hf16.gguf" --to Q4_K_M -o "$work/hf3.gguf" >>"$work/log" 2>&1 &&
         cmp -s "$work/hf1.gguf" "$work/hf2.gguf" && ! cmp -s "$work/hf2.gguf" "$work/hf3.gguf" ||
-        { echo "FAIL: Hugging Face folder --to gguf-Q4_K_M --imatrix"; cat "$work/log"; fails=$((fails + 1)); }
+        { fail "Hugging Face folder --to gguf-Q4_K_M --imatrix"; cat "$work/log"; }
 else
-    echo "FAIL: could not prepare the Hugging Face check"; cat "$work/log"; fails=$((fails + 1))
+    fail "could not prepare the Hugging Face check"; cat "$work/log"
 fi
 
 refuse() { # refuse IMATRIX TYPE WORDS...: amn refuses, naming each word, no output
     local im=$1 type=$2; shift 2
     rm -f "$work/r.gguf"
     if "$amn" forget model.gguf --imatrix "$im" --to "$type" -o "$work/r.gguf" >"$work/log" 2>&1; then
-        echo "FAIL: $im --to $type accepted"; fails=$((fails + 1)); return
+        fail "$im --to $type accepted"; return
     fi
     for w in "$@"; do
-        grep -qF -- "$w" "$work/log" || { echo "FAIL: $im --to $type: no '$w' in:"; cat "$work/log"; fails=$((fails + 1)); }
+        grep -qF -- "$w" "$work/log" || { fail "$im --to $type: no '$w' in:"; cat "$work/log"; }
     done
-    [ -e "$work/r.gguf" ] && { echo "FAIL: $im --to $type left an output"; fails=$((fails + 1)); }
+    [ -e "$work/r.gguf" ] && { fail "$im --to $type left an output"; }
 }
 /usr/bin/python3 - "$work" "$fix" <<'PY'
 import struct, sys, os
@@ -138,13 +134,13 @@ refuse imatrix.gguf Q2_K_S "blk.1.attn_k.weight" "very low-bit"
 # llama-quantize; amn refuses naming it.
 rm -f "$work/r.gguf"
 "$amn" forget model.gguf --imatrix imatrix.gguf --pure --to IQ2_XXS -o "$work/r.gguf" >"$work/log" 2>&1 &&
-    { echo "FAIL: --pure IQ2_XXS without a token_embd entry accepted"; fails=$((fails + 1)); }
+    { fail "--pure IQ2_XXS without a token_embd entry accepted"; }
 grep -q "token_embd.weight" "$work/log" && [ ! -e "$work/r.gguf" ] ||
-    { echo "FAIL: --pure IQ2_XXS refusal:"; cat "$work/log"; fails=$((fails + 1)); }
+    { fail "--pure IQ2_XXS refusal:"; cat "$work/log"; }
 # Without an importance matrix, its types are refused as before.
 rm -f "$work/r.gguf"
 "$amn" forget model.gguf --to IQ2_XXS -o "$work/r.gguf" >"$work/log" 2>&1 &&
-    { echo "FAIL: IQ2_XXS without an imatrix accepted"; fails=$((fails + 1)); }
-grep -q "importance matrix" "$work/log" || { echo "FAIL: IQ2_XXS refusal:"; cat "$work/log"; fails=$((fails + 1)); }
+    { fail "IQ2_XXS without an imatrix accepted"; }
+grep -q "importance matrix" "$work/log" || { fail "IQ2_XXS refusal:"; cat "$work/log"; }
 [ $fails -eq 0 ] && echo "forget --imatrix: all passed"
 exit $((fails > 0))

@@ -10,14 +10,10 @@
 # split.tensors.count that disagree, a tensor in two shards, a misnamed shard;
 # each refused before any output exists.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init gguf-split "$1" "$2"
 fix=$src/fixtures/gguf_split
 model=$src/fixtures/gguf_imatrix/model.gguf
-work=$(mktemp -d /tmp/amn-gguf-split.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 want() { awk -v c="$1" -v n="$2" '$2 == c && $3 == n {print $1}' "$fix/expected.sha256"; }
 # same CASE DIR NAME...: each DIR/NAME has llama.cpp's bytes for CASE NAME
 same() {
@@ -92,7 +88,7 @@ done
 # remember writes safetensors (whose header names the input): compared
 # through npz, which keeps only the tensors; a build without the
 # safetensors plugin converts to npz directly.
-if "$amn" plugins 2>/dev/null | grep -q "format safetensors"; then
+if have "format safetensors"; then
     run remember "$s/sh-00003-of-00003.gguf" --to f32 -o "$work/split.safetensors"
     run remember "$model" --to f32 -o "$work/whole.safetensors"
     run convert "$work/split.safetensors" --to npz -o "$work/split.npz"
@@ -114,7 +110,7 @@ refused() { # refused WORD DIR: amn on DIR's shard 1 and 3 fails saying WORD, wr
             local rc=$?
             [ $rc -eq 1 ] || { fail "$word ($cmd, shard $k): exit $rc, wanted 1"; cat "$work/log"; }
             grep -qi -- "$word" "$work/log" || { fail "$word ($cmd, shard $k): not said:"; cat "$work/log"; }
-            ls "$work" | grep -q "^bad\|^\.bad" && { fail "$word ($cmd): left an output"; rm -rf "$work"/bad* "$work"/.bad*; }
+            nothing_left "$word ($cmd)"
         done
     done
 }

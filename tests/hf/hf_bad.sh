@@ -5,16 +5,9 @@
 # both), hostile config.json files (deep, huge, wrong types, not JSON), an
 # output type the converter does not have.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "scheme hf " ||
-  { echo "SKIP: needs the hf plugin, not built"; exit 77; }
-py=/usr/bin/python3
-work=$(mktemp -d /tmp/amn-hf-bad.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { passes=$((passes + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init hf-bad "$1" "$2"
+need_plugin hf "scheme hf "
 base=$src/fixtures/hf/Mistral-Tiny-v0.3
 
 # case NAME PYTHON-EDIT: a copy of the base folder whose config.json the
@@ -34,59 +27,58 @@ PY
   echo "$d"
 }
 
-# expect NAME DIR RC PATTERN [ARGS...]: exit RC, PATTERN in stderr, no output file.
-expect() {
+# refused NAME DIR RC PATTERN [ARGS...]: exit RC, PATTERN in the message
+# ($work/out), no output file.
+refused() {
   local name=$1 dir=$2 want=$3 pat=$4
   shift 4
-  "$amn" convert "$dir" --to gguf -o "$work/$name.gguf" "$@" >"$work/log" 2>&1
-  local rc=$?
-  [ $rc -eq "$want" ] && ok || { fail "$name: exit $rc, wanted $want"; sed 's/^/    /' "$work/log"; }
-  grep -q -- "$pat" "$work/log" && ok || { fail "$name: no '$pat' in:"; sed 's/^/    /' "$work/log"; }
-  [ ! -e "$work/$name.gguf" ] && ok || fail "$name: output left behind"
-  ls "$work" | grep -q "^\.$name" && fail "$name: temporary left" || ok
+  expect "$name" "$want" convert "$dir" --to gguf -o "$work/$name.gguf" "$@"
+  matches "$name" "$pat"
+  absent "$name: output left behind" "$work/$name.gguf"
+  ls "$work" | grep -q "^\.$name" && fail "$name: temporary left" || pass
 }
 
 d=$(case_dir arch 'c["architectures"] = ["FrobnicatorForCausalLM"]')
-expect arch "$d" 3 "FrobnicatorForCausalLM"
-grep -q "LlamaForCausalLM" "$work/log" && grep -q "Qwen3ForCausalLM" "$work/log" && ok ||
+refused arch "$d" 3 "FrobnicatorForCausalLM"
+grep -q "LlamaForCausalLM" "$work/out" && grep -q "Qwen3ForCausalLM" "$work/out" && pass ||
   fail "arch: the supported architectures are not listed"
 
 d=$(case_dir heads 'c["num_attention_heads"] = 3; c["num_key_value_heads"] = 1')
-expect heads "$d" 1 "3 attention heads"
-grep -q "q_proj" "$work/log" && ok || fail "heads: the tensor is not named"
+refused heads "$d" 1 "3 attention heads"
+grep -q "q_proj" "$work/out" && pass || fail "heads: the tensor is not named"
 
 d=$(case_dir kvheads 'c["num_key_value_heads"] = 3; c["num_attention_heads"] = 6')
-expect kvheads "$d" 1 "k_proj"
+refused kvheads "$d" 1 "k_proj"
 
 d=$(case_dir hidden 'c["hidden_size"] = 96')
-expect hidden "$d" 1 "hidden_size 96"
-grep -q "embed_tokens" "$work/log" && ok || fail "hidden: the tensor is not named"
+refused hidden "$d" 1 "hidden_size 96"
+grep -q "embed_tokens" "$work/out" && pass || fail "hidden: the tensor is not named"
 
 d=$(case_dir type 'c["num_hidden_layers"] = "two"')
-expect type "$d" 1 "num_hidden_layers"
+refused type "$d" 1 "num_hidden_layers"
 
 d=$(case_dir noarch 'del c["architectures"]')
-expect noarch "$d" 1 "architectures"
+refused noarch "$d" 1 "architectures"
 
 d=$(case_dir deep 'text = json.dumps(c)[:-1] + ", \"x\": " + "[" * 200 + "]" * 200 + "}"')
 "$amn" convert "$d" --to gguf -o "$work/deep.gguf" >"$work/log" 2>&1
 rc=$?
-[ $rc -eq 4 ] || [ $rc -eq 1 ] && ok || { fail "deep: exit $rc"; cat "$work/log"; }
-[ ! -e "$work/deep.gguf" ] && ok || fail "deep: output left behind"
+[ $rc -eq 4 ] || [ $rc -eq 1 ] && pass || { fail "deep: exit $rc"; cat "$work/log"; }
+[ ! -e "$work/deep.gguf" ] && pass || fail "deep: output left behind"
 
 d=$(case_dir huge 'text = json.dumps(dict(c, pad="x" * (17 << 20)))')
 "$amn" convert "$d" --to gguf -o "$work/huge.gguf" >"$work/log" 2>&1
 rc=$?
-[ $rc -eq 4 ] && ok || { fail "huge: exit $rc, wanted 4"; cat "$work/log"; }
-[ ! -e "$work/huge.gguf" ] && ok || fail "huge: output left behind"
+[ $rc -eq 4 ] && pass || { fail "huge: exit $rc, wanted 4"; cat "$work/log"; }
+[ ! -e "$work/huge.gguf" ] && pass || fail "huge: output left behind"
 
 d=$(case_dir notjson 'text = "{\"architectures\": [\"MistralForCausalLM\"],"')
 "$amn" convert "$d" --to gguf -o "$work/notjson.gguf" >"$work/log" 2>&1
 rc=$?
-[ $rc -ne 0 ] && ok || fail "notjson: accepted"
-[ ! -e "$work/notjson.gguf" ] && ok || fail "notjson: output left behind"
+[ $rc -ne 0 ] && pass || fail "notjson: accepted"
+[ ! -e "$work/notjson.gguf" ] && pass || fail "notjson: output left behind"
 
-expect outtype "$base" 2 "f32, f16, bf16 or q8_0" --out-dtype q4_0
+refused outtype "$base" 2 "f32, f16, bf16 or q8_0" --out-dtype q4_0
 
 # Mixtral whose config claims more experts than its tensors hold, or fewer.
 mix=$src/fixtures/hf/Mixtral-Tiny-4x1K
@@ -98,7 +90,7 @@ import json, sys
 c = json.load(open(sys.argv[1])); c["num_local_experts"] = int(sys.argv[2])
 json.dump(c, open(sys.argv[1], "w"))
 PY
-  expect "experts-$n" "$d" 1 "num_local_experts"
+  refused "experts-$n" "$d" 1 "num_local_experts"
 done
 
 # Quantized folders are no longer refused: they are dequantized on the way
@@ -115,8 +107,7 @@ for card in big nested junk; do
   junk) { printf -- '---\n'; head -c 4096 /dev/urandom; printf -- '\n---\n'; } >"$d/README.md" ;;
   esac
   "$amn" convert "$d" --to gguf -o "$work/card-$card.gguf" >"$work/log" 2>&1 && [ -s "$work/card-$card.gguf" ] &&
-    passes=$((passes + 1)) || { fail "card $card: refused"; sed 's/^/    /' "$work/log"; }
+    pass || { fail "card $card: refused"; indent "$work/log"; }
 done
 
-echo "hf_bad: $passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish hf_bad

@@ -8,17 +8,11 @@
 # with one thread and with several; and the one pass `--to gguf-TYPE` what
 # llama-quantize makes of the converter's f16 output (the lines gguf-TYPE).
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
-py=/usr/bin/python3
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init hf-asm "$1" "$2"
 bpe=$build/tests/hf/vocab-bpe
-"$amn" plugins 2>/dev/null | grep -q "scheme hf " ||
-  { echo "SKIP: needs the hf plugin, not built"; exit 77; }
-$py -c "import numpy" 2>/dev/null || { echo "SKIP: needs python3-numpy"; exit 77; }
-work=$(mktemp -d /tmp/amn-hf-asm.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+need_plugin hf "scheme hf "
+need_python numpy
 
 # assemble CASE: $work/CASE, as gen_fixtures.py does
 assemble() {
@@ -43,13 +37,12 @@ while read -r want case_type; do
     out=$work/$c-$t-$threads.gguf
     if ! "$amn" convert "$work/$c" "${args[@]}" --threads "$threads" -o "$out" --quiet \
         >"$work/log" 2>&1; then
-      fail "$c $t (threads $threads): amn failed"; sed 's/^/    /' "$work/log"; continue
+      fail "$c $t (threads $threads): amn failed"; indent "$work/log"; continue
     fi
     got=$(sha256sum "$out" | cut -d' ' -f1)
-    [ "$got" = "$want" ] && passes=$((passes + 1)) ||
+    [ "$got" = "$want" ] && pass ||
       fail "$c $t (threads $threads): sha256 $got, the reference's $want"
     rm -f "$out"
   done
 done <"$src/fixtures/hf/assembled.sha256"
-echo "hf_gguf_assembled: $passes passed, $fails failed"
-[ $fails -eq 0 ] && [ $passes -gt 0 ]
+finish hf_gguf_assembled need-passes

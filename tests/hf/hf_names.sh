@@ -4,13 +4,9 @@
 # them, for the model ids of fixtures/hf/names.json (written by
 # fixtures/hf/gen_fixtures.py with gguf-py itself).
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "scheme hf " ||
-  { echo "SKIP: needs the hf plugin, not built"; exit 77; }
-py=/usr/bin/python3
-work=$(mktemp -d /tmp/amn-hf-names.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init hf-names "$1" "$2"
+need_plugin hf "scheme hf "
 $py - "$amn" "$src/fixtures/hf" "$work" <<'PY'
 import json, os, shutil, subprocess, sys
 amn, fixtures, work = sys.argv[1:4]

@@ -7,15 +7,10 @@
 # hyperparameters among them), architectures, --via dtypes, threads 1 and 3;
 # then requests refused before any output exists.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "scheme hf " ||
-  { echo "SKIP: needs the hf plugin, not built"; exit 77; }
-work=$(mktemp -d /tmp/amn-onepass.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { "$@" --quiet >"$work/log" 2>&1 || { sed 's/^/    /' "$work/log"; return 1; }; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init onepass "$1" "$2"
+need_plugin hf "scheme hf "
+run() { "$@" --quiet >"$work/log" 2>&1 || { indent "$work/log"; return 1; }; }
 
 # check FOLDER VIA TYPE [llama-quantize options...]
 check() {
@@ -32,7 +27,7 @@ check() {
       >"$work/log2" 2>&1
     local got=$?
     [ $got = $want ] && [ ! -e "$work/one.gguf" ] && cmp -s "$work/log" "$work/log2" &&
-      passes=$((passes + 1)) ||
+      pass ||
       fail "$c $via $type $*: step two refuses (exit $want), the one pass gives exit $got"
     return
   fi
@@ -42,7 +37,7 @@ check() {
         -o "$out" --force; then
       fail "$c $via $type $* (threads $threads): one pass failed"; continue
     fi
-    cmp -s "$ref" "$out" && passes=$((passes + 1)) ||
+    cmp -s "$ref" "$out" && pass ||
       fail "$c $via $type $* (threads $threads): one pass differs from the two steps ($(cmp "$ref" "$out" | head -1))"
   done
 }
@@ -82,9 +77,9 @@ qcheck() { # qcheck FOLDER BNB_TARGET TYPE
     run "$amn" convert "$q" --to "gguf-$type" -o "$work/one.gguf" --force --threads 3 ||
     { fail "$c $bnb $type: a step failed"; return; }
   cmp -s "$work/deq.gguf" "$work/q.gguf" && cmp -s "$work/ref.gguf" "$work/one.gguf" &&
-    passes=$((passes + 1)) || fail "$c $bnb $type: the quantized folder converts otherwise"
+    pass || fail "$c $bnb $type: the quantized folder converts otherwise"
 }
-if "$amn" plugins 2>/dev/null | grep -q "scheme bnb "; then
+if have "scheme bnb "; then
   qcheck TinyLlama-1.1B-Chat-v1.0 bnb-nf4 Q4_K_M
   qcheck TinyLlama-1.1B-Chat-v1.0 bnb-int8 Q6_K
   qcheck Mixtral-Tiny-4x1K bnb-nf4 Q4_K_M
@@ -97,7 +92,7 @@ refuse() { # refuse WANT_EXIT ARGS...
   rm -f "$work/bad.gguf"
   "$amn" convert "$@" -o "$work/bad.gguf" --quiet >"$work/log" 2>&1
   local got=$?
-  [ "$got" = "$want" ] && [ ! -e "$work/bad.gguf" ] && passes=$((passes + 1)) ||
+  [ "$got" = "$want" ] && [ ! -e "$work/bad.gguf" ] && pass ||
     fail "convert $* gave exit $got (want $want) or left an output"
 }
 dir=$src/fixtures/hf/qwen2-tiny
@@ -109,5 +104,4 @@ mkdir -p "$work/unknown" && cp "$dir"/*.safetensors "$dir"/config.json "$work/un
   sed -i 's/Qwen2ForCausalLM/NoSuchForCausalLM/' "$work/unknown/config.json"
 refuse 3 "$work/unknown" --to gguf-Q4_K_M
 
-echo "hf_onepass: $passes passed, $fails failed"
-[ $fails -eq 0 ] && [ $passes -gt 0 ]
+finish hf_onepass need-passes

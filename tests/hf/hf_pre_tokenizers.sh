@@ -2,12 +2,9 @@
 # GGUF -> Hugging Face folder: the BPE pre-tokenizer written per
 # tokenizer.ggml.pre name (hf_pre_tokenizers.py).
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init hf-pre "$1" "$2"
 bpe=$build/tests/hf/vocab-bpe
-"$amn" plugins 2>/dev/null | grep -q "scheme hfdir " ||
-  { echo "SKIP: needs the hf plugin, not built"; exit 77; }
-[ -d "$bpe/llama3_1" ] || { echo "SKIP: $bpe not unpacked"; exit 77; }
-work=$(mktemp -d /tmp/amn-hf-pre.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+need_plugin hf "scheme hfdir "
+[ -d "$bpe/llama3_1" ] || skip "$bpe not unpacked"
 python3 "$src/tests/hf/hf_pre_tokenizers.py" "$amn" "$src" "$bpe" "$work"

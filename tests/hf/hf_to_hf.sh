@@ -11,15 +11,10 @@
 # was rounded to F16, which a minus one does not undo exactly) and
 # gemma-3-tiny-mm (the multimodal wrapper comes back as the text model).
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
-"$amn" plugins 2>/dev/null | grep -q "scheme hfdir " ||
-  { echo "SKIP: needs the hf plugin, not built"; exit 77; }
-/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "SKIP: needs python3-torch"; exit 77; }
-work=$(mktemp -d /tmp/amn-hf2.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init hf2 "$1" "$2"
+need_plugin hf "scheme hfdir "
+need_python torch
 for c in qwen2-tiny Qwen2.5-Tiny-Instruct qwen3-tiny-noindex Qwen3-Tiny-Base Mistral-Tiny-v0.3 \
     Mixtral-Tiny-4x1K Phi-3-mini-4k-instruct Phi-3-mini-128k-instruct TinyLlama-1.1B-Chat-v1.0 \
     Llama-3.1-8B-Instruct \
@@ -27,23 +22,23 @@ for c in qwen2-tiny Qwen2.5-Tiny-Instruct qwen3-tiny-noindex Qwen3-Tiny-Base Mis
   mkdir -p "$work/$c/out"
   a=$work/$c/a.gguf b=$work/$c/b.gguf out=$work/$c/out/$c
   if ! "$amn" convert "$src/fixtures/hf/$c" --to gguf --out-dtype f32 -o "$a" --quiet >"$work/log" 2>&1; then
-    fail "$c: to gguf"; sed 's/^/    /' "$work/log"; continue
+    fail "$c: to gguf"; indent "$work/log"; continue
   fi
   if ! "$amn" convert "$a" --to hf -o "$out/" --quiet >"$work/log" 2>&1; then
-    fail "$c: to hf"; sed 's/^/    /' "$work/log"; continue
+    fail "$c: to hf"; indent "$work/log"; continue
   fi
   case $c in
   gemma-tiny-it | gemma-3-tiny-mm) ;;
   *) if /usr/bin/python3 "$src/tests/hf/hf_compare.py" "$src/fixtures/hf/$c" "$out"; then
-       passes=$((passes + 1))
+       pass
      else
        fail "$c: the written folder differs from the original"
      fi ;;
   esac
   if ! "$amn" convert "$out" --to gguf --out-dtype f32 -o "$b" --quiet >"$work/log" 2>&1; then
-    fail "$c: back to gguf"; sed 's/^/    /' "$work/log"; continue
+    fail "$c: back to gguf"; indent "$work/log"; continue
   fi
-  cmp -s "$a" "$b" && passes=$((passes + 1)) || fail "$c: the GGUF made again differs"
+  cmp -s "$a" "$b" && pass || fail "$c: the GGUF made again differs"
 done
 # A BF16 GGUF of BF16 weights (and F16 of F16) comes back in that dtype (the
 # default: the GGUF's float type), its tensors the original's bytes.
@@ -54,10 +49,9 @@ for ct in qwen2-tiny/bf16 Mistral-Tiny-v0.3/f16 Mixtral-Tiny-4x1K/bf16; do
   if "$amn" convert "$src/fixtures/hf/$c" --to gguf --out-dtype "$t" -o "$a" --quiet >"$work/log" 2>&1 &&
       "$amn" convert "$a" --to hf -o "$out/" --quiet >>"$work/log" 2>&1; then
     /usr/bin/python3 "$src/tests/hf/hf_compare.py" --same-dtype "$src/fixtures/hf/$c" "$out" &&
-      passes=$((passes + 1)) || fail "$c $t: not the original tensors"
+      pass || fail "$c $t: not the original tensors"
   else
-    fail "$c $t: amn failed"; sed 's/^/    /' "$work/log"
+    fail "$c $t: amn failed"; indent "$work/log"
   fi
 done
-echo "hf_to_hf: $passes passed, $fails failed"
-[ $fails -eq 0 ] && [ $passes -gt 0 ]
+finish hf_to_hf need-passes

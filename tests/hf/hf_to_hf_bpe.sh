@@ -8,18 +8,12 @@
 # hash of how it tokenizes a test text) and holds the same vocabulary,
 # merges and added tokens.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
-py=/usr/bin/python3
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init hf2-bpe "$1" "$2"
 bpe=$build/tests/hf/vocab-bpe
-"$amn" plugins 2>/dev/null | grep -q "scheme hfdir " ||
-  { echo "SKIP: needs the hf plugin, not built"; exit 77; }
-$py -c "import torch" 2>/dev/null || { echo "SKIP: needs python3-torch"; exit 77; }
-[ -d "$bpe/llama3" ] || { echo "SKIP: $bpe not unpacked"; exit 77; }
-work=$(mktemp -d /tmp/amn-hf2-bpe.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+need_plugin hf "scheme hfdir "
+need_python torch
+[ -d "$bpe/llama3" ] || skip "$bpe not unpacked"
 for t in llama3 llama3_1 qwen3; do
   d=$work/$t
   cp -r "$bpe/$t" "$d"
@@ -29,10 +23,9 @@ for t in llama3 llama3_1 qwen3; do
   if ! "$amn" convert "$d" --to gguf --out-dtype f32 -o "$a" --quiet >"$work/log" 2>&1 ||
       ! "$amn" convert "$a" --to hf -o "$out/" --quiet >>"$work/log" 2>&1 ||
       ! "$amn" convert "$out" --to gguf --out-dtype f32 -o "$b" --quiet >>"$work/log" 2>&1; then
-    fail "$t: amn failed"; sed 's/^/    /' "$work/log"; continue
+    fail "$t: amn failed"; indent "$work/log"; continue
   fi
   [ -f "$out/tokenizer.json" ] || fail "$t: no tokenizer.json"
-  cmp -s "$a" "$b" && passes=$((passes + 1)) || fail "$t: the GGUF made again differs"
+  cmp -s "$a" "$b" && pass || fail "$t: the GGUF made again differs"
 done
-echo "hf_to_hf_bpe: $passes passed, $fails failed"
-[ $fails -eq 0 ] && [ $passes -gt 0 ]
+finish hf_to_hf_bpe need-passes

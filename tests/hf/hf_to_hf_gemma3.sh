@@ -3,13 +3,10 @@
 # raw UTF-8 with spaces as U+2581 (tokenizer.ggml.pre granite-embed-multi-311m,
 # Gemma 3's tokenizer.json-only folders): hf_to_hf_gemma3.py.
 set -uo pipefail
-build=$1 src=$2
-amn=$(cd "$build" && pwd)/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init hf2-gemma3 "$1" "$2"
 bpe=$build/tests/hf/vocab-bpe
-"$amn" plugins 2>/dev/null | grep -q "scheme hfdir " ||
-  { echo "SKIP: needs the hf plugin, not built"; exit 77; }
-/usr/bin/python3 -c "import numpy" 2>/dev/null || { echo "SKIP: needs python3-numpy"; exit 77; }
-[ -d "$bpe/gemma3" ] || { echo "SKIP: $bpe/gemma3 not unpacked"; exit 77; }
-work=$(mktemp -d /tmp/amn-hf2-gemma3.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+need_plugin hf "scheme hfdir "
+need_python numpy
+[ -d "$bpe/gemma3" ] || skip "$bpe/gemma3 not unpacked"
 /usr/bin/python3 "$src/tests/hf/hf_to_hf_gemma3.py" "$amn" "$src" "$bpe/gemma3" "$work"

@@ -5,9 +5,8 @@
 # check the installed amn finds it through AMN_PLUGIN_PATH, parses a file of
 # its format and converts it.
 set -euo pipefail
-build=$1 src=$2
-work=$(mktemp -d /tmp/amn-third-party.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init third-party "$1" "$2"
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 amn=$prefix/bin/amn

@@ -16,19 +16,11 @@
 #                                 and end records, numpy's header parser and
 #                                 numpy.load, the CRC of the big member
 set -uo pipefail
-build=$1 src=$2 what=$3
-amn=$(cd "$build" && pwd)/bin/amn
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+harness_init writers "$1" "$2"
+what=$3
 py="/usr/bin/python3 $src/tests/writers/writers.py"
-work=$(mktemp -d /tmp/amn-writers.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fails=0 passes=0
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-run() { # run DESCRIPTION COMMAND... : must succeed
-    local what=$1
-    shift
-    if "$@" >"$work/out" 2>&1; then ok; else bad "$what"; sed 's/^/    /' "$work/out"; fi
-}
+run() { run_rc "$1" 0 "${@:2}"; } # run DESCRIPTION COMMAND... : must succeed
 
 if ! /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null; then
     echo "python3-numpy and python3-torch are needed (.ci/deps)"
@@ -65,7 +57,7 @@ matrix() {
             echo -e "make\t$work/$a-$b/in.safetensors\t$maxd\t$(both "$a" "$b" | xargs | tr ' ' '\t')" >>"$work/make"
         done
     done
-    $py batch "$work/make" || bad "making the inputs"
+    $py batch "$work/make" || fail "making the inputs"
     for a in $formats; do
         for b in $formats; do
             local d=$work/$a-$b
@@ -96,19 +88,19 @@ matrix() {
     if /usr/bin/python3 -c "import sys, json, struct
 b = open(sys.argv[1], 'rb').read(); n, = struct.unpack('<Q', b[:8]); h = json.loads(b[8:8 + n])
 sys.exit(0 if h['t.f32.1']['dtype'] == 'BF16' and h['t.i32.1']['dtype'] == 'I32' else 1)" "$d/f2.safetensors"
-    then ok; else bad "safetensors -> safetensors without keep casts floats to BF16"; fi
+    then pass; else fail "safetensors -> safetensors without keep casts floats to BF16"; fi
     run "keep" "$amn" convert "$d/f.safetensors" --to safetensors --out-dtype keep -o "$d/f3.safetensors"
     echo -e "same\t$d/f.safetensors\t$d/f3.safetensors" >>"$work/checks"
     "$amn" convert "$d/f.safetensors" --to npz --out-dtype f16 -o "$d/f16.npz" >/dev/null 2>&1
     if /usr/bin/python3 -c "import numpy as np, sys
 z = np.load(sys.argv[1]); sys.exit(0 if z['t.f32.1'].dtype == np.float16 and z['t.i32.1'].dtype == np.int32 else 1)" "$d/f16.npz"
-    then ok; else bad "--out-dtype f16 to npz casts floats"; fi
+    then pass; else fail "--out-dtype f16 to npz casts floats"; fi
     "$amn" convert "$d/f.safetensors" --to npz --out-dtype f8 -o "$d/x.npz" >"$work/out" 2>&1
-    [ $? -eq 2 ] && grep -q "or keep" "$work/out" && ok || bad "unknown --out-dtype names keep"
+    [ $? -eq 2 ] && grep -q "or keep" "$work/out" && pass || fail "unknown --out-dtype names keep"
 
     # Casts into ZIP members at 1-3 threads: pieces written in place by every
     # thread, their CRC-32s folded in order (zipfile checks each member's).
-    $py make-cast "$d/cast.safetensors" "$d/cast-bf16.safetensors" || bad "make-cast"
+    $py make-cast "$d/cast.safetensors" "$d/cast-bf16.safetensors" || fail "make-cast"
     local t
     for t in 1 2 3; do
         run "cast to npz, $t threads" "$amn" convert "$d/cast.safetensors" --to npz --out-dtype bf16 \
@@ -122,12 +114,12 @@ z = np.load(sys.argv[1]); sys.exit(0 if z['t.f32.1'].dtype == np.float16 and z['
     # What a container cannot hold is refused, naming the tensor.
     $py make "$d/f8.safetensors" 8 F8_E4M3
     "$amn" convert "$d/f8.safetensors" --to npz -o "$d/f8.npz" >"$work/out" 2>&1
-    [ $? -eq 3 ] && grep -q "t.f8_e4m3.0 (F8_E4M3)" "$work/out" && ok ||
-        { bad "F8 to npz refused"; cat "$work/out"; }
+    [ $? -eq 3 ] && grep -q "t.f8_e4m3.0 (F8_E4M3)" "$work/out" && pass ||
+        { fail "F8 to npz refused"; cat "$work/out"; }
     $py make "$d/u16.safetensors" 8 U16
     "$amn" convert "$d/u16.safetensors" --to pth -o "$d/u16.pth" >"$work/out" 2>&1
-    [ $? -eq 3 ] && grep -q "pth cannot store tensor t.u16.0 (U16)" "$work/out" && ok ||
-        { bad "U16 to pth refused"; cat "$work/out"; }
+    [ $? -eq 3 ] && grep -q "pth cannot store tensor t.u16.0 (U16)" "$work/out" && pass ||
+        { fail "U16 to pth refused"; cat "$work/out"; }
 
     # Names that cannot be npz member names: an error naming the tensor,
     # no output and no temporary file left; pth keeps them (they are pickle
@@ -142,7 +134,7 @@ z = np.load(sys.argv[1]); sys.exit(0 if z['t.f32.1'].dtype == np.float16 and z['
     local i n=0
     for i in "${!names[@]}"; do
         rm -rf "$d/n" && mkdir -p "$d/n"
-        $py make-name "$d/n/in.safetensors" "${names[$i]}" || { bad "make-name ${names[$i]}"; continue; }
+        $py make-name "$d/n/in.safetensors" "${names[$i]}" || { fail "make-name ${names[$i]}"; continue; }
         if ! "$amn" parse "$d/n/in.safetensors" >/dev/null 2>&1; then
             continue # the reader refuses it already; nothing reaches a writer
         fi
@@ -150,8 +142,8 @@ z = np.load(sys.argv[1]); sys.exit(0 if z['t.f32.1'].dtype == np.float16 and z['
         "$amn" convert "$d/n/in.safetensors" --to npz -o "$d/n/out.npz" >"$work/out" 2>&1
         local rc=$?
         if [ $rc -eq 3 ] && grep -q "not a valid npz member name (.*${why[$i]}" "$work/out" &&
-            [ -z "$(ls -A "$d/n" | grep -v '^in.safetensors$')" ]; then ok; else
-            bad "name ${names[$i]:0:40}: exit $rc, wanted 3 and '${why[$i]}'"
+            [ -z "$(ls -A "$d/n" | grep -v '^in.safetensors$')" ]; then pass; else
+            fail "name ${names[$i]:0:40}: exit $rc, wanted 3 and '${why[$i]}'"
             sed 's/^/    /' "$work/out" | cut -c1-200
         fi
         if [ "$i" -le 2 ] || [ "$i" -eq 9 ]; then
@@ -160,31 +152,31 @@ z = np.load(sys.argv[1]); sys.exit(0 if z['t.f32.1'].dtype == np.float16 and z['
             run "pth name ${names[$i]:0:20} bit-exact" $py same "$d/n/in.safetensors" "$d/n/back.safetensors"
         fi
     done
-    [ $n -ge 10 ] && ok || bad "only $n of the forbidden names reached the writer"
+    [ $n -ge 10 ] && pass || fail "only $n of the forbidden names reached the writer"
     $py make-name "$d/utf.safetensors" "b'layer/\\\\u00e9t\\\\u00e9/w'"
     run "UTF-8 and '/' names to npz" "$amn" convert "$d/utf.safetensors" --to npz -o "$d/utf.npz"
     echo -e "npz\t$d/utf.npz\t$d/utf.safetensors" >>"$work/checks"
     local nchecks
     nchecks=$(wc -l <"$work/checks")
-    if $py batch "$work/checks"; then passes=$((passes + nchecks)); else bad "checks above"; fi
+    if $py batch "$work/checks"; then passes=$((passes + nchecks)); else fail "checks above"; fi
 }
 
 complex() {
     local d=$work
-    $py make-complex "$d/c.pth" "$d/c.npz" || { bad "make-complex"; return; }
+    $py make-complex "$d/c.pth" "$d/c.npz" || { fail "make-complex"; return; }
     # Listed with their dtypes, by parse and inspect, text and JSON.
     run "parse pth" "$amn" parse "$d/c.pth"
     grep -Eq "^ +z +C64 +\[8, 5\]" "$work/out" && grep -Eq "^ +wt +C128 +\[4, 3\]" "$work/out" &&
-        ok || { bad "pth listing"; cat "$work/out"; }
+        pass || { fail "pth listing"; cat "$work/out"; }
     run "inspect npz" "$amn" inspect --json "$d/c.npz"
     /usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
-sys.exit(0 if d["dtypes"] == ["C64", "C128", "F32"] else d["dtypes"])' "$work/out" && ok ||
-        { bad "npz inspect dtypes"; cat "$work/out"; }
+sys.exit(0 if d["dtypes"] == ["C64", "C128", "F32"] else d["dtypes"])' "$work/out" && pass ||
+        { fail "npz inspect dtypes"; cat "$work/out"; }
     run "parse npz" "$amn" parse --json "$d/c.npz"
     /usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
 t = {x["name"]: (x["dtype"], x["shape"]) for x in d["tensors"]}
 sys.exit(0 if t["a"] == ("C64", [2, 3]) and t["be"] == ("C128", [5]) else str(t))' "$work/out" &&
-        ok || { bad "npz parse JSON"; cat "$work/out"; }
+        pass || { fail "npz parse JSON"; cat "$work/out"; }
     # Converted where the target holds them, bytes intact; --out-dtype bf16
     # casts the real floats and copies complex tensors unchanged.
     run "pth -> npz" "$amn" convert "$d/c.pth" --to npz -o "$d/c2.npz"
@@ -198,7 +190,7 @@ sys.exit(0 if t["a"] == ("C64", [2, 3]) and t["be"] == ("C128", [5]) else str(t)
 a = torch.load(sys.argv[1], weights_only=True); b = torch.load(sys.argv[2], weights_only=True)
 ok = b["r"].dtype == torch.bfloat16 and b["z"].dtype == torch.complex64 and b["w"].dtype == torch.complex128
 ok = ok and torch.equal(a["w"], b["w"]) and a["z"].view(torch.int32).equal(b["z"].view(torch.int32))
-sys.exit(0 if ok else 1)' "$d/c.pth" "$d/b.pth" && ok || bad "--out-dtype bf16 cast a complex tensor"
+sys.exit(0 if ok else 1)' "$d/c.pth" "$d/b.pth" && pass || fail "--out-dtype bf16 cast a complex tensor"
     # safetensors has C64 (no complex128): a C64-only model converts, C128
     # is refused naming the tensor, as GGUF refuses both; no output left.
     /usr/bin/python3 -c 'import sys, torch
@@ -209,14 +201,14 @@ torch.save({"z": torch.randn(8, 5, dtype=torch.complex64), "r": torch.ones(2)}, 
     /usr/bin/python3 -c 'import sys, torch
 a = torch.load(sys.argv[1], weights_only=True)["z"]; b = torch.load(sys.argv[2], weights_only=True)["z"]
 sys.exit(0 if b.dtype == torch.complex64 and a.view(torch.int32).equal(b.view(torch.int32)) else 1)' \
-        "$d/c64.pth" "$d/c64b.pth" && ok || bad "C64 safetensors round trip"
+        "$d/c64.pth" "$d/c64b.pth" && pass || fail "C64 safetensors round trip"
     local target
     for target in safetensors gguf; do
         "$amn" convert "$d/c.pth" --to $target -o "$d/x.$target" >"$work/out" 2>&1
         local rc=$?
         if [ $rc -eq 3 ] && grep -q "unsupported: $target cannot store tensor [wz] (C" "$work/out" &&
-            [ ! -e "$d/x.$target" ]; then ok; else
-            bad "complex to $target: exit $rc"
+            [ ! -e "$d/x.$target" ]; then pass; else
+            fail "complex to $target: exit $rc"
             cat "$work/out"
         fi
     done
@@ -224,7 +216,7 @@ sys.exit(0 if b.dtype == torch.complex64 and a.view(torch.int32).equal(b.view(to
 
 zip64() {
     local big=$(((1 << 32) + 1)) d=$work
-    $py make-big "$d/big.safetensors" $big || { bad "make-big"; return; }
+    $py make-big "$d/big.safetensors" $big || { fail "make-big"; return; }
     run "big -> npz" "$amn" convert "$d/big.safetensors" --to npz -o "$d/big.npz"
     run "big npz ZIP64" $py check-big "$d/big.npz" $big npz 0
     cat "$work/out"
@@ -233,7 +225,7 @@ zip64() {
     run "big pth ZIP64" $py check-big "$d/big.pth" $big pth 1
     cat "$work/out"
     run "big pth parsed back" "$amn" parse "$d/big.pth"
-    grep -q "b.big .*U8 .*\[4294967297\]" "$work/out" && ok || { bad "big pth tensor"; cat "$work/out"; }
+    grep -q "b.big .*U8 .*\[4294967297\]" "$work/out" && pass || { fail "big pth tensor"; cat "$work/out"; }
 }
 
 case $what in
@@ -242,5 +234,4 @@ complex) complex ;;
 zip64) zip64 ;;
 *) echo "unknown test $what"; exit 2 ;;
 esac
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish "writers_$what"
