@@ -191,4 +191,19 @@ void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
 #define AMN_GGUF_QUANT_AVX2 0
 #endif
 
+/* AVX-512 variants (gguf_quant_avx512.c, x86-64 only; F, BW, VL, DQ): the
+ * same bytes again, picked after the CPU check for AVX-512. The searches
+ * take n a multiple of 16. */
+#if defined(__x86_64__)
+#define AMN_GGUF_QUANT_AVX512 1
+float gq_qx_search_avx512(int n, int nmax, const float *restrict x, int8_t *restrict L);
+float gq_qx_search_w_avx512(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                            const float *restrict qw);
+void gq_q3_k_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q6_k_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q6_k_avx512(const float *restrict x, uint8_t *restrict y);
+#else
+#define AMN_GGUF_QUANT_AVX512 0
+#endif
+
 #endif

@@ -502,6 +502,11 @@ void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y) {
     q6_k_body(x, y, gq_qx_search_avx2);
 }
 #endif
+#if AMN_GGUF_QUANT_AVX512
+void gq_q6_k_avx512(const float *restrict x, uint8_t *restrict y) {
+    q6_k_body(x, y, gq_qx_search_avx512);
+}
+#endif
 
 /* ---- with an importance matrix (ggml's quantize_row_q*_K_impl) ------------ */
 
@@ -760,4 +765,8 @@ GQ_K_W(gq_q6_k_w, q6_k_w_body, gq_qx_search_w)
 #if AMN_GGUF_QUANT_AVX2
 GQ_K_W(gq_q3_k_w_avx2, q3_k_w_body, gq_qx_search_w_avx2)
 GQ_K_W(gq_q6_k_w_avx2, q6_k_w_body, gq_qx_search_w_avx2)
+#endif
+#if AMN_GGUF_QUANT_AVX512
+GQ_K_W(gq_q3_k_w_avx512, q3_k_w_body, gq_qx_search_w_avx512)
+GQ_K_W(gq_q6_k_w_avx512, q6_k_w_body, gq_qx_search_w_avx512)
 #endif
