@@ -1,6 +1,7 @@
 /* AVX-512 version of make_qx_quants (rmse_type 1), the search of Q6_K and
  * Q3_K with an importance matrix, of Q6_K without one and of Q4_0 / Q5_0
- * with one, with the scalar path's bytes.
+ * with one, and the final codes of Q3_K and Q6_K, with the scalar path's
+ * bytes.
  *
  * As in gguf_quant_avx2.c the lanes hold the tries, each summing over the
  * group's values in ggml's order with ggml's operations (each product
@@ -156,4 +157,17 @@ float gq_qx_search_avx512(int n, int nmax, const float *restrict x, int8_t *rest
 float gq_qx_search_w_avx512(int n, int nmax, const float *restrict x, int8_t *restrict L,
                             const float *restrict qw) {
     return qx_search_body(n, nmax, x, L, qw);
+}
+
+/* gq_codes16: x / d per lane (one IEEE division each, as ggml's), then
+ * nearest_int's own integer steps (the magic add keeps its bits for any
+ * quotient, NaN and infinity included). */
+void gq_codes16_avx512(const float *restrict x, float d, int nmax, int8_t *restrict L) {
+    const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x), _mm512_set1_ps(d));
+    const __m512i b = _mm512_castps_si512(_mm512_add_ps(q, _mm512_set1_ps(12582912.f)));
+    const __m512i l = _mm512_sub_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x007fffff)),
+                                       _mm512_set1_epi32(0x00400000));
+    const __m512i c = _mm512_max_epi32(_mm512_set1_epi32(-nmax),
+                                       _mm512_min_epi32(_mm512_set1_epi32(nmax - 1), l));
+    _mm_storeu_si128((__m128i *)L, _mm512_cvtepi32_epi8(_mm512_add_epi32(c, _mm512_set1_epi32(nmax))));
 }

@@ -114,6 +114,11 @@ float gq_qkx3_search(int n, int nmax, const float *restrict x, const float *rest
                      uint8_t *restrict L, float *restrict the_min, float rmin, float rdelta,
                      int nstep);
 
+/* The final codes of Q3_K / Q6_K for a group of 16 values x from its
+ * stored scale d: clamp(nearest_int(x[i] / d), -nmax, nmax - 1) + nmax. */
+void gq_codes16(const float *restrict x, float d, int nmax, int8_t *restrict L);
+typedef void (*gq_codes16_fn)(const float *restrict x, float d, int nmax, int8_t *restrict L);
+
 /* gguf_quant_iq.c */
 /* With an importance matrix: a block of IQ4_NL (32 values) or IQ4_XS /
  * IQ3_S (256), weights qw at the same columns. */
@@ -202,6 +207,7 @@ float gq_qx_search_w_avx512(int n, int nmax, const float *restrict x, int8_t *re
 void gq_q3_k_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q6_k_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q6_k_avx512(const float *restrict x, uint8_t *restrict y);
+void gq_codes16_avx512(const float *restrict x, float d, int nmax, int8_t *restrict L);
 #else
 #define AMN_GGUF_QUANT_AVX512 0
 #endif
