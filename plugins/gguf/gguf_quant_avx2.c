@@ -320,8 +320,8 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
         if (_mm256_testz_ps(win, win)) continue;
         /* The winners' codes: this try's. */
         for (int i = 0; i < n; ++i)
-            _mm256_storeu_ps(lt[i], _mm256_blendv_ps(_mm256_loadu_ps(lt[i]),
-                                                     _mm256_loadu_ps(laux[i]), win));
+            _mm256_storeu_ps(
+                lt[i], _mm256_blendv_ps(_mm256_loadu_ps(lt[i]), _mm256_loadu_ps(laux[i]), win));
         best_error = _mm256_blendv_ps(best_error, err, win);
         scale = _mm256_blendv_ps(scale, ts, win);
         min = _mm256_blendv_ps(min, tm, win);

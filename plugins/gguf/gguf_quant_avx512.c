@@ -51,11 +51,13 @@ ALWAYS_INLINE bool finite_max(int n, const float *restrict x, float *amax, float
         if (_mm512_cmp_ps_mask(a, inf, _CMP_LT_OQ) != 0xFFFF) return false;
         m = _mm512_max_ps(m, a);
     }
-    const float am = _mm512_reduce_max_ps(m);
+    float lanes[16], am = 0; /* all finite: no NaN to order */
+    _mm512_storeu_ps(lanes, m);
+    for (int k = 0; k < 16; k++) am = lanes[k] > am ? lanes[k] : am;
     const __m512 vam = _mm512_set1_ps(am);
     for (int i = 0; i < n; i += 16) {
-        const __mmask16 eq = _mm512_cmp_ps_mask(
-            _mm512_and_ps(_mm512_loadu_ps(x + i), absmask), vam, _CMP_EQ_OQ);
+        const __mmask16 eq =
+            _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(x + i), absmask), vam, _CMP_EQ_OQ);
         if (eq) {
             *max = x[i + __builtin_ctz(eq)];
             break;
@@ -86,10 +88,12 @@ ALWAYS_INLINE void store_codes(int n, int nmax, const float *restrict x, float i
                                int8_t *restrict L) {
     const __m512 lo = _mm512_set1_ps((float)-nmax), hi = _mm512_set1_ps((float)(nmax - 1));
     const __m512 vi = _mm512_set1_ps(iscale);
-    const __m512i off = _mm512_set1_epi32(nmax);
+    /* l + nmax + 2^23 holds the code in its low mantissa bits (exact). */
+    const __m512 off = _mm512_set1_ps(8388608.f + (float)nmax);
     for (int i = 0; i < n; i += 16) {
         const __m512 l = codes16(_mm512_mul_ps(vi, _mm512_loadu_ps(x + i)), lo, hi);
-        const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(l), off);
+        const __m512i q =
+            _mm512_and_si512(_mm512_castps_si512(_mm512_add_ps(l, off)), _mm512_set1_epi32(0xff));
         _mm_storeu_si128((__m128i *)(L + i), _mm512_cvtepi32_epi8(q));
     }
 }
@@ -169,5 +173,6 @@ void gq_codes16_avx512(const float *restrict x, float d, int nmax, int8_t *restr
                                        _mm512_set1_epi32(0x00400000));
     const __m512i c = _mm512_max_epi32(_mm512_set1_epi32(-nmax),
                                        _mm512_min_epi32(_mm512_set1_epi32(nmax - 1), l));
-    _mm_storeu_si128((__m128i *)L, _mm512_cvtepi32_epi8(_mm512_add_epi32(c, _mm512_set1_epi32(nmax))));
+    _mm_storeu_si128((__m128i *)L,
+                     _mm512_cvtepi32_epi8(_mm512_add_epi32(c, _mm512_set1_epi32(nmax))));
 }
