@@ -300,6 +300,15 @@ static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
     return NULL;
 }
 
+/* The AVX-512 block functions, for the types that have one. */
+static gguf_qblock_fn block_quantizer_avx512(uint32_t type) {
+#if AMN_GGUF_QUANT_AVX512
+    if (type == GGUF_TYPE_Q6_K) return gq_q6_k_avx512;
+#endif
+    (void)type;
+    return NULL;
+}
+
 bool gguf_type_can_quantize(uint32_t type) {
     return type == GGUF_TYPE_F32 || type == GGUF_TYPE_F16 || type == GGUF_TYPE_BF16 ||
            block_quantizer(type) != NULL;
@@ -338,7 +347,9 @@ int gguf_quantize_simd(uint32_t type, const float *x, uint64_t n_elems, void *ds
     }
     if (type == GGUF_TYPE_IQ3_S && !gguf_quant_iq3_ready()) return AMN_E_NOMEM;
     gguf_qblock_fn fn = NULL;
-    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2)
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && gguf_simd_max() >= AMN_SIMD_AVX512)
+        fn = block_quantizer_avx512(type);
+    if (!fn && AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2)
         fn = block_quantizer_avx2(type);
     if (!fn) fn = block_quantizer(type);
     const size_t nb = (size_t)(n_elems / tr->block_elems);

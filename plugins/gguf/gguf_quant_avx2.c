@@ -253,7 +253,7 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
                           float rmin, float rdelta, int nstep, bool use_mad) {
     /* Zeroed only because GCC's -O3 flow analysis cannot see that n >= 1
      * rows are written before they are read (callers pass 16 or 32). */
-    float xt[32][8] = {{0}}, wt[32][8] = {{0}}, lt[32][8];
+    float xt[32][8] = {{0}}, wt[32][8] = {{0}}, lt[32][8], laux[32][8];
     for (int g = 0; g < 8; g++)
         for (int i = 0; i < n; i++) {
             xt[i][g] = x[g * n + i];
@@ -292,6 +292,7 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
         for (int i = 0; i < n; ++i) {
             const __m256 xi = _mm256_loadu_ps(xt[i]), wi = _mm256_loadu_ps(wt[i]);
             const __m256 lf = codes_f(iscale, _mm256_sub_ps(xi, min), top);
+            _mm256_storeu_ps(laux[i], lf); /* ggml's Laux: read again below */
             const __m256 wl = _mm256_mul_ps(wi, lf);
             sl = _mm256_add_ps(sl, wl);
             sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(wl, lf));
@@ -308,7 +309,7 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
         __m256 err = zero;
         for (int i = 0; i < n; ++i) {
             const __m256 xi = _mm256_loadu_ps(xt[i]);
-            const __m256 lf = codes_f(iscale, _mm256_sub_ps(xi, min), top);
+            const __m256 lf = _mm256_loadu_ps(laux[i]);
             const __m256 diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(ts, lf), tm), xi);
             err =
                 _mm256_add_ps(err, _mm256_mul_ps(_mm256_loadu_ps(wt[i]), err_term(diff, use_mad)));
@@ -317,12 +318,10 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
             _mm256_andnot_ps(flat, _mm256_and_ps(_mm256_cmp_ps(D, zero, _CMP_GT_OQ),
                                                  _mm256_cmp_ps(err, best_error, _CMP_LT_OQ)));
         if (_mm256_testz_ps(win, win)) continue;
-        /* The winners' codes, from the iscale and min of this try. */
-        for (int i = 0; i < n; ++i) {
-            const __m256 xi = _mm256_loadu_ps(xt[i]);
-            const __m256 lf = codes_f(iscale, _mm256_sub_ps(xi, min), top);
-            _mm256_storeu_ps(lt[i], _mm256_blendv_ps(_mm256_loadu_ps(lt[i]), lf, win));
-        }
+        /* The winners' codes: this try's. */
+        for (int i = 0; i < n; ++i)
+            _mm256_storeu_ps(
+                lt[i], _mm256_blendv_ps(_mm256_loadu_ps(lt[i]), _mm256_loadu_ps(laux[i]), win));
         best_error = _mm256_blendv_ps(best_error, err, win);
         scale = _mm256_blendv_ps(scale, ts, win);
         min = _mm256_blendv_ps(min, tm, win);

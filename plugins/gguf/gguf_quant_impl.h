@@ -114,6 +114,11 @@ float gq_qkx3_search(int n, int nmax, const float *restrict x, const float *rest
                      uint8_t *restrict L, float *restrict the_min, float rmin, float rdelta,
                      int nstep);
 
+/* The final codes of Q3_K / Q6_K for a group of 16 values x from its
+ * stored scale d: clamp(nearest_int(x[i] / d), -nmax, nmax - 1) + nmax. */
+void gq_codes16(const float *restrict x, float d, int nmax, int8_t *restrict L);
+typedef void (*gq_codes16_fn)(const float *restrict x, float d, int nmax, int8_t *restrict L);
+
 /* gguf_quant_iq.c */
 /* With an importance matrix: a block of IQ4_NL (32 values) or IQ4_XS /
  * IQ3_S (256), weights qw at the same columns. */
@@ -189,6 +194,22 @@ void gq_q5_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *r
 void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
 #else
 #define AMN_GGUF_QUANT_AVX2 0
+#endif
+
+/* AVX-512 variants (gguf_quant_avx512.c, x86-64 only; F, BW, VL, DQ): the
+ * same bytes again, picked after the CPU check for AVX-512. The searches
+ * take n a multiple of 16. */
+#if defined(__x86_64__)
+#define AMN_GGUF_QUANT_AVX512 1
+float gq_qx_search_avx512(int n, int nmax, const float *restrict x, int8_t *restrict L);
+float gq_qx_search_w_avx512(int n, int nmax, const float *restrict x, int8_t *restrict L,
+                            const float *restrict qw);
+void gq_q3_k_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q6_k_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
+void gq_q6_k_avx512(const float *restrict x, uint8_t *restrict y);
+void gq_codes16_avx512(const float *restrict x, float d, int nmax, int8_t *restrict L);
+#else
+#define AMN_GGUF_QUANT_AVX512 0
 #endif
 
 #endif

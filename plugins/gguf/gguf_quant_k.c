@@ -260,20 +260,27 @@ static inline void q2_k_body(const float *restrict x, uint8_t *restrict y, qkx2_
 
 /* ---- Q3_K: 16 groups of 16, 3-bit codes, 6-bit signed scales ------------- */
 
+/* The final codes of a group of 16 from its stored scale d (Q3_K, Q6_K):
+ * clamp(nearest_int(x[i] / d), -nmax, nmax - 1) + nmax. */
+void gq_codes16(const float *restrict x, float d, int nmax, int8_t *restrict L) {
+    for (int ii = 0; ii < 16; ++ii) {
+        const int l = gq_nearest_int(x[ii] / d);
+        L[ii] = (int8_t)(GQ_MAX(-nmax, GQ_MIN(nmax - 1, l)) + nmax);
+    }
+}
+
 /* Both Q3_K paths once the scales and d are stored: every code again from
  * the stored (rounded) scales (a group whose scale is 0 keeps the search's
  * codes in L, as ggml's does), the high bits into hmask, the rest packed. */
 static void q3_k_finish(const float *restrict x, const uint8_t *scales, const uint8_t *d_at,
-                        int8_t *restrict L, uint8_t *restrict hmask, uint8_t *restrict qs) {
+                        int8_t *restrict L, uint8_t *restrict hmask, uint8_t *restrict qs,
+                        gq_codes16_fn codes16) {
     for (int j = 0; j < 16; ++j) {
         int8_t s = (int8_t)(j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4);
         s = (int8_t)((s | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
         const float d = gq_get_f16(d_at) * s;
         if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            const int l = gq_nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(GQ_MAX(-4, GQ_MIN(3, l)) + 4);
-        }
+        codes16(x + 16 * j, d, 4, L + 16 * j);
     }
     /* High bit of element j goes to bit j / 32 of hmask[j % 32]. */
     memset(hmask, 0, 32);
@@ -319,7 +326,7 @@ void gq_q3_k(const float *restrict x, uint8_t *restrict y) {
     } else {
         gq_put_f16(d_at, 0.f);
     }
-    q3_k_finish(x, scales, d_at, L, hmask, qs);
+    q3_k_finish(x, scales, d_at, L, hmask, qs, gq_codes16);
 }
 
 /* ---- Q4_K / Q5_K: 8 groups of 32, 6-bit scales and mins ------------------ */
@@ -432,7 +439,7 @@ typedef float (*qx_search_fn)(int n, int nmax, const float *restrict x, int8_t *
 /* The rest of a Q6_K block once each group's scale sc and codes L are
  * searched (shared by quantize_row_q6_K_ref and _impl). */
 static void q6_k_finish(const float *restrict x, uint8_t *restrict y, int8_t *restrict L,
-                        const float *restrict sc) {
+                        const float *restrict sc, gq_codes16_fn codes16) {
     uint8_t *ql = y, *qh = y + 128, *scales = y + 192, *d_at = y + 208;
     float max_scale = 0, max_abs_scale = 0;
     for (int ib = 0; ib < 16; ++ib) {
@@ -453,10 +460,7 @@ static void q6_k_finish(const float *restrict x, uint8_t *restrict y, int8_t *re
     for (int j = 0; j < 16; ++j) {
         const float d = gq_get_f16(d_at) * (int8_t)scales[j];
         if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            const int l = gq_nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(GQ_MAX(-32, GQ_MIN(31, l)) + 32);
-        }
+        codes16(x + 16 * j, d, 32, L + 16 * j);
     }
     for (int j = 0; j < 256; j += 128, ql += 64, qh += 32)
         for (int l = 0; l < 32; ++l) {
@@ -469,11 +473,12 @@ static void q6_k_finish(const float *restrict x, uint8_t *restrict y, int8_t *re
         }
 }
 
-static inline void q6_k_body(const float *restrict x, uint8_t *restrict y, qx_search_fn search) {
+static inline void q6_k_body(const float *restrict x, uint8_t *restrict y, qx_search_fn search,
+                             gq_codes16_fn codes16) {
     int8_t L[256];
     float sc[16];
     for (int ib = 0; ib < 16; ++ib) sc[ib] = search(16, 32, x + 16 * ib, L + 16 * ib);
-    q6_k_finish(x, y, L, sc);
+    q6_k_finish(x, y, L, sc, codes16);
 }
 
 void gq_q2_k(const float *restrict x, uint8_t *restrict y) {
@@ -486,7 +491,7 @@ void gq_q5_k(const float *restrict x, uint8_t *restrict y) {
     q5_k_body(x, y, gq_qkx2_search8);
 }
 void gq_q6_k(const float *restrict x, uint8_t *restrict y) {
-    q6_k_body(x, y, qx_search);
+    q6_k_body(x, y, qx_search, gq_codes16);
 }
 #if AMN_GGUF_QUANT_AVX2
 void gq_q2_k_avx2(const float *restrict x, uint8_t *restrict y) {
@@ -499,7 +504,12 @@ void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y) {
     q5_k_body(x, y, gq_qkx2_search8_avx2);
 }
 void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y) {
-    q6_k_body(x, y, gq_qx_search_avx2);
+    q6_k_body(x, y, gq_qx_search_avx2, gq_codes16);
+}
+#endif
+#if AMN_GGUF_QUANT_AVX512
+void gq_q6_k_avx512(const float *restrict x, uint8_t *restrict y) {
+    q6_k_body(x, y, gq_qx_search_avx512, gq_codes16_avx512);
 }
 #endif
 
@@ -638,7 +648,8 @@ static inline void q2_k_w_body(const float *restrict x, uint8_t *restrict y,
 }
 
 static inline void q3_k_w_body(const float *restrict x, uint8_t *restrict y,
-                               const float *restrict qw, gq_qx_search_w_fn search) {
+                               const float *restrict qw, gq_qx_search_w_fn search,
+                               gq_codes16_fn codes16) {
     uint8_t *hmask = y, *qs = y + 32, *scales = y + 96, *d_at = y + 108;
     int8_t L[256], Ls[16];
     float sc[16], sw[16], weight[16];
@@ -664,7 +675,7 @@ static inline void q3_k_w_body(const float *restrict x, uint8_t *restrict y,
         scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | l << (2 * (j / 4)));
     }
     gq_put_f16(d_at, d_block);
-    q3_k_finish(x, scales, d_at, L, hmask, qs);
+    q3_k_finish(x, scales, d_at, L, hmask, qs, codes16);
 }
 
 /* Q4_K / Q5_K _impl: the codes into L; clamp63 is Q5_K's MIN(63, ...) on
@@ -748,16 +759,26 @@ GQ_K_W(gq_q5_k_w_avx2, q5_k_w_body, gq_qkx2_search8_avx2)
 #endif
 
 static inline void q6_k_w_body(const float *restrict x, uint8_t *restrict y,
-                               const float *restrict qw, gq_qx_search_w_fn search) {
+                               const float *restrict qw, gq_qx_search_w_fn search,
+                               gq_codes16_fn codes16) {
     int8_t L[256];
     float sc[16];
     for (int ib = 0; ib < 16; ++ib) sc[ib] = search(16, 32, x + 16 * ib, L + 16 * ib, qw + 16 * ib);
-    q6_k_finish(x, y, L, sc);
+    q6_k_finish(x, y, L, sc, codes16);
 }
 
-GQ_K_W(gq_q3_k_w, q3_k_w_body, gq_qx_search_w)
-GQ_K_W(gq_q6_k_w, q6_k_w_body, gq_qx_search_w)
+/* Q3_K and Q6_K: a body, its search and its final codes. */
+#define GQ_K_W2(name, body, search, codes16)                                                       \
+    void name(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {            \
+        body(x, y, qw, search, codes16);                                                           \
+    }
+GQ_K_W2(gq_q3_k_w, q3_k_w_body, gq_qx_search_w, gq_codes16)
+GQ_K_W2(gq_q6_k_w, q6_k_w_body, gq_qx_search_w, gq_codes16)
 #if AMN_GGUF_QUANT_AVX2
-GQ_K_W(gq_q3_k_w_avx2, q3_k_w_body, gq_qx_search_w_avx2)
-GQ_K_W(gq_q6_k_w_avx2, q6_k_w_body, gq_qx_search_w_avx2)
+GQ_K_W2(gq_q3_k_w_avx2, q3_k_w_body, gq_qx_search_w_avx2, gq_codes16)
+GQ_K_W2(gq_q6_k_w_avx2, q6_k_w_body, gq_qx_search_w_avx2, gq_codes16)
+#endif
+#if AMN_GGUF_QUANT_AVX512
+GQ_K_W2(gq_q3_k_w_avx512, q3_k_w_body, gq_qx_search_w_avx512, gq_codes16_avx512)
+GQ_K_W2(gq_q6_k_w_avx512, q6_k_w_body, gq_qx_search_w_avx512, gq_codes16_avx512)
 #endif

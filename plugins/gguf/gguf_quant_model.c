@@ -180,10 +180,20 @@ static int read_le_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_
     if (tr->kind == GGUF_KIND_PLAIN) {
         const size_t es = amn_dtype_size(t->dtype);
         if (t->dtype == AMN_DTYPE_F32) return amn_tensor_read(t, e * 4, y, n * 4, err);
+        /* Where amn_tensor_read would memcpy (contiguous bytes in memory),
+         * widen them in place: the copy was a pass over the input as long
+         * as the widening. */
+        const uint8_t *src = NULL;
         uint16_t raw[GGUF_QCHUNK];
-        int rc = amn_tensor_read(t, e * es, raw, n * es, err);
-        if (rc) return rc;
-        if (amn_convert_elems(t->dtype, raw, AMN_DTYPE_F32, y, n) != 0)
+        if (t->data && (!(t->flags & AMN_TENSOR_STRIDED) || amn_tensor_is_plain(t)) &&
+            e <= t->nbytes / es && n <= t->nbytes / es - e) {
+            src = (const uint8_t *)t->data + e * es;
+        } else {
+            int rc = amn_tensor_read(t, e * es, raw, n * es, err);
+            if (rc) return rc;
+            src = (const uint8_t *)raw;
+        }
+        if (amn_convert_elems(t->dtype, src, AMN_DTYPE_F32, y, n) != 0)
             return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot widen %s", t->name,
                                  amn_dtype_name(t->dtype));
         return AMN_OK;

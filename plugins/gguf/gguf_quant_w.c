@@ -149,6 +149,30 @@ GQ_BLOCK_ROWS(gq_q4_k_rows_avx2, gq_q4_k_w_avx2, 256, 144)
 GQ_BLOCK_ROWS(gq_q5_k_rows_avx2, gq_q5_k_w_avx2, 256, 176)
 GQ_BLOCK_ROWS(gq_q3_k_rows_avx2, gq_q3_k_w_avx2, 256, 110)
 GQ_BLOCK_ROWS(gq_q6_k_rows_avx2, gq_q6_k_w_avx2, 256, 210)
+#endif
+#if AMN_GGUF_QUANT_AVX512
+GQ_ROWS(gq_q4_0_rows_avx512, rows_q4_0_q5_0, 8, gq_qx_search_w_avx512)
+GQ_ROWS(gq_q5_0_rows_avx512, rows_q4_0_q5_0, 16, gq_qx_search_w_avx512)
+GQ_BLOCK_ROWS(gq_q3_k_rows_avx512, gq_q3_k_w_avx512, 256, 110)
+GQ_BLOCK_ROWS(gq_q6_k_rows_avx512, gq_q6_k_w_avx512, 256, 210)
+
+/* The AVX-512 paths with weights (make_qx_quants' users). */
+static gguf_qrow_fn qrow_weighted_avx512(uint32_t type) {
+    switch (type) {
+    case GGUF_TYPE_Q3_K:
+        return gq_q3_k_rows_avx512;
+    case GGUF_TYPE_Q6_K:
+        return gq_q6_k_rows_avx512;
+    case GGUF_TYPE_Q4_0:
+        return gq_q4_0_rows_avx512;
+    case GGUF_TYPE_Q5_0:
+        return gq_q5_0_rows_avx512;
+    default:
+        return NULL;
+    }
+}
+#endif
+#if AMN_GGUF_QUANT_AVX2
 
 /* The vector paths with weights (the same bytes as the scalar ones). */
 static gguf_qrow_fn qrow_weighted_avx2(uint32_t type) {
@@ -184,6 +208,11 @@ static gguf_qrow_fn qrow_weighted_avx2(uint32_t type) {
 #endif
 
 gguf_qrow_fn gguf_qrow_weighted(uint32_t type, amn_simd level) {
+#if AMN_GGUF_QUANT_AVX512
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && gguf_simd_max() >= AMN_SIMD_AVX512 &&
+        qrow_weighted_avx512(type))
+        return qrow_weighted_avx512(type);
+#endif
 #if AMN_GGUF_QUANT_AVX2
     if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2 &&
         qrow_weighted_avx2(type))
