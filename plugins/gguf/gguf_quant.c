@@ -338,7 +338,12 @@ int gguf_quantize_simd(uint32_t type, const float *x, uint64_t n_elems, void *ds
     }
     if (type == GGUF_TYPE_IQ3_S && !gguf_quant_iq3_ready()) return AMN_E_NOMEM;
     gguf_qblock_fn fn = NULL;
-    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2)
+#if AMN_GGUF_QUANT_AVX2
+    if (AMN_SIMD_X86 && type == GGUF_TYPE_IQ3_S && level >= AMN_SIMD_AVX512 &&
+        gguf_simd_max() >= AMN_SIMD_AVX512)
+        fn = gq_iq3_s_avx512;
+#endif
+    if (!fn && AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2)
         fn = block_quantizer_avx2(type);
     if (!fn) fn = block_quantizer(type);
     const size_t nb = (size_t)(n_elems / tr->block_elems);
