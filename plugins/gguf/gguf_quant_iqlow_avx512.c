@@ -54,9 +54,14 @@ static inline int neighbour16(const gq_lowgrid *g, int32_t map_value, const floa
         best_at = _mm512_mask_mov_epi32(best_at, take, at);
     }
     /* best holds no NaN (a lane takes only values less than its best). */
-    const float m = _mm512_reduce_min_ps(best);
-    if (!(m < INFINITY)) return 0; /* nothing below FLT_MAX: the first listed point */
-    unsigned hit = _mm512_cmp_ps_mask(best, _mm512_set1_ps(m), _CMP_EQ_OQ);
+    __m512 m = best;
+    for (int d = 8; d; d /= 2) /* lane l against lane l ^ d */
+        m = _mm512_min_ps(m,
+                          _mm512_permutexvar_ps(_mm512_xor_si512(lane, _mm512_set1_epi32(d)), m));
+    /* Every lane holds the least now. Nothing below FLT_MAX: the first
+     * listed point. */
+    if (!(_mm_cvtss_f32(_mm512_castps512_ps128(m)) < INFINITY)) return 0;
+    unsigned hit = _mm512_cmp_ps_mask(best, m, _CMP_EQ_OQ);
     if (num <= 16) return __builtin_ctz(hit);
     int pos[16], at = num;
     _mm512_storeu_si512(pos, best_at);

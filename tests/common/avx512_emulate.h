@@ -58,6 +58,14 @@ static inline simde__m256i amn_emu_cvtepi32_epi16(simde__m512i a) {
     return simde__m256i_from_private(r);
 }
 
+/* vpmovdb: the low 8 bits of each dword. */
+static inline simde__m128i amn_emu_cvtepi32_epi8(simde__m512i a) {
+    simde__m512i_private x = simde__m512i_to_private(a);
+    simde__m128i_private r;
+    for (int i = 0; i < 16; i++) r.i8[i] = (int8_t)(uint8_t)(uint32_t)x.i32[i];
+    return simde__m128i_from_private(r);
+}
+
 /* (float) of an int32 rounds to nearest even, as vcvtdq2ps under the
  * default MXCSR. */
 static inline simde__m512 amn_emu_cvtepi32_ps(simde__m512i a) {
@@ -122,6 +130,8 @@ static inline simde__m512 amn_emu_cvtph_ps(simde__m256i a) {
 #define _mm512_cvtepu16_epi32 amn_emu_cvtepu16_epi32
 #undef _mm512_cvtepi32_epi16
 #define _mm512_cvtepi32_epi16 amn_emu_cvtepi32_epi16
+#undef _mm512_cvtepi32_epi8
+#define _mm512_cvtepi32_epi8 amn_emu_cvtepi32_epi8
 #undef _mm512_cvtepi32_ps
 #define _mm512_cvtepi32_ps amn_emu_cvtepi32_ps
 #undef _mm512_extractf32x8_ps
