@@ -305,6 +305,9 @@ static gguf_qblock_fn block_quantizer_avx512(uint32_t type) {
 #if AMN_GGUF_QUANT_AVX512
     if (type == GGUF_TYPE_Q6_K) return gq_q6_k_avx512;
 #endif
+#if AMN_GGUF_QUANT_AVX2
+    if (type == GGUF_TYPE_IQ3_S) return gq_iq3_s_avx512;
+#endif
     (void)type;
     return NULL;
 }

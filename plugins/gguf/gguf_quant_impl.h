@@ -192,6 +192,10 @@ void gq_q2_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *r
 void gq_q4_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q5_k_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q5_k_avx2(const float *restrict x, uint8_t *restrict y);
+/* IQ3_S with the AVX-512 search (gguf_quant_iqlow_avx512.c), for the
+ * AVX-512 level after the CPU check. */
+void gq_iq3_s_avx512(const float *restrict x, uint8_t *restrict y);
+void gq_iq3_s_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 #else
 #define AMN_GGUF_QUANT_AVX2 0
 #endif

@@ -216,15 +216,15 @@ static const gq_lowgrid *iq3_grid(void) {
 /* One 32-value block: scale, codes L, sign bytes; *zero when every |x| is
  * zero (then nothing else is meaningful). qw: the importance matrix's
  * weights of the block, or NULL. The search is the low-bit i-quants'
- * (gguf_quant_iqlow.c), scalar or AVX2. */
+ * (gguf_quant_iqlow.c), scalar, AVX2 or AVX-512. */
 static inline float iq3_block_on(const float *restrict xb, const float *restrict qw, float sigma2,
                                  int8_t *restrict L, uint8_t *restrict signs, bool *zero,
-                                 bool avx2) {
+                                 amn_simd level) {
     float weight[32], waux[32], xval[32];
     const float max = gq_iq3_block_prepare(xb, qw, sigma2, weight, waux, xval, signs, L);
     *zero = !max;
     if (*zero) return 0;
-    float scale = gq_iq3s_search(xval, weight, waux, max, L, avx2);
+    float scale = gq_iq3s_search(xval, weight, waux, max, L, level);
     if (scale < 0) {
         /* ggml: "should never happen"; flip the scale and the signs. */
         scale = -scale;
@@ -235,12 +235,16 @@ static inline float iq3_block_on(const float *restrict xb, const float *restrict
 
 static float iq3_block(const float *restrict xb, const float *restrict qw, float sigma2,
                        int8_t *restrict L, uint8_t *restrict signs, bool *zero) {
-    return iq3_block_on(xb, qw, sigma2, L, signs, zero, false);
+    return iq3_block_on(xb, qw, sigma2, L, signs, zero, AMN_SIMD_SCALAR);
 }
 #if AMN_GGUF_QUANT_AVX2
 static float iq3_block_avx2(const float *restrict xb, const float *restrict qw, float sigma2,
                             int8_t *restrict L, uint8_t *restrict signs, bool *zero) {
-    return iq3_block_on(xb, qw, sigma2, L, signs, zero, true);
+    return iq3_block_on(xb, qw, sigma2, L, signs, zero, AMN_SIMD_AVX2);
+}
+static float iq3_block_avx512(const float *restrict xb, const float *restrict qw, float sigma2,
+                              int8_t *restrict L, uint8_t *restrict signs, bool *zero) {
+    return iq3_block_on(xb, qw, sigma2, L, signs, zero, AMN_SIMD_AVX512);
 }
 #endif
 
@@ -309,5 +313,11 @@ void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y) {
 }
 void gq_iq3_s_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
     iq3_s_body(x, y, qw, iq3_block_avx2);
+}
+void gq_iq3_s_avx512(const float *restrict x, uint8_t *restrict y) {
+    iq3_s_body(x, y, NULL, iq3_block_avx512);
+}
+void gq_iq3_s_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw) {
+    iq3_s_body(x, y, qw, iq3_block_avx512);
 }
 #endif

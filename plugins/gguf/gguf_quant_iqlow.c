@@ -326,7 +326,10 @@ static float scale_search(const gq_lowgrid *g, int n, const float *xval, const f
                           const float *waux, float top, int nis, float step, int kmaxq, float scale,
                           int8_t *L, bool none_on, bool *on_grid, neighbour_fn nbf) {
 #if AMN_GGUF_QUANT_AVX2
-    /* The AVX2 neighbour search marks the AVX2 path. */
+    /* The vector neighbour search marks the vector path. */
+    if (nbf == gq_low_best_neighbour_avx512)
+        return gq_low_scale_search_avx512(g, n, xval, weight, waux, top, nis, step, kmaxq, scale, L,
+                                          none_on, on_grid);
     if (nbf == gq_low_best_neighbour_avx2)
         return gq_low_scale_search_avx2(g, n, xval, weight, waux, top, nis, step, kmaxq, scale, L,
                                         none_on, on_grid);
@@ -652,19 +655,25 @@ static void iq3_xxs_row(const float *x, uint8_t *y, int64_t n, const float *qw, 
 
 /* ---- IQ3_S's block search (gguf_quant_iq.c) -------------------------------- */
 
+/* The neighbour search of a level the CPU has (checked by the caller). */
+static neighbour_fn neighbour_at(amn_simd level) {
+#if AMN_GGUF_QUANT_AVX2
+    if (level >= AMN_SIMD_AVX512) return gq_low_best_neighbour_avx512;
+    if (level >= AMN_SIMD_AVX2) return gq_low_best_neighbour_avx2;
+#else
+    (void)level;
+#endif
+    return gq_low_best_neighbour;
+}
+
 /* quantize_row_iq3_s_impl's search for one 32-value block (kMaxQ 8, 19
  * tries of step 0.2 from max / 15, on_grid false when no try is kept, and
  * every group snapped again when one of the kept try's was off the grid).
  * L receives the codes; returns the scale. */
 float gq_iq3s_search(const float *xval, const float *weight, const float *waux, float max,
-                     int8_t *L, bool avx2) {
+                     int8_t *L, amn_simd level) {
     const gq_lowgrid *g = &grids[GQ_LOW_IQ3S];
-    neighbour_fn nbf = gq_low_best_neighbour;
-#if AMN_GGUF_QUANT_AVX2
-    if (avx2) nbf = gq_low_best_neighbour_avx2;
-#else
-    (void)avx2;
-#endif
+    const neighbour_fn nbf = neighbour_at(level);
     const int kMaxQ = 8;
     bool on_grid[8];
     float scale = scale_search(g, 32, xval, weight, waux, max, 9, 0.2f, kMaxQ,
@@ -689,13 +698,8 @@ static void rows(row_fn fn, size_t row_bytes, bool needs_qw, const float *x, uin
         memset(y, 0, nb * (size_t)nrows);
         return;
     }
-    neighbour_fn nbf = gq_low_best_neighbour;
-#if AMN_GGUF_QUANT_AVX2
-    if (level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2)
-        nbf = gq_low_best_neighbour_avx2;
-#else
-    (void)level;
-#endif
+    const amn_simd cpu = gguf_simd_max();
+    const neighbour_fn nbf = neighbour_at(level < cpu ? level : cpu);
     for (int64_t r = 0; r < nrows; ++r)
         fn(x + r * n_per_row, y + (size_t)r * nb, n_per_row, qw, nbf);
 }

@@ -78,10 +78,10 @@ int gq_low_best_neighbour(const gq_lowgrid *g, int32_t map_value, const float *x
                           const float *weight, float scale, int8_t *L);
 
 /* IQ3_S's block search (quantize_row_iq3_s_impl) on the IQ3_S grid, the
- * AVX2 path when avx2 (after the CPU check): codes into L, the scale
- * returned. */
+ * AVX2 or AVX-512 path at those levels (the caller has checked the CPU):
+ * codes into L, the scale returned. */
 float gq_iq3s_search(const float *xval, const float *weight, const float *waux, float max,
-                     int8_t *L, bool avx2);
+                     int8_t *L, amn_simd level);
 
 /* ggml's sort of IQ1's (value, index) pairs: glibc's qsort on 32 or 16
  * elements of 8 bytes is its merge sort (msort_with_tmp: halves n / 2 and
@@ -151,6 +151,13 @@ void gq_iq1m_split_avx2(const float term[3][16][8], gq_iq1s_best *b);
 /* ggml's iq1_find_best_neighbour2 (IQ1_S / IQ1_M), the same way. */
 int gq_iq1_best_neighbour_avx2(const gq_lowgrid *g, int32_t map_value, const float *xval,
                                const float *weight, float scale, const float *xg, int8_t *L);
+/* gguf_quant_iqlow_avx512.c: the same neighbour search 16 candidates at a
+ * time, and the scale search with 16 tries in the lanes. */
+int gq_low_best_neighbour_avx512(const gq_lowgrid *g, int32_t map_value, const float *xval,
+                                 const float *weight, float scale, int8_t *L);
+float gq_low_scale_search_avx512(const gq_lowgrid *g, int n, const float *xval, const float *weight,
+                                 const float *waux, float top, int nis, float step, int kmaxq,
+                                 float scale, int8_t *L, bool none_on, bool *on_grid);
 #endif
 
 #endif

@@ -142,6 +142,7 @@ GQ_BLOCK_ROWS(gq_iq4_xs_rows, gq_iq4_xs_w, 256, 136)
 GQ_BLOCK_ROWS(gq_iq3_s_rows, gq_iq3_s_w, 256, 110)
 #if AMN_GGUF_QUANT_AVX2
 GQ_BLOCK_ROWS(gq_iq3_s_rows_avx2, gq_iq3_s_w_avx2, 256, 110)
+GQ_BLOCK_ROWS(gq_iq3_s_rows_avx512, gq_iq3_s_w_avx512, 256, 110)
 GQ_BLOCK_ROWS(gq_iq4_nl_rows_avx2, gq_iq4_nl_w_avx2, 32, 18)
 GQ_BLOCK_ROWS(gq_iq4_xs_rows_avx2, gq_iq4_xs_w_avx2, 256, 136)
 GQ_BLOCK_ROWS(gq_q2_k_rows_avx2, gq_q2_k_w_avx2, 256, 84)
@@ -214,6 +215,9 @@ gguf_qrow_fn gguf_qrow_weighted(uint32_t type, amn_simd level) {
         return qrow_weighted_avx512(type);
 #endif
 #if AMN_GGUF_QUANT_AVX2
+    if (AMN_SIMD_X86 && type == GGUF_TYPE_IQ3_S && level >= AMN_SIMD_AVX512 &&
+        gguf_simd_max() >= AMN_SIMD_AVX512)
+        return gq_iq3_s_rows_avx512;
     if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2 && gguf_simd_max() >= AMN_SIMD_AVX2 &&
         qrow_weighted_avx2(type))
         return qrow_weighted_avx2(type);

@@ -58,6 +58,7 @@ static inline simde__m256i amn_emu_cvtepi32_epi16(simde__m512i a) {
     return simde__m256i_from_private(r);
 }
 
+/* vpmovdb: the low 8 bits of each dword. */
 static inline simde__m128i amn_emu_cvtepi32_epi8(simde__m512i a) {
     simde__m512i_private x = simde__m512i_to_private(a);
     simde__m128i_private r;
