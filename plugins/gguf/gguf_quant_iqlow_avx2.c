@@ -284,15 +284,7 @@ float gq_low_scale_search_avx2(const gq_lowgrid *g, int n, const float *xval, co
         _mm256_storeu_ps(sqx + 8 * v, qx[v]);
         _mm256_storeu_ps(sq2 + 8 * v, q2[v]);
     }
-    /* The scalar path's choice, try after try. */
-    float best = 0;
-    int chosen = -1;
-    for (int c = 0; c < nt; ++c)
-        if (sq2[c] > 0 && sqx[c] * sqx[c] > best * sq2[c]) {
-            scale = sqx[c] / sq2[c];
-            best = scale * sqx[c];
-            chosen = c;
-        }
+    const int chosen = gq_low_pick_try(nt, sqx, sq2, &scale);
     for (int k = 0; k < ng; ++k) on_grid[k] = chosen < 0 ? none_on : on_aux[chosen][k];
     if (chosen >= 0) memcpy(L, Laux[chosen], (size_t)n);
     return scale;

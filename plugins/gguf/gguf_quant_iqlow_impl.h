@@ -48,6 +48,22 @@ bool gq_lowgrid_iq3s_ready(void);
  * gq_lowgrid_iq3s_ready()) returned true. */
 const gq_lowgrid *gq_lowgrid_get(int which);
 
+/* The vector scale searches' choice among nt tries whose sums are sqx and
+ * sq2, taken try after try as the scalar search takes them (so ties fall
+ * the same way): the winner's index, or -1; a winner's scale replaces
+ * *scale. */
+static inline int gq_low_pick_try(int nt, const float *sqx, const float *sq2, float *scale) {
+    float best = 0;
+    int chosen = -1;
+    for (int c = 0; c < nt; ++c)
+        if (sq2[c] > 0 && sqx[c] * sqx[c] > best * sq2[c]) {
+            *scale = sqx[c] / sq2[c];
+            best = *scale * sqx[c];
+            chosen = c;
+        }
+    return chosen;
+}
+
 static inline int gq_low_coord(const gq_lowgrid *g, int point, int k) {
     return (int)((g->grid[point] >> 8 * k) & 0xff);
 }
