@@ -148,7 +148,7 @@ float gq_low_scale_search_avx512(const gq_lowgrid *g, int n, const float *xval, 
             noff += m < 0;
         }
     for (int j = 0; j < noff; ++j) {
-        const size_t off = (size_t)(-map[0][off_grid[j]] - 1);
+        const size_t off = (size_t)(-map[off_grid[j] / TRIES][off_grid[j] % TRIES] - 1);
         _mm_prefetch((const char *)(g->neighbours + off), _MM_HINT_T0);
         _mm_prefetch((const char *)(g->coords + (size_t)dim * (off + 1)), _MM_HINT_T0);
     }
