@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "amn_test.h"
+#include "amn_test_rows.h"
 
 #include "amn/error.h"
 #include "amn/simd.h"
@@ -30,48 +31,38 @@
 
 enum { QK = 256, BYTES = 110, ROWS = 96 };
 
-static uint32_t rng = 2463534242u;
-static uint32_t next_u32(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return rng;
-}
-static float uniform(void) { /* [-1, 1) */
-    return (float)(next_u32() >> 8) / 8388608.0f - 1.0f;
-}
 /* A heavy-tailed value: a uniform sum over a uniform, like weights. */
 static float heavy(void) {
-    const float n = uniform() + uniform() + uniform();
-    return n / (0.25f + fabsf(uniform()));
+    const float n = amn_test_uniform() + amn_test_uniform() + amn_test_uniform();
+    return n / (0.25f + fabsf(amn_test_uniform()));
 }
 
 /* Superblock r of the test data (QK values at x). */
 static void fill(int r, float *x) {
-    const float s = ldexpf(1.0f, (int)(next_u32() % 61) - 30);
+    const float s = ldexpf(1.0f, (int)(amn_test_next() % 61) - 30);
     for (int i = 0; i < QK; i++) x[i] = s * heavy();
     switch (r % 12) {
     case 0: /* plain */
         break;
     case 1: /* zeros in most groups: zero weights, ties */
         for (int i = 0; i < QK; i++)
-            if (next_u32() % 3 == 0) x[i] = (next_u32() & 1) ? 0.0f : -0.0f;
+            if (amn_test_next() % 3 == 0) x[i] = (amn_test_next() & 1) ? 0.0f : -0.0f;
         break;
     case 2: /* a coarse lattice: exact ties */
-        for (int i = 0; i < QK; i++) x[i] = (float)((int)(next_u32() % 9) - 4) * 0.125f;
+        for (int i = 0; i < QK; i++) x[i] = (float)((int)(amn_test_next() % 9) - 4) * 0.125f;
         break;
     case 3: /* constant blocks, and one value per block */
         for (int i = 0; i < QK; i++) x[i] = (i / 32) % 2 ? (i % 32 == 5 ? s : 0.0f) : s;
         break;
     case 4: /* squares subnormal or zero */
-        for (int i = 0; i < QK; i++) x[i] = ldexpf(heavy(), -75 - (int)(next_u32() % 80));
+        for (int i = 0; i < QK; i++) x[i] = ldexpf(heavy(), -75 - (int)(amn_test_next() % 80));
         break;
     case 5: /* squares overflow */
-        for (int i = 0; i < QK; i++) x[i] = ldexpf(heavy(), 60 + (int)(next_u32() % 68));
+        for (int i = 0; i < QK; i++) x[i] = ldexpf(heavy(), 60 + (int)(amn_test_next() % 68));
         break;
     case 6: /* NaN / Inf inside some groups */
-        for (int i = 0; i < QK; i += 1 + (int)(next_u32() % 29))
-            x[i] = next_u32() % 3 == 0 ? NAN : (next_u32() & 1 ? INFINITY : -INFINITY);
+        for (int i = 0; i < QK; i += 1 + (int)(amn_test_next() % 29))
+            x[i] = amn_test_next() % 3 == 0 ? NAN : (amn_test_next() & 1 ? INFINITY : -INFINITY);
         break;
     case 7: /* signed zeros, all-zero blocks between non-zero ones */
         for (int i = 0; i < QK; i++)
@@ -81,10 +72,11 @@ static void fill(int r, float *x) {
         for (int i = 0; i < QK; i++) x[i] = i % 4 == 0 ? s * 40 * heavy() : s * 0.01f * heavy();
         break;
     case 9: /* values at the codes' rounding points (x * id = 2l + 1 + 0.5) */
-        for (int i = 0; i < QK; i++) x[i] = s * (float)(2 * (int)(next_u32() % 8) + 2) / 15.0f;
+        for (int i = 0; i < QK; i++) x[i] = s * (float)(2 * (int)(amn_test_next() % 8) + 2) / 15.0f;
         break;
     case 10: /* the extremes of binary32 */
-        for (int i = 0; i < QK; i++) x[i] = (next_u32() & 1 ? 3.4e38f : 1.2e-38f) * uniform();
+        for (int i = 0; i < QK; i++)
+            x[i] = (amn_test_next() & 1 ? 3.4e38f : 1.2e-38f) * amn_test_uniform();
         break;
     default: /* a scale step per row */
         for (int i = 0; i < QK; i++) x[i] = ldexpf(heavy(), r / 12 * 5 - 20);

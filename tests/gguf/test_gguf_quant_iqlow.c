@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "amn_test.h"
+#include "amn_test_rows.h"
 #include "sha256.h"
 
 #include "amn/byteorder.h"
@@ -173,17 +174,6 @@ static void test_reference_rows(void **state) {
     free(sums);
 }
 
-static uint32_t rng = 2463534242u;
-static uint32_t next_u32(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return rng;
-}
-static float uniform(void) {
-    return (float)(next_u32() >> 8) / 8388608.0f - 1.0f;
-}
-
 /* Rows ggml aborts on or never sees: NaN, Inf, huge values whose squares
  * overflow, subnormals, signed zeros, ties. Every path writes the scalar
  * path's bytes, and nothing crashes. */
@@ -191,32 +181,12 @@ static void test_paths_agree_hostile(void **state) {
     (void)state;
     enum { R = 24 };
     float *x = malloc(sizeof(float) * N * R), w[N];
-    for (int i = 0; i < N; i++) w[i] = (i % 50 == 7) ? 0.0f : ldexpf(1 + uniform() / 2, i % 9 - 4);
+    for (int i = 0; i < N; i++)
+        w[i] = (i % 50 == 7) ? 0.0f : ldexpf(1 + amn_test_uniform() / 2, i % 9 - 4);
     for (int r = 0; r < R; r++)
         for (int i = 0; i < N; i++) {
-            float v = uniform() * ldexpf(1.0f, r % 12 * 6 - 30);
-            switch (r % 8) {
-            case 1:
-                if (i % 13 == 0) v = (i % 2) ? INFINITY : -INFINITY;
-                break;
-            case 2:
-                if (i % 17 == 0) v = NAN;
-                break;
-            case 3:
-                v = ldexpf(uniform(), 100 + (int)(next_u32() % 27));
-                break;
-            case 4:
-                v = ldexpf(uniform(), -130 - (int)(next_u32() % 15));
-                break;
-            case 5:
-                v = (i % 2) ? -0.0f : 0.0f;
-                break;
-            case 6:
-                v = (float)((int)(next_u32() % 5) - 2);
-                break;
-            default:
-                break;
-            }
+            float v = amn_test_uniform() * ldexpf(1.0f, r % 12 * 6 - 30);
+            v = amn_test_hostile(r % 8, i, v);
             x[(size_t)r * N + i] = v;
         }
     for (size_t t = 0; t < NTYPES; t++)
@@ -243,7 +213,7 @@ static void test_paths_agree_hostile(void **state) {
 static void test_null_weights_refused(void **state) {
     (void)state;
     float x[N];
-    for (int i = 0; i < N; i++) x[i] = uniform();
+    for (int i = 0; i < N; i++) x[i] = amn_test_uniform();
     for (size_t t = 0; t < NTYPES; t++) {
         if (types[t].null_ok) continue;
         uint8_t y[2 * 98];

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "amn_test.h"
+#include "amn_test_rows.h"
 
 #include "amn/error.h"
 #include "amn/simd.h"
@@ -21,47 +22,17 @@
 
 enum { N = 512, R = 24 };
 
-static uint32_t rng = 2463534242u;
-static uint32_t next_u32(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return rng;
-}
-static float uniform(void) {
-    return (float)(next_u32() >> 8) / 16777216.0f * 2.f - 1.f;
-}
-
 /* Row r's values: kind r % 8 (0 and 7 ordinary; the others hostile in some
  * groups only, so most groups of each row stay finite). */
 static void fill(float *x, float *w) {
     for (int r = 0; r < R; r++)
         for (int i = 0; i < N; i++) {
-            float v = 0.02f * uniform(), q = 0.5f + uniform() * uniform();
+            float v = 0.02f * amn_test_uniform(),
+                  q = 0.5f + amn_test_uniform() * amn_test_uniform();
             const bool hit = (i / 16) % 5 == r % 5;
-            switch (hit ? r % 8 : 0) {
-            case 1:
-                if (i % 13 == 0) v = (i % 2) ? INFINITY : -INFINITY;
-                break;
-            case 2:
-                if (i % 7 == 0) v = NAN;
-                break;
-            case 3:
-                v = ldexpf(uniform(), 100 + (int)(next_u32() % 27));
-                break;
-            case 4:
-                v = ldexpf(uniform(), -140 + (int)(next_u32() % 20));
-                break;
-            case 5:
-                v = (i % 2) ? -0.0f : 0.0f;
-                break;
-            case 6:
-                v = (float)((int)(next_u32() % 9) - 4) * 0.25f; /* ties between codes */
-                if (i % 11 == 0) q = (i % 2) ? NAN : INFINITY;
-                break;
-            default:
-                break;
-            }
+            const int kind = hit ? r % 8 : 0;
+            v = amn_test_hostile(kind, i, v);
+            if (kind == 6 && i % 11 == 0) q = (i % 2) ? NAN : INFINITY;
             x[r * N + i] = v;
             w[r * N + i] = q;
         }
