@@ -40,6 +40,7 @@ int awq_dequant_rows_scalar(const awq_layout *l, uint64_t row0, uint64_t nrows, 
 
 int awq_dequant_rows(const awq_layout *l, uint64_t row0, uint64_t nrows, amn_dtype out, void *dst,
                      amn_simd level) {
-    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2) return awq_dequant_rows_avx2(l, row0, nrows, out, dst);
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2)
+        return awq_dequant_rows_avx2(l, row0, nrows, out, dst);
     return awq_dequant_rows_scalar(l, row0, nrows, out, dst);
 }

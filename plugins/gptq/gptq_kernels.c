@@ -77,6 +77,7 @@ int gptq_dequant_rows(const gptq_layout *l, uint64_t row0, uint64_t nrows, amn_d
                       amn_simd level) {
     if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX512 && gptq_avx512_takes(l, out))
         return gptq_dequant_rows_avx512(l, row0, nrows, out, dst);
-    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2) return gptq_dequant_rows_avx2(l, row0, nrows, out, dst);
+    if (AMN_SIMD_X86 && level >= AMN_SIMD_AVX2)
+        return gptq_dequant_rows_avx2(l, row0, nrows, out, dst);
     return gptq_dequant_rows_scalar(l, row0, nrows, out, dst);
 }
