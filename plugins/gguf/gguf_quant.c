@@ -120,6 +120,22 @@ static void q_q8_0(const float *restrict x, uint8_t *restrict y) {
     for (int j = 0; j < 32; j++) y[2 + j] = (uint8_t)(int8_t)gq_round(x[j] * id);
 }
 
+#if AMN_GGUF_QUANT_AVX2
+/* A finite block in lanes, with the scalar path's bytes; any other by the
+ * scalar path (a NaN makes ggml's running max depend on where it sits). */
+static void q_q8_0_avx2(const float *restrict x, uint8_t *restrict y) {
+    float amax;
+    if (!gq_finite_absmax_avx2(x, 32, &amax)) {
+        q_q8_0(x, y);
+        return;
+    }
+    const float d = amax / 127;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    gq_put_f16(y, d);
+    gq_round_codes_avx2(x, 32, id, 0, (int8_t *)(y + 2));
+}
+#endif
+
 /* ---- Q1_0 (128 signs, d = mean |x|) and Q2_0 (64 codes -1..2, d = amax) -- */
 
 static void q_q1_0(const float *restrict x, uint8_t *restrict y) {
@@ -190,42 +206,83 @@ static void q_mxfp4_avx2(const float *restrict x, uint8_t *restrict y) {
 
 /* ---- ternary: TQ1_0 (base-3 digits, 5 per byte) and TQ2_0 (2 bits) ------ */
 
-static int trit(float v) {
-    return (int)lroundf(v) + 1; /* -1, 0, 1 -> 0, 1, 2 */
+/* The block's codes -1, 0, 1 as 0, 1, 2: ggml's lroundf(x * id) + 1. Only
+ * the low byte of an out-of-range one (a NaN's, an infinity's) is kept: the
+ * bytes below are built in uint8_t arithmetic, as ggml's are. */
+static void trits(const float *x, float id, int8_t *t) {
+    for (int i = 0; i < 256; i++) t[i] = (int8_t)((int)lroundf(x[i] * id) + 1);
 }
 
-/* n values at stride `stride` as base-3 digits, first most significant,
+/* n codes at stride `stride` as base-3 digits, first most significant,
  * scaled to a byte by ceiling division (ggml's q * 256 / 243 rounded up). */
-static uint8_t trits_byte(const float *x, size_t stride, int n, float id, int shift_one) {
+static uint8_t trits_byte(const int8_t *t, size_t stride, int n, int shift_one) {
     uint8_t q = 0;
-    for (int k = 0; k < n; k++) q = (uint8_t)(q * 3 + trit(x[k * stride] * id));
+    for (int k = 0; k < n; k++) q = (uint8_t)(q * 3 + t[k * stride]);
     if (shift_one) q = (uint8_t)(q * 3);
     return (uint8_t)(((uint16_t)q * 256 + 242) / 243);
 }
 
-static void q_tq1_0(const float *restrict x, uint8_t *restrict y) {
-    const float d = abs_max(x, 256);
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int m = 0; m < 32; m++) y[m] = trits_byte(x + m, 32, 5, id, 0);
-    x += 160;
-    for (int m = 0; m < 16; m++) y[32 + m] = trits_byte(x + m, 16, 5, id, 0);
-    x += 80;
-    for (int j = 0; j < 4; j++) y[48 + j] = trits_byte(x + j, 4, 4, id, 1);
+static void tq1_0_pack(const int8_t *t, float d, uint8_t *y) {
+    for (int m = 0; m < 32; m++) y[m] = trits_byte(t + m, 32, 5, 0);
+    t += 160;
+    for (int m = 0; m < 16; m++) y[32 + m] = trits_byte(t + m, 16, 5, 0);
+    t += 80;
+    for (int j = 0; j < 4; j++) y[48 + j] = trits_byte(t + j, 4, 4, 1);
     gq_put_f16(y + 52, d);
 }
 
-static void q_tq2_0(const float *restrict x, uint8_t *restrict y) {
-    const float d = abs_max(x, 256);
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < 64; j += 32, x += 128)
+static void tq2_0_pack(const int8_t *t, float d, uint8_t *y) {
+    for (int j = 0; j < 64; j += 32, t += 128)
         for (int m = 0; m < 32; m++) {
             uint8_t q = 0;
-            for (int n = 0; n < 4; n++)
-                q = (uint8_t)(q + ((trit(x[m + n * 32] * id) & 3) << 2 * n));
+            for (int n = 0; n < 4; n++) q = (uint8_t)(q + ((t[m + n * 32] & 3) << 2 * n));
             y[j + m] = q;
         }
     gq_put_f16(y + 64, d);
 }
+
+static float ternary_codes(const float *x, int8_t *t) {
+    const float d = abs_max(x, 256);
+    trits(x, d != 0.0f ? 1.0f / d : 0.0f, t);
+    return d;
+}
+
+static void q_tq1_0(const float *restrict x, uint8_t *restrict y) {
+    int8_t t[256];
+    const float d = ternary_codes(x, t);
+    tq1_0_pack(t, d, y);
+}
+
+static void q_tq2_0(const float *restrict x, uint8_t *restrict y) {
+    int8_t t[256];
+    const float d = ternary_codes(x, t);
+    tq2_0_pack(t, d, y);
+}
+
+#if AMN_GGUF_QUANT_AVX2
+/* The codes in lanes when the block and 1 / d are finite: every x * id is
+ * then within [-1, 1] give or take a rounding, where gq_round is lroundf;
+ * any other block by the scalar path. */
+static float ternary_codes_avx2(const float *x, int8_t *t) {
+    float d;
+    const float id = gq_finite_absmax_avx2(x, 256, &d) ? (d != 0.0f ? 1.0f / d : 0.0f) : NAN;
+    if (!isfinite(id)) return ternary_codes(x, t);
+    gq_round_codes_avx2(x, 256, id, 1, t);
+    return d;
+}
+
+static void q_tq1_0_avx2(const float *restrict x, uint8_t *restrict y) {
+    int8_t t[256];
+    const float d = ternary_codes_avx2(x, t);
+    tq1_0_pack(t, d, y);
+}
+
+static void q_tq2_0_avx2(const float *restrict x, uint8_t *restrict y) {
+    int8_t t[256];
+    const float d = ternary_codes_avx2(x, t);
+    tq2_0_pack(t, d, y);
+}
+#endif
 
 /* ---- dispatch ------------------------------------------------------------- */
 
@@ -276,6 +333,12 @@ static gguf_qblock_fn block_quantizer(uint32_t type) {
 static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
 #if AMN_GGUF_QUANT_AVX2
     switch (type) {
+    case GGUF_TYPE_Q8_0:
+        return q_q8_0_avx2;
+    case GGUF_TYPE_TQ1_0:
+        return q_tq1_0_avx2;
+    case GGUF_TYPE_TQ2_0:
+        return q_tq2_0_avx2;
     case GGUF_TYPE_MXFP4:
         return q_mxfp4_avx2;
     case GGUF_TYPE_IQ4_NL:

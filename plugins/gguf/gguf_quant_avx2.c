@@ -366,3 +366,55 @@ void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs) {
     }
     for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(idx[j] | idx[j + 16] << 4);
 }
+
+/* ---- Q8_0 and the ternary types: finite blocks, codes rounded in lanes ----- */
+
+/* Whether the n values (a multiple of 8) are all finite, and then their
+ * largest magnitude: ggml's running max from 0, whose result does not depend
+ * on the order once no NaN is among them. */
+bool gq_finite_absmax_avx2(const float *x, int n, float *amax) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    __m256 m = _mm256_setzero_ps(), ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int j = 0; j < n; j += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + j), absmask);
+        ok = _mm256_and_ps(ok, _mm256_cmp_ps(a, inf, _CMP_LT_OQ)); /* false for NaN too */
+        m = _mm256_max_ps(m, a);
+    }
+    if (_mm256_movemask_ps(ok) != 0xff) return false;
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    *amax = _mm_cvtss_f32(h);
+    return true;
+}
+
+/* gq_round per lane: ties away from zero below 2^23; from there on, and for
+ * NaN, the truncating conversion (INT32_MIN out of range, as gq_cvtt). */
+ALWAYS_INLINE __m256i round_away(__m256 f) {
+    const __m256i t = _mm256_cvttps_epi32(f);
+    const __m256 r = _mm256_sub_ps(f, _mm256_cvtepi32_ps(t));
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 small =
+        _mm256_cmp_ps(_mm256_and_ps(f, absmask), _mm256_set1_ps(8388608.0f), _CMP_LT_OQ);
+    const __m256 up = _mm256_and_ps(small, _mm256_cmp_ps(r, _mm256_set1_ps(0.5f), _CMP_GE_OQ));
+    const __m256 down = _mm256_and_ps(small, _mm256_cmp_ps(r, _mm256_set1_ps(-0.5f), _CMP_LE_OQ));
+    return _mm256_sub_epi32(_mm256_add_epi32(t, _mm256_castps_si256(down)),
+                            _mm256_castps_si256(up)); /* a true mask is -1 */
+}
+
+/* dst[i] = the low byte of gq_round(x[i] * id) + add, n a multiple of 8. */
+void gq_round_codes_avx2(const float *x, int n, float id, int add, int8_t *dst) {
+    const __m256 vid = _mm256_set1_ps(id);
+    const __m256i vadd = _mm256_set1_epi32(add);
+    const __m256i low =
+        _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12,
+                         -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i join = _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1);
+    for (int j = 0; j < n; j += 8) {
+        const __m256i q =
+            _mm256_add_epi32(round_away(_mm256_mul_ps(_mm256_loadu_ps(x + j), vid)), vadd);
+        const __m256i b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(q, low), join);
+        _mm_storel_epi64((__m128i *)(dst + j), _mm256_castsi256_si128(b));
+    }
+}

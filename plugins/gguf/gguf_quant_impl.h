@@ -185,6 +185,10 @@ void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float 
                           float rmin, float rdelta, int nstep, bool use_mad);
 void gq_q2_k_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs);
+/* Q8_0 / TQ1_0 / TQ2_0: whether x[0..n) are all finite, and then their
+ * largest magnitude; the low bytes of gq_round(x[i] * id) + add. */
+bool gq_finite_absmax_avx2(const float *x, int n, float *amax);
+void gq_round_codes_avx2(const float *x, int n, float id, int add, int8_t *dst);
 void gq_q4_k_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq3_s_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq3_s_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);

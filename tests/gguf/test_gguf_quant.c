@@ -150,8 +150,9 @@ static void test_split_invariance(void **state) {
 }
 
 /* Every path gives the scalar path's bytes on random rows, hostile values
- * included (infinities, NaN, huge finite values, subnormals, signed zeros,
- * ties): nothing to compare with ggml there, but the paths must agree. */
+ * included (infinities, NaN, huge finite values, subnormals, blocks so small
+ * that 1 / d overflows, signed zeros, ties): nothing to compare with ggml there, but the paths must
+ * agree. */
 static void test_paths_agree(void **state) {
     (void)state;
     enum { N = 256 * 64 };
@@ -166,6 +167,7 @@ static void test_paths_agree(void **state) {
         if (blk % 5 == 1 && i % 3 == 0) v = 1e-40f;
         if (blk % 9 == 2) v = (float)((int)(s >> 28) - 8) / 8.0f; /* ties */
         if (blk == 6) v = (i % 2) ? -0.0f : 0.0f;
+        if (blk == 8 || blk == 10) v = ldexpf(v, blk == 8 ? -128 : -140); /* 1 / d overflows */
         x[i] = v;
     }
     for (size_t t = 0; t < N_REF_TYPES; t++) {
