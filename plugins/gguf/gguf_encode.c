@@ -633,6 +633,19 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
     return AMN_OK;
 }
 
+/* The sum of |x[k] - y[k]| in binary64, in four running sums (elements k
+ * mod 4) added in a fixed order: a chain of dependent additions, one per
+ * value, would take longer than quantizing some types. The order depends
+ * only on the piece, never on the thread count. */
+static double abs_diff_sum(const float *x, const float *y, uint64_t n) {
+    double s[4] = {0, 0, 0, 0};
+    uint64_t k = 0;
+    for (; k + 4 <= n; k += 4)
+        for (int j = 0; j < 4; j++) s[j] += fabs((double)x[k + j] - (double)y[k + j]);
+    for (; k < n; k++) s[0] += fabs((double)x[k] - (double)y[k]);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 /* The |x - decode(q)| of count values x just quantized to q, added to *sum. */
 static int add_error(const enc_tensor *et, const float *x, const uint8_t *q, uint64_t count,
                      float *y, double *sum, amn_error *err) {
@@ -643,61 +656,74 @@ static int add_error(const enc_tensor *et, const float *x, const uint8_t *q, uin
     if (rc)
         return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: cannot decode %s", et->name, tr->name);
     amn_le_to_host_n(y, 4, (size_t)count); /* bytes to host floats, as x */
-    for (uint64_t k = 0; k < count; k++) *sum += fabs((double)x[k] - (double)y[k]);
+    *sum += abs_diff_sum(x, y, count);
     return AMN_OK;
 }
 
+/* Values read from the core per call: whole rows when they are short, as
+ * many as make GGUF_QREAD, so that the checks of each read (the input's
+ * size, against a file cut short underneath) are paid per 256 KiB of values,
+ * not per row. A multiple of every block size. */
+#define GGUF_QREAD 65536u
+
 /* Rows [row0, row0 + n) from the core's f32 values (a non-GGUF input,
  * dequantized first when it was quantized, or another encoder's output),
- * GGUF_QCHUNK values at a time; with abs_err, the error of each chunk
- * from the values just read (the sum abs_error makes, in its order, without
- * reading them twice). */
+ * GGUF_QREAD values at a time: blocks never straddle rows, and without
+ * weights each block is quantized alone. With abs_err, the error of each
+ * piece from the values just read (the sum abs_error makes, in its order,
+ * without reading them twice). */
 static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t row0, uint64_t n,
                            uint8_t *dst, double *abs_err, amn_error *err) {
     const gguf_type_traits *tr = gguf_type_traits_get(et->type);
-    float *x = malloc(2 * GGUF_QCHUNK * sizeof *x);
+    float *x = malloc(2 * GGUF_QREAD * sizeof *x);
     if (!x) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    float *y = x + GGUF_QCHUNK;
+    float *y = x + GGUF_QREAD;
+    const amn_simd level = amn_simd_level();
+    const uint64_t total = n * et->ne0, base = row0 * et->ne0; /* within the tensor */
     double sum = 0;
     int rc = AMN_OK;
-    for (uint64_t r = 0; !rc && r < n; r++)
-        for (uint64_t c = 0; !rc && c < et->ne0; c += GGUF_QCHUNK) {
-            const uint64_t k = et->ne0 - c < GGUF_QCHUNK ? et->ne0 - c : GGUF_QCHUNK;
-            rc = v->read(v->ctx, (row0 + r) * et->ne0 + c, k, x, err);
-            if (rc) break;
-            if (gguf_quantize(et->type, x, k, dst))
-                rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s",
-                                   et->name, tr->name);
-            if (!rc && abs_err) rc = add_error(et, x, dst, k, y, &sum, err);
-            dst += k / tr->block_elems * tr->block_bytes;
-        }
+    for (uint64_t c = 0; !rc && c < total; c += GGUF_QREAD) {
+        const uint64_t k = total - c < GGUF_QREAD ? total - c : GGUF_QREAD;
+        rc = v->read(v->ctx, base + c, k, x, err);
+        if (rc) break;
+        if (gguf_quantize_simd(et->type, x, k, dst, level))
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s", et->name,
+                               tr->name);
+        if (!rc && abs_err) rc = add_error(et, x, dst, k, y, &sum, err);
+        dst += k / tr->block_elems * tr->block_bytes;
+    }
     free(x);
     if (abs_err) *abs_err += sum;
     return rc;
 }
 
-/* quantize_values with importance-matrix weights: each row read whole
- * (ggml's legacy types weigh by the whole row) and quantized with its
- * matrix's weights. */
+/* quantize_values with importance-matrix weights: whole rows (ggml's
+ * legacy types weigh by the whole row), as many per read as make
+ * GGUF_QREAD values, each quantized with its matrix's weights. */
 static int quantize_values_w(const enc_tensor *et, const amn_values *v, uint64_t row0, uint64_t n,
                              uint8_t *dst, double *abs_err, amn_error *err) {
     const gguf_type_traits *tr = gguf_type_traits_get(et->type);
-    if (et->ne0 > SIZE_MAX / (2 * sizeof(float)) || et->ne0 > INT64_MAX)
+    if (et->ne0 > SIZE_MAX / (2 * sizeof(float)) - GGUF_QREAD || et->ne0 > INT64_MAX)
         return amn_error_set(err, AMN_E_INVALID, "tensor %s: rows too long", et->name);
-    float *x = malloc(2 * (size_t)et->ne0 * sizeof *x);
+    const uint64_t per = et->ne0 >= GGUF_QREAD ? 1 : GGUF_QREAD / et->ne0; /* rows a read */
+    float *x = malloc((size_t)(per * et->ne0 + et->ne0) * sizeof *x);
     if (!x) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    float *y = x + et->ne0;
+    float *y = x + per * et->ne0;
+    const amn_simd level = amn_simd_level();
     double sum = 0;
     int rc = AMN_OK;
-    for (uint64_t r = 0; !rc && r < n; r++, dst += et->row_bytes) {
-        const uint64_t row = row0 + r;
-        rc = v->read(v->ctx, row * et->ne0, et->ne0, x, err);
-        if (rc) break;
-        const float *w = et->qw ? et->qw + (et->ne1 ? row / et->ne1 : 0) * et->ne0 : NULL;
-        if (gguf_quantize_rows(et->type, x, 1, (int64_t)et->ne0, w, dst, amn_simd_level()))
-            rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s", et->name,
-                               tr->name);
-        if (!rc && abs_err) rc = add_error(et, x, dst, et->ne0, y, &sum, err);
+    for (uint64_t r = 0; !rc && r < n; r += per) {
+        const uint64_t m = n - r < per ? n - r : per;
+        rc = v->read(v->ctx, (row0 + r) * et->ne0, m * et->ne0, x, err);
+        for (uint64_t i = 0; !rc && i < m; i++, dst += et->row_bytes) {
+            const uint64_t row = row0 + r + i;
+            const float *xr = x + i * et->ne0;
+            const float *w = et->qw ? et->qw + (et->ne1 ? row / et->ne1 : 0) * et->ne0 : NULL;
+            if (gguf_quantize_rows(et->type, xr, 1, (int64_t)et->ne0, w, dst, level))
+                rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s",
+                                   et->name, tr->name);
+            if (!rc && abs_err) rc = add_error(et, xr, dst, et->ne0, y, &sum, err);
+        }
     }
     free(x);
     if (abs_err) *abs_err += sum;
@@ -729,7 +755,7 @@ static int abs_error(const enc_tensor *et, const amn_values *v, uint64_t row0, u
                                    tr->name);
                 break;
             }
-            for (uint64_t k = 0; k < cnt; k++) sum += fabs((double)x[k] - (double)y[k]);
+            sum += abs_diff_sum(x, y, cnt);
         }
     free(x);
     *acc += sum;
