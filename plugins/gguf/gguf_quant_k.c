@@ -282,16 +282,15 @@ static void q3_k_finish(const float *restrict x, const uint8_t *scales, const ui
         if (!d) continue;
         codes16(x + 16 * j, d, 4, L + 16 * j);
     }
-    /* High bit of element j goes to bit j / 32 of hmask[j % 32]. */
+    /* High bit of element j goes to bit j / 32 of hmask[j % 32]. Without a
+     * branch: the bit is as often set as not, and a mispredicted branch per
+     * value cost more than the rest of the block. */
     memset(hmask, 0, 32);
     uint8_t U[256];
     for (int j = 0; j < 256; ++j) {
-        uint8_t l = (uint8_t)L[j];
-        if (l > 3) {
-            hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
-            l = (uint8_t)(l - 4);
-        }
-        U[j] = l;
+        const uint8_t l = (uint8_t)L[j], high = l > 3;
+        hmask[j % 32] = (uint8_t)(hmask[j % 32] | high << (j / 32));
+        U[j] = (uint8_t)(l - 4 * high);
     }
     pack_2bit(U, qs);
 }
