@@ -241,7 +241,7 @@ static inline void q2_k_body(const float *restrict x, uint8_t *restrict y, qkx2_
     if (max_min > 0) {
         const float iscale = q4scale / max_min;
         for (int j = 0; j < 16; ++j)
-            scales[j] = (uint8_t)(scales[j] | gq_nearest_int(iscale * mins[j]) << 4);
+            scales[j] = (uint8_t)(scales[j] | (unsigned)gq_nearest_int(iscale * mins[j]) << 4);
         gq_put_f16(dmin_at, max_min / q4scale);
     } else {
         gq_put_f16(dmin_at, 0.f);
