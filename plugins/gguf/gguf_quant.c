@@ -247,16 +247,23 @@ static float ternary_codes(const float *x, int8_t *t) {
     return d;
 }
 
-static void q_tq1_0(const float *restrict x, uint8_t *restrict y) {
+typedef float (*ternary_codes_fn)(const float *x, int8_t *t);
+typedef void (*ternary_pack_fn)(const int8_t *t, float d, uint8_t *y);
+
+/* A ternary block: its codes by either path, packed as its type wants. */
+static inline void ternary_block(const float *x, uint8_t *y, ternary_codes_fn codes,
+                                 ternary_pack_fn pack) {
     int8_t t[256];
-    const float d = ternary_codes(x, t);
-    tq1_0_pack(t, d, y);
+    const float d = codes(x, t);
+    pack(t, d, y);
+}
+
+static void q_tq1_0(const float *restrict x, uint8_t *restrict y) {
+    ternary_block(x, y, ternary_codes, tq1_0_pack);
 }
 
 static void q_tq2_0(const float *restrict x, uint8_t *restrict y) {
-    int8_t t[256];
-    const float d = ternary_codes(x, t);
-    tq2_0_pack(t, d, y);
+    ternary_block(x, y, ternary_codes, tq2_0_pack);
 }
 
 #if AMN_GGUF_QUANT_AVX2
@@ -272,15 +279,11 @@ static float ternary_codes_avx2(const float *x, int8_t *t) {
 }
 
 static void q_tq1_0_avx2(const float *restrict x, uint8_t *restrict y) {
-    int8_t t[256];
-    const float d = ternary_codes_avx2(x, t);
-    tq1_0_pack(t, d, y);
+    ternary_block(x, y, ternary_codes_avx2, tq1_0_pack);
 }
 
 static void q_tq2_0_avx2(const float *restrict x, uint8_t *restrict y) {
-    int8_t t[256];
-    const float d = ternary_codes_avx2(x, t);
-    tq2_0_pack(t, d, y);
+    ternary_block(x, y, ternary_codes_avx2, tq2_0_pack);
 }
 #endif
 
