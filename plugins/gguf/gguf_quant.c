@@ -350,6 +350,8 @@ static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
         return gq_iq4_xs_avx2;
     case GGUF_TYPE_Q6_K:
         return gq_q6_k_avx2;
+    case GGUF_TYPE_Q3_K:
+        return gq_q3_k_avx2;
     case GGUF_TYPE_Q2_K:
         return gq_q2_k_avx2;
     case GGUF_TYPE_Q4_K:
@@ -370,6 +372,7 @@ static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
 static gguf_qblock_fn block_quantizer_avx512(uint32_t type) {
 #if AMN_GGUF_QUANT_AVX512
     if (type == GGUF_TYPE_Q6_K) return gq_q6_k_avx512;
+    if (type == GGUF_TYPE_Q3_K) return gq_q3_k_avx512;
 #endif
 #if AMN_GGUF_QUANT_AVX2
     if (type == GGUF_TYPE_IQ3_S) return gq_iq3_s_avx512;

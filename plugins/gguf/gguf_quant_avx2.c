@@ -9,7 +9,9 @@
  * rounded, no FMA: built with -mavx2 -mf16c -mbmi2 only), and the choice of
  * the best try is then made in try order in scalar code, as ggml makes it.
  * Used for IQ4_NL / IQ4_XS (quantize_row_iq4_nl_impl's 15 tries) and Q6_K
- * (make_qx_quants' 18 tries). Called only after the run-time CPU check. */
+ * (make_qx_quants' 18 tries). Q3_K's make_q3_quants refines one value at a
+ * time, so there the lanes hold the block's groups instead. Called only
+ * after the run-time CPU check. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -223,6 +225,76 @@ float gq_qx_search_avx2(int n, int nmax, const float *restrict x, int8_t *restri
 float gq_qx_search_w_avx2(int n, int nmax, const float *restrict x, int8_t *restrict L,
                           const float *restrict qw) {
     return qx_search_body(n, nmax, x, L, qw);
+}
+
+/* ---- Q3_K: make_q3_quants(16, 4, x, L, do_rmse) of 8 groups at once ------- */
+
+/* Group j of the 8 in lane j, each lane running ggml's loops over its group
+ * (as gq_q3_search16_avx512 does with 16, whose comment says why the bytes
+ * are the scalar search's); blends stand for the masks. */
+static void q3_search8(const float *restrict x, int8_t *restrict L, float *restrict sc) {
+    float t[128]; /* t[8 * i + j] = element i of group j */
+    for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 16; ++i) t[8 * i + j] = x[16 * j + i];
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 amax = zero, max = zero;
+    for (int i = 0; i < 16; ++i) { /* the first value of largest magnitude */
+        const __m256 v = _mm256_loadu_ps(t + 8 * i), a = _mm256_and_ps(v, absmask);
+        const __m256 gt = _mm256_cmp_ps(a, amax, _CMP_GT_OQ);
+        amax = _mm256_blendv_ps(amax, a, gt);
+        max = _mm256_blendv_ps(max, v, gt);
+    }
+    const __m256 live = _mm256_cmp_ps(amax, _mm256_set1_ps(GQ_GROUP_MAX_EPS), _CMP_NLT_UQ);
+    const __m256 iscale = _mm256_div_ps(_mm256_set1_ps(-4.f), max);
+    __m256i l[16];
+    __m256 lx = zero, l2 = zero;
+    for (int i = 0; i < 16; ++i) {
+        const __m256 v = _mm256_loadu_ps(t + 8 * i), w = _mm256_mul_ps(v, v);
+        l[i] = nearest_clamped(_mm256_mul_ps(iscale, v), 4);
+        const __m256 lf = _mm256_cvtepi32_ps(l[i]);
+        lx = _mm256_add_ps(lx, _mm256_mul_ps(_mm256_mul_ps(w, v), lf));
+        l2 = _mm256_add_ps(l2, _mm256_mul_ps(_mm256_mul_ps(w, lf), lf));
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        __m256 changed = zero;
+        for (int i = 0; i < 16; ++i) {
+            const __m256 v = _mm256_loadu_ps(t + 8 * i), w = _mm256_mul_ps(v, v);
+            const __m256 wv = _mm256_mul_ps(w, v), lf = _mm256_cvtepi32_ps(l[i]);
+            const __m256 slx = _mm256_sub_ps(lx, _mm256_mul_ps(wv, lf));
+            const __m256 sl2 = _mm256_sub_ps(l2, _mm256_mul_ps(_mm256_mul_ps(w, lf), lf));
+            const __m256i nl = nearest_clamped(_mm256_div_ps(_mm256_mul_ps(v, sl2), slx), 4);
+            const __m256 same = _mm256_castsi256_ps(_mm256_cmpeq_epi32(nl, l[i]));
+            const __m256 nf = _mm256_cvtepi32_ps(nl);
+            const __m256 slx2 = _mm256_add_ps(slx, _mm256_mul_ps(wv, nf));
+            const __m256 sl22 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(w, nf), nf));
+            __m256 m = _mm256_andnot_ps(same, _mm256_cmp_ps(slx, zero, _CMP_GT_OQ));
+            m = _mm256_and_ps(m, _mm256_cmp_ps(sl22, zero, _CMP_GT_OQ));
+            m = _mm256_and_ps(m, _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx2, slx2), l2),
+                                               _mm256_mul_ps(_mm256_mul_ps(lx, lx), sl22),
+                                               _CMP_GT_OQ));
+            l[i] = _mm256_castps_si256(
+                _mm256_blendv_ps(_mm256_castsi256_ps(l[i]), _mm256_castsi256_ps(nl), m));
+            lx = _mm256_blendv_ps(lx, slx2, m);
+            l2 = _mm256_blendv_ps(l2, sl22, m);
+            changed = _mm256_or_ps(changed, m);
+        }
+        if (!_mm256_movemask_ps(changed)) break;
+    }
+    const __m256 pos = _mm256_cmp_ps(l2, zero, _CMP_GT_OQ);
+    const __m256 s = _mm256_and_ps(pos, _mm256_div_ps(lx, l2));
+    _mm256_storeu_ps(sc, _mm256_and_ps(live, s));
+    const int lv = _mm256_movemask_ps(live);
+    for (int i = 0; i < 16; ++i) {
+        int32_t c[8];
+        _mm256_storeu_si256((__m256i *)c, l[i]);
+        for (int j = 0; j < 8; ++j) L[16 * j + i] = (int8_t)(lv >> j & 1 ? c[j] + 4 : 0);
+    }
+}
+
+void gq_q3_search16_avx2(const float *restrict x, int8_t *restrict L, float *restrict sc) {
+    q3_search8(x, L, sc);
+    q3_search8(x + 128, L + 128, sc + 8);
 }
 
 /* ---- Q2_K / Q4_K / Q5_K: make_qkx2_quants, eight groups at once ---------- */

@@ -1,7 +1,8 @@
 /* AVX-512 version of make_qx_quants (rmse_type 1), the search of Q6_K and
  * Q3_K with an importance matrix, of Q6_K without one and of Q4_0 / Q5_0
- * with one, and the final codes of Q3_K and Q6_K, with the scalar path's
- * bytes.
+ * with one, the final codes of Q3_K and Q6_K, and make_q3_quants (Q3_K
+ * without an importance matrix, at the end of the file), with the scalar
+ * path's bytes.
  *
  * As in gguf_quant_avx2.c the lanes hold the tries, each summing over the
  * group's values in ggml's order with ggml's operations (each product
@@ -175,4 +176,82 @@ void gq_codes16_avx512(const float *restrict x, float d, int nmax, int8_t *restr
                                        _mm512_min_epi32(_mm512_set1_epi32(nmax - 1), l));
     _mm_storeu_si128((__m128i *)L,
                      _mm512_cvtepi32_epi8(_mm512_add_epi32(c, _mm512_set1_epi32(nmax))));
+}
+
+/* nearest_int's integer steps on 16 lanes (its bits for any value). */
+ALWAYS_INLINE __m512i nearest16(__m512 f) {
+    const __m512i b = _mm512_castps_si512(_mm512_add_ps(f, _mm512_set1_ps(12582912.f)));
+    return _mm512_sub_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x007fffff)),
+                            _mm512_set1_epi32(0x00400000));
+}
+
+ALWAYS_INLINE __m512i clamp_q3(__m512i l) {
+    return _mm512_max_epi32(_mm512_set1_epi32(-4), _mm512_min_epi32(_mm512_set1_epi32(3), l));
+}
+
+/* make_q3_quants (do_rmse, nmax 4) of the 16 groups of 16 values of a Q3_K
+ * block at once, group j in lane j. Each lane runs ggml's loops over its
+ * group in ggml's order with ggml's operations (each product rounded, no
+ * FMA), its own running sums, and nearest_int's integer steps, so its codes
+ * and scale are the scalar search's for any values, NaN and infinity
+ * included. The lanes run the refinement passes together until none
+ * changes (at most five): a pass that changes nothing in a lane leaves its
+ * state as it was, so a further pass there changes nothing either. */
+void gq_q3_search16_avx512(const float *restrict x, int8_t *restrict L, float *restrict sc) {
+    float t[256]; /* t[16 * i + j] = element i of group j */
+    for (int j = 0; j < 16; ++j)
+        for (int i = 0; i < 16; ++i) t[16 * i + j] = x[16 * j + i];
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 amax = zero, max = zero;
+    for (int i = 0; i < 16; ++i) { /* the first value of largest magnitude */
+        const __m512 v = _mm512_loadu_ps(t + 16 * i);
+        const __mmask16 gt = _mm512_cmp_ps_mask(_mm512_and_ps(v, absmask), amax, _CMP_GT_OQ);
+        amax = _mm512_mask_mov_ps(amax, gt, _mm512_and_ps(v, absmask));
+        max = _mm512_mask_mov_ps(max, gt, v);
+    }
+    const __mmask16 live =
+        (__mmask16)~_mm512_cmp_ps_mask(amax, _mm512_set1_ps(GQ_GROUP_MAX_EPS), _CMP_LT_OQ);
+    const __m512 iscale = _mm512_div_ps(_mm512_set1_ps(-4.f), max);
+    __m512i l[16];
+    __m512 lx = zero, l2 = zero;
+    for (int i = 0; i < 16; ++i) {
+        const __m512 v = _mm512_loadu_ps(t + 16 * i), w = _mm512_mul_ps(v, v);
+        l[i] = clamp_q3(nearest16(_mm512_mul_ps(iscale, v)));
+        const __m512 lf = _mm512_cvtepi32_ps(l[i]);
+        lx = _mm512_add_ps(lx, _mm512_mul_ps(_mm512_mul_ps(w, v), lf));
+        l2 = _mm512_add_ps(l2, _mm512_mul_ps(_mm512_mul_ps(w, lf), lf));
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        __mmask16 changed = 0;
+        for (int i = 0; i < 16; ++i) {
+            const __m512 v = _mm512_loadu_ps(t + 16 * i), w = _mm512_mul_ps(v, v);
+            const __m512 wv = _mm512_mul_ps(w, v), lf = _mm512_cvtepi32_ps(l[i]);
+            const __m512 slx = _mm512_sub_ps(lx, _mm512_mul_ps(wv, lf));
+            const __m512 sl2 = _mm512_sub_ps(l2, _mm512_mul_ps(_mm512_mul_ps(w, lf), lf));
+            const __m512i nl = clamp_q3(nearest16(_mm512_div_ps(_mm512_mul_ps(v, sl2), slx)));
+            __mmask16 m = _mm512_cmp_ps_mask(slx, zero, _CMP_GT_OQ) &
+                          (__mmask16)~_mm512_cmpeq_epi32_mask(nl, l[i]);
+            const __m512 nf = _mm512_cvtepi32_ps(nl);
+            const __m512 slx2 = _mm512_add_ps(slx, _mm512_mul_ps(wv, nf));
+            const __m512 sl22 = _mm512_add_ps(sl2, _mm512_mul_ps(_mm512_mul_ps(w, nf), nf));
+            m &= _mm512_cmp_ps_mask(sl22, zero, _CMP_GT_OQ) &
+                 _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_mul_ps(slx2, slx2), l2),
+                                    _mm512_mul_ps(_mm512_mul_ps(lx, lx), sl22), _CMP_GT_OQ);
+            l[i] = _mm512_mask_mov_epi32(l[i], m, nl);
+            lx = _mm512_mask_mov_ps(lx, m, slx2);
+            l2 = _mm512_mask_mov_ps(l2, m, sl22);
+            changed |= m;
+        }
+        if (!changed) break;
+    }
+    const __m512 s = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(l2, zero, _CMP_GT_OQ), lx, l2);
+    _mm512_storeu_ps(sc, _mm512_maskz_mov_ps(live, s));
+    int8_t c[256]; /* c[16 * i + j]: code of element i of group j, + 4; 0 in a group of zeros */
+    for (int i = 0; i < 16; ++i)
+        _mm_storeu_si128((__m128i *)(c + 16 * i),
+                         _mm512_cvtepi32_epi8(_mm512_maskz_mov_epi32(
+                             live, _mm512_add_epi32(l[i], _mm512_set1_epi32(4)))));
+    for (int j = 0; j < 16; ++j)
+        for (int i = 0; i < 16; ++i) L[16 * j + i] = c[16 * i + j];
 }

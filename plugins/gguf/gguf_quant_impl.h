@@ -180,6 +180,10 @@ void gq_iq4_xs_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_iq4_nl_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_iq4_xs_w_avx2(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q6_k_avx2(const float *restrict x, uint8_t *restrict y);
+/* Q3_K without an importance matrix: make_q3_quants of the 16 groups of a
+ * block in lanes (codes + 4 into L[256], scales into sc[16]). */
+void gq_q3_search16_avx2(const float *restrict x, int8_t *restrict L, float *restrict sc);
+void gq_q3_k_avx2(const float *restrict x, uint8_t *restrict y);
 void gq_qkx2_search8_avx2(int n, int nmax, const float *restrict x, const float *restrict w,
                           uint8_t *restrict L, float *restrict the_min, float *restrict scale_out,
                           float rmin, float rdelta, int nstep, bool use_mad);
@@ -215,6 +219,8 @@ float gq_qx_search_w_avx512(int n, int nmax, const float *restrict x, int8_t *re
 void gq_q3_k_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q6_k_w_avx512(const float *restrict x, uint8_t *restrict y, const float *restrict qw);
 void gq_q6_k_avx512(const float *restrict x, uint8_t *restrict y);
+void gq_q3_search16_avx512(const float *restrict x, int8_t *restrict L, float *restrict sc);
+void gq_q3_k_avx512(const float *restrict x, uint8_t *restrict y);
 void gq_codes16_avx512(const float *restrict x, float d, int nmax, int8_t *restrict L);
 #else
 #define AMN_GGUF_QUANT_AVX512 0

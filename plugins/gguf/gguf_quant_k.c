@@ -295,13 +295,21 @@ static void q3_k_finish(const float *restrict x, const uint8_t *scales, const ui
     pack_2bit(U, qs);
 }
 
-void gq_q3_k(const float *restrict x, uint8_t *restrict y) {
+/* The 16 groups' make_q3_quants, one after another. */
+static void q3_search16(const float *restrict x, int8_t *restrict L, float *restrict sc) {
+    for (int j = 0; j < 16; ++j) sc[j] = q3_search(16, 4, x + 16 * j, L + 16 * j);
+}
+
+typedef void (*q3_search16_fn)(const float *restrict x, int8_t *restrict L, float *restrict sc);
+
+static inline void q3_k_body(const float *restrict x, uint8_t *restrict y, q3_search16_fn search,
+                             gq_codes16_fn codes16) {
     uint8_t *hmask = y, *qs = y + 32, *scales = y + 96, *d_at = y + 108;
     int8_t L[256];
     float sc[16];
     float max_scale = 0, amax = 0;
+    search(x, L, sc);
     for (int j = 0; j < 16; ++j) {
-        sc[j] = q3_search(16, 4, x + 16 * j, L + 16 * j);
         const float scale = fabsf(sc[j]);
         if (scale > amax) {
             amax = scale;
@@ -325,8 +333,22 @@ void gq_q3_k(const float *restrict x, uint8_t *restrict y) {
     } else {
         gq_put_f16(d_at, 0.f);
     }
-    q3_k_finish(x, scales, d_at, L, hmask, qs, gq_codes16);
+    q3_k_finish(x, scales, d_at, L, hmask, qs, codes16);
 }
+
+void gq_q3_k(const float *restrict x, uint8_t *restrict y) {
+    q3_k_body(x, y, q3_search16, gq_codes16);
+}
+#if AMN_GGUF_QUANT_AVX2
+void gq_q3_k_avx2(const float *restrict x, uint8_t *restrict y) {
+    q3_k_body(x, y, gq_q3_search16_avx2, gq_codes16);
+}
+#endif
+#if AMN_GGUF_QUANT_AVX512
+void gq_q3_k_avx512(const float *restrict x, uint8_t *restrict y) {
+    q3_k_body(x, y, gq_q3_search16_avx512, gq_codes16_avx512);
+}
+#endif
 
 /* ---- Q4_K / Q5_K: 8 groups of 32, 6-bit scales and mins ------------------ */
 
