@@ -1,0 +1,245 @@
+/* Fuzz target for Hugging Face model folders made GGUFs (the amn-hf plugin):
+ * config.json, the tokenizer files, the model card and the weights, each
+ * read as llama.cpp's converter reads it. The input is packed as
+ *
+ *   u32 LE  lengths of the N_FILES files of `files` below, in that order
+ *           (0xffffffff: the file is absent)
+ *   u8      how: bits 0-1 the target (hf-f16, hf-bf16, hf-f32, hf-q8_0),
+ *           bit 2 then Q4_K_M in the same pass (encode_then), bit 3 the
+ *           GGUF made read back as a Hugging Face folder (the hfdir encoder)
+ *   the files' bytes, and the rest: model.safetensors
+ *
+ * (lengths past the end are cut to what is left), written into a folder
+ * that is opened, planned and converted: the architecture tables, the
+ * hyperparameter checks, the SentencePiece protobuf reader, the BPE
+ * tokenizer that hashes the check text (its pre-tokenizer regexes), the
+ * added and special tokens, the chat template and the model card's front
+ * matter, on whatever bytes those files hold. The same invariants as
+ * fuzz_smoke (fuzz_common.h) apply.
+ *
+ *   fuzz_hf [iterations] [model folders, or folders of them, or packed
+ *           inputs...]          plain build: deterministic mutations
+ *   fuzz_hf --pack OUTDIR FOLDER...
+ *                               writes each folder packed, as a seed corpus
+ *                               for the libFuzzer build */
+
+#include "fuzz_common.h"
+
+static const char *const files[] = {
+    "config.json",       "tokenizer.json",          "tokenizer_config.json",
+    "tokenizer.model",   "generation_config.json",  "README.md",
+    "added_tokens.json", "special_tokens_map.json", "chat_template.jinja"};
+enum { N_FILES = sizeof files / sizeof files[0], PACK_HEAD = 4 * N_FILES + 1, ABSENT = -1 };
+
+static const char *folder(void) {
+    return fuzz_folder("amn-fuzz-hf");
+}
+
+/* name in the folder holds data (NULL: the file is absent). */
+static void put(const char *name, const uint8_t *data, size_t size) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", folder(), name);
+    if (data)
+        fuzz_write_file(path, data, size);
+    else
+        unlink(path);
+}
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int convert(amn_ctx *ctx, const amn_model *m, const char *target, const char *enc,
+                   const char *then, const char *out) {
+    amn_plan *p = fuzz_plan_new(ctx, m);
+    if (!p) return AMN_E_PARSE;
+    const amn_encode_options eo = {.struct_size = sizeof eo, .target = enc};
+    const amn_encode_options et = {.struct_size = sizeof et, .target = then};
+    const amn_convert_options o = {.struct_size = sizeof o,
+                                   .mode = AMN_MODE_REMEMBER,
+                                   .target = target,
+                                   .encode = &eo,
+                                   .encode_then = then ? &et : NULL,
+                                   .out_dtype = AMN_DTYPE_BF16,
+                                   .output = out,
+                                   .overwrite = true,
+                                   .threads = 1,
+                                   .no_sync = true};
+    amn_error err;
+    fuzz_err_reset(&err);
+    const int rc = amn_convert(ctx, m, p, &o, NULL, &err);
+    fuzz_check_rc("amn_convert", rc, &err);
+    amn_plan_free(p);
+    return rc;
+}
+
+/* The GGUF made from the folder, read back as a Hugging Face folder's
+ * weights (the hfdir encoder reads the vocabulary, the hyperparameters and
+ * the tensor names it wrote). */
+static void read_back(amn_ctx *ctx, const char *gguf) {
+    amn_model *m = fuzz_open_path(ctx, gguf);
+    if (!m) return;
+    char out[160];
+    snprintf(out, sizeof out, "%s/back.safetensors", folder());
+    if (convert(ctx, m, "safetensors", "hfdir", NULL, out) == AMN_OK) unlink(out);
+    amn_model_free(m);
+}
+
+static const char *const targets[4] = {"hf-f16", "hf-bf16", "hf-f32", "hf-q8_0"};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    (void)fuzz_pipeline; /* shared header; this target opens folders only */
+    (void)fuzz_convert;
+    if (size < PACK_HEAD) return 0;
+    size_t left = size - PACK_HEAD;
+    const uint8_t *p = data + PACK_HEAD;
+    for (size_t f = 0; f < N_FILES; f++) {
+        const uint32_t len = le32(data + 4 * f);
+        const size_t n = len == (uint32_t)ABSENT ? 0 : len < left ? len : left;
+        put(files[f], len == (uint32_t)ABSENT ? NULL : p, n);
+        p += n, left -= n;
+    }
+    put("model.safetensors", p, left);
+    const unsigned how = data[4 * N_FILES];
+    amn_ctx *ctx = fuzz_ctx();
+    if (!amn_ctx_find_encoder(ctx, "hf-f16")) return 0; /* no amn-hf plugin */
+    amn_model *m = fuzz_open_path(ctx, folder());
+    if (!m) return 0;
+    char out[160];
+    snprintf(out, sizeof out, "%s/out.gguf", folder());
+    if (amn_model_total_bytes(m) < (4u << 20) &&
+        convert(ctx, m, "gguf", targets[how & 3], how & 4 ? "Q4_K_M" : NULL, out) == AMN_OK) {
+        if (how & 8) read_back(ctx, out);
+        unlink(out);
+    }
+    amn_model_free(m);
+    return 0;
+}
+
+#ifndef AMN_LIBFUZZER
+/* The whole file appended to *buf (grown), or false when it is absent. */
+static bool slurp(const char *path, uint8_t **buf, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    uint8_t chunk[1 << 14];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        uint8_t *g = realloc(*buf, *len + n);
+        if (!g) abort();
+        memcpy(g + *len, chunk, n);
+        *buf = g, *len += n;
+    }
+    fclose(f);
+    return true;
+}
+
+/* A model folder with config.json and model.safetensors, packed as the
+ * target reads it (how 0: hf-f16), or NULL. */
+static uint8_t *pack(const char *dir, size_t *size) {
+    uint8_t *b = calloc(1, PACK_HEAD);
+    size_t n = PACK_HEAD;
+    char path[4096];
+    if (!b) abort();
+    for (size_t f = 0; f < N_FILES; f++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+        const size_t before = n;
+        const uint32_t len = slurp(path, &b, &n) ? (uint32_t)(n - before) : (uint32_t)ABSENT;
+        if (f == 0 && len == (uint32_t)ABSENT) break;
+        for (int k = 0; k < 4; k++) b[4 * f + (size_t)k] = (uint8_t)(len >> 8 * k);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (n == PACK_HEAD || !slurp(path, &b, &n)) {
+        free(b);
+        return NULL;
+    }
+    *size = n;
+    return b;
+}
+
+/* Bytes worth mutating: the head and the files before the weights (the
+ * safetensors header is fuzz_model's and fuzz_smoke's). */
+static size_t mutable_span(const uint8_t *b, size_t size) {
+    size_t span = PACK_HEAD;
+    for (size_t f = 0; f < N_FILES; f++) {
+        const uint32_t len = le32(b + 4 * f);
+        if (len != (uint32_t)ABSENT) span += len;
+    }
+    return span < size ? span : size;
+}
+
+/* The packed seed, then `iterations` mutations of its mutable span (the
+ * weights after it kept as they are), every target in turn. */
+static void run_packed(const uint8_t *orig, size_t n, long iterations, uint64_t *rs) {
+    fuzz_run_exact(orig, n);
+    const size_t span = mutable_span(orig, n), cap = 2 * n + 64;
+    uint8_t *buf = malloc(cap);
+    if (!buf) abort();
+    for (long i = 0; i < iterations; i++) {
+        memcpy(buf, orig, span);
+        buf[4 * N_FILES] = (uint8_t)(i * 5);
+        size_t m = fuzz_mutate(buf, span, span + 64, rs);
+        memcpy(buf + m, orig + span, n - span);
+        fuzz_run_exact(buf, m + (n - span));
+    }
+    free(buf);
+}
+
+static int seed_dir(const char *dir, long iterations, uint64_t *rs, const char *pack_to);
+
+/* A model folder, a folder of them, or a packed input file. Returns the
+ * number of seeds run or written. */
+static int seed_path(const char *path, long iterations, uint64_t *rs, const char *pack_to) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    size_t n = 0;
+    uint8_t *b = NULL;
+    if (S_ISDIR(st.st_mode)) {
+        b = pack(path, &n);
+        if (!b) return seed_dir(path, iterations, rs, pack_to);
+    } else if (!slurp(path, &b, &n) || (!b && !(b = malloc(1)))) {
+        free(b);
+        return 0;
+    }
+    if (pack_to) {
+        const char *leaf = strrchr(path, '/');
+        char out[4096];
+        snprintf(out, sizeof out, "%s/%s", pack_to, leaf ? leaf + 1 : path);
+        FILE *f = fopen(out, "wb");
+        if (!f || fwrite(b, 1, n, f) != n) abort();
+        fclose(f);
+    } else {
+        run_packed(b, n, iterations, rs);
+    }
+    free(b);
+    return 1;
+}
+
+static int seed_dir(const char *dir, long iterations, uint64_t *rs, const char *pack_to) {
+    struct dirent **names;
+    int k = scandir(dir, &names, NULL, alphasort), seeds = 0;
+    for (int i = 0; i < k; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
+        struct stat st;
+        if (names[i]->d_name[0] != '.' && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            seeds += seed_path(p, iterations, rs, pack_to);
+        free(names[i]);
+    }
+    if (k >= 0) free(names);
+    return seeds;
+}
+
+int main(int argc, char **argv) {
+    const bool packing = argc > 2 && strcmp(argv[1], "--pack") == 0;
+    const long iterations = packing ? 0 : argc > 1 ? atol(argv[1]) : 20;
+    (void)fuzz_driver_main; /* shared header; seeds here are folders */
+    uint64_t rs = 0x5eed;
+    int seeds = 0;
+    if (!packing) fuzz_ctx();
+    for (int a = 2 + packing; a < argc; a++)
+        seeds += seed_path(argv[a], iterations, &rs, packing ? argv[2] : NULL);
+    printf("fuzz hf: %d folders %s\n", seeds, packing ? "packed" : "x mutations: no crash");
+    if (!packing) amn_ctx_free(fuzz_ctx());
+    return seeds ? 0 : 1;
+}
+#endif
