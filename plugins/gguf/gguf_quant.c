@@ -105,6 +105,98 @@ static void q_q5_1(const float *restrict x, uint8_t *restrict y) {
     for (int k = 0; k < 4; k++) y[4 + k] = (uint8_t)(qh >> 8 * k);
 }
 
+#if AMN_GGUF_QUANT_AVX2
+/* The four types with their codes in lanes (gq_legacy_codes_avx2), for
+ * blocks of finite values; any other block takes the scalar path. The
+ * scales are the scalar path's: the signed extreme is the first value of
+ * the largest magnitude (0.0f when every value is a zero, as the scalar
+ * loop never moves off its start), the extremes of an asymmetric block
+ * those gq_finite_min_max_avx2 accepts. */
+static bool signed_extreme_avx2(const float *x, float *max) {
+    float amax;
+    if (!gq_finite_absmax_avx2(x, 32, &amax)) return false;
+    *max = 0.0f;
+    for (int j = 0; amax != 0.0f && j < 32; j++)
+        if (fabsf(x[j]) == amax) {
+            *max = x[j];
+            break;
+        }
+    return true;
+}
+
+/* Two codes per byte: element j low, j + 16 high. */
+static void pack_nibbles(const int32_t *c, uint8_t *qs) {
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((c[j] & 15) | (c[j + 16] & 15) << 4);
+}
+
+/* Bit 4 of each code, element j at bit j, little-endian. */
+static void put_high_bits(const int32_t *c, uint8_t *qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < 32; j++) h |= (uint32_t)((uint8_t)c[j] >> 4 & 1) << j;
+    for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(h >> 8 * k);
+}
+
+static void q_q4_0_avx2(const float *restrict x, uint8_t *restrict y) {
+    float max;
+    if (!signed_extreme_avx2(x, &max)) {
+        q_q4_0(x, y);
+        return;
+    }
+    const float d = max / -8;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    gq_put_f16(y, d);
+    int32_t c[32];
+    gq_legacy_codes_avx2(x, 0.0f, id, 8.5f, 15, c);
+    pack_nibbles(c, y + 2);
+}
+
+static void q_q5_0_avx2(const float *restrict x, uint8_t *restrict y) {
+    float max;
+    if (!signed_extreme_avx2(x, &max)) {
+        q_q5_0(x, y);
+        return;
+    }
+    const float d = max / -16;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    gq_put_f16(y, d);
+    int32_t c[32];
+    gq_legacy_codes_avx2(x, 0.0f, id, 16.5f, 31, c);
+    put_high_bits(c, y + 2);
+    pack_nibbles(c, y + 6);
+}
+
+static void q_q4_1_avx2(const float *restrict x, uint8_t *restrict y) {
+    float min, max;
+    if (!gq_finite_min_max_avx2(x, &min, &max)) {
+        q_q4_1(x, y);
+        return;
+    }
+    const float d = (max - min) / 15;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    gq_put_f16(y, d);
+    gq_put_f16(y + 2, min);
+    int32_t c[32];
+    gq_legacy_codes_avx2(x, min, id, 0.5f, 15, c);
+    pack_nibbles(c, y + 4);
+}
+
+static void q_q5_1_avx2(const float *restrict x, uint8_t *restrict y) {
+    float min, max;
+    if (!gq_finite_min_max_avx2(x, &min, &max)) {
+        q_q5_1(x, y);
+        return;
+    }
+    const float d = (max - min) / 31;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    gq_put_f16(y, d);
+    gq_put_f16(y + 2, min);
+    int32_t c[32];
+    gq_legacy_codes_avx2(x, min, id, 0.5f, -1, c);
+    put_high_bits(c, y + 4);
+    pack_nibbles(c, y + 8);
+}
+#endif
+
 /* ---- Q8_0: d = amax / 127, codes roundf(x / d) -------------------------- */
 
 static float abs_max(const float *x, int n) {
@@ -336,6 +428,14 @@ static gguf_qblock_fn block_quantizer(uint32_t type) {
 static gguf_qblock_fn block_quantizer_avx2(uint32_t type) {
 #if AMN_GGUF_QUANT_AVX2
     switch (type) {
+    case GGUF_TYPE_Q4_0:
+        return q_q4_0_avx2;
+    case GGUF_TYPE_Q4_1:
+        return q_q4_1_avx2;
+    case GGUF_TYPE_Q5_0:
+        return q_q5_0_avx2;
+    case GGUF_TYPE_Q5_1:
+        return q_q5_1_avx2;
     case GGUF_TYPE_Q8_0:
         return q_q8_0_avx2;
     case GGUF_TYPE_TQ1_0:

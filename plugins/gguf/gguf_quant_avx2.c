@@ -490,3 +490,49 @@ void gq_round_codes_avx2(const float *x, int n, float id, int add, int8_t *dst) 
         _mm_storel_epi64((__m128i *)(dst + j), _mm256_castsi256_si128(b));
     }
 }
+
+/* ---- Q4_0 / Q4_1 / Q5_0 / Q5_1: codes in lanes -------------------------- */
+
+/* Whether the 32 values are all finite with neither extreme a zero, and
+ * then their least and greatest: ggml's strict compares from +-FLT_MAX
+ * give the extremes themselves, whatever the order, except that a zero
+ * extreme keeps the sign of the first zero it meets (the scalar path's
+ * case). */
+bool gq_finite_min_max_avx2(const float *x, float *mn, float *mx) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    __m256 lo = _mm256_loadu_ps(x), hi = lo, ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int j = 0; j < 32; j += 8) {
+        const __m256 v = _mm256_loadu_ps(x + j);
+        ok = _mm256_and_ps(ok, _mm256_cmp_ps(_mm256_and_ps(v, absmask), inf, _CMP_LT_OQ));
+        lo = _mm256_min_ps(lo, v);
+        hi = _mm256_max_ps(hi, v);
+    }
+    if (_mm256_movemask_ps(ok) != 0xff) return false;
+    float l[8], h[8];
+    _mm256_storeu_ps(l, lo);
+    _mm256_storeu_ps(h, hi);
+    float a = l[0], b = h[0];
+    for (int k = 1; k < 8; k++) {
+        a = l[k] < a ? l[k] : a;
+        b = h[k] > b ? h[k] : b;
+    }
+    if (a == 0.0f || b == 0.0f) return false;
+    *mn = a;
+    *mx = b;
+    return true;
+}
+
+/* c[i] = the low byte, sign-extended, of gq_cvtt((x[i] - sub) * id + add)
+ * (cvttps2dq gives INT32_MIN where gq_cvtt does), for 32 values; with top
+ * >= 0 then at most top. */
+void gq_legacy_codes_avx2(const float *x, float sub, float id, float add, int top, int32_t *c) {
+    const __m256 vs = _mm256_set1_ps(sub), vi = _mm256_set1_ps(id), va = _mm256_set1_ps(add);
+    for (int j = 0; j < 32; j += 8) {
+        const __m256 f =
+            _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs), vi), va);
+        __m256i q = _mm256_srai_epi32(_mm256_slli_epi32(_mm256_cvttps_epi32(f), 24), 24);
+        if (top >= 0) q = _mm256_min_epi32(q, _mm256_set1_epi32(top));
+        _mm256_storeu_si256((__m256i *)(c + j), q);
+    }
+}

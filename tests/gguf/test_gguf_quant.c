@@ -151,8 +151,8 @@ static void test_split_invariance(void **state) {
 
 /* Every path gives the scalar path's bytes on random rows, hostile values
  * included (infinities, NaN, huge finite values, subnormals, blocks so small
- * that 1 / d overflows, signed zeros, ties): nothing to compare with ggml there, but the paths must
- * agree. */
+ * that 1 / d overflows, signed zeros, zero extremes of either sign, ties):
+ * nothing to compare with ggml there, but the paths must agree. */
 static void test_paths_agree(void **state) {
     (void)state;
     enum { N = 256 * 64 };
@@ -168,6 +168,10 @@ static void test_paths_agree(void **state) {
         if (blk % 9 == 2) v = (float)((int)(s >> 28) - 8) / 8.0f; /* ties */
         if (blk == 6) v = (i % 2) ? -0.0f : 0.0f;
         if (blk == 8 || blk == 10) v = ldexpf(v, blk == 8 ? -128 : -140); /* 1 / d overflows */
+        /* A zero least (greatest) value, its first zero -0.0 (+0.0) and
+         * later ones of the other sign: ggml keeps the first one's sign. */
+        if (blk == 12) v = i % 8 == 0 ? (i % 64 == 0 ? -0.0f : 0.0f) : fabsf(v);
+        if (blk == 14) v = i % 8 == 0 ? (i % 64 == 0 ? 0.0f : -0.0f) : -fabsf(v);
         x[i] = v;
     }
     for (size_t t = 0; t < N_REF_TYPES; t++) {
