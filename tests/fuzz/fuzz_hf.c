@@ -7,7 +7,9 @@
  *   u8      how: bits 0-1 the target (hf-f16, hf-bf16, hf-f32, hf-q8_0),
  *           bit 2 then Q4_K_M in the same pass (encode_then), bit 3 the
  *           GGUF made read back as a Hugging Face folder (the hfdir encoder)
- *   the files' bytes, and the rest: model.safetensors
+ *   the files' bytes, and the rest: model.safetensors, or, when it begins
+ *   with "GGUF", a GGUF file that is read as a Hugging Face folder's
+ *   weights (hfdir: its vocabulary, hyperparameters and tensor names)
  *
  * (lengths past the end are cut to what is left), written into a folder
  * that is opened, planned and converted: the architecture tables, the
@@ -17,8 +19,9 @@
  * matter, on whatever bytes those files hold. The same invariants as
  * fuzz_smoke (fuzz_common.h) apply.
  *
- *   fuzz_hf [iterations] [model folders, or folders of them, or packed
- *           inputs...]          plain build: deterministic mutations
+ *   fuzz_hf [iterations] [model folders, or folders of them, GGUF files
+ *           (*.gguf), or packed inputs...]
+ *                               plain build: deterministic mutations
  *   fuzz_hf --pack OUTDIR FOLDER...
  *                               writes each folder packed, as a seed corpus
  *                               for the libFuzzer build */
@@ -99,13 +102,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         put(files[f], len == (uint32_t)ABSENT ? NULL : p, n);
         p += n, left -= n;
     }
-    put("model.safetensors", p, left);
     const unsigned how = data[4 * N_FILES];
     amn_ctx *ctx = fuzz_ctx();
     if (!amn_ctx_find_encoder(ctx, "hf-f16")) return 0; /* no amn-hf plugin */
+    char out[160];
+    if (left >= 4 && memcmp(p, "GGUF", 4) == 0) { /* a GGUF made a Hugging Face folder */
+        snprintf(out, sizeof out, "%s/model.gguf", folder());
+        fuzz_write_file(out, p, left);
+        read_back(ctx, out);
+        unlink(out);
+        return 0;
+    }
+    put("model.safetensors", p, left);
     amn_model *m = fuzz_open_path(ctx, folder());
     if (!m) return 0;
-    char out[160];
     snprintf(out, sizeof out, "%s/out.gguf", folder());
     if (amn_model_total_bytes(m) < (4u << 20) &&
         convert(ctx, m, "gguf", targets[how & 3], how & 4 ? "Q4_K_M" : NULL, out) == AMN_OK) {
@@ -157,13 +167,16 @@ static uint8_t *pack(const char *dir, size_t *size) {
 }
 
 /* Bytes worth mutating: the head and the files before the weights (the
- * safetensors header is fuzz_model's and fuzz_smoke's). */
+ * safetensors header is fuzz_model's and fuzz_smoke's), or a GGUF's first
+ * 64 KiB (its key/values: the vocabulary the way back reads). */
 static size_t mutable_span(const uint8_t *b, size_t size) {
     size_t span = PACK_HEAD;
     for (size_t f = 0; f < N_FILES; f++) {
         const uint32_t len = le32(b + 4 * f);
         if (len != (uint32_t)ABSENT) span += len;
     }
+    if (span + 4 <= size && memcmp(b + span, "GGUF", 4) == 0) /* its key/values, in its head */
+        span += 64 << 10;
     return span < size ? span : size;
 }
 
@@ -196,6 +209,16 @@ static int seed_path(const char *path, long iterations, uint64_t *rs, const char
     if (S_ISDIR(st.st_mode)) {
         b = pack(path, &n);
         if (!b) return seed_dir(path, iterations, rs, pack_to);
+    } else if (strlen(path) > 5 && strcmp(path + strlen(path) - 5, ".gguf") == 0) {
+        /* a GGUF, packed behind a head of absent files */
+        if (!(b = malloc(PACK_HEAD))) abort();
+        memset(b, 0xff, PACK_HEAD);
+        b[4 * N_FILES] = 0;
+        n = PACK_HEAD;
+        if (!slurp(path, &b, &n)) {
+            free(b);
+            return 0;
+        }
     } else if (!slurp(path, &b, &n) || (!b && !(b = malloc(1)))) {
         free(b);
         return 0;
