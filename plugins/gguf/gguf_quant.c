@@ -136,64 +136,53 @@ static void put_high_bits(const int32_t *c, uint8_t *qh) {
     for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(h >> 8 * k);
 }
 
+/* Q4_0 (nmax 8) and Q5_0 (16): d = max / -nmax, codes at most 2 nmax - 1. */
+static void sym_avx2(const float *restrict x, uint8_t *restrict y, int nmax,
+                     gguf_qblock_fn scalar) {
+    float max;
+    if (!signed_extreme_avx2(x, &max)) {
+        scalar(x, y);
+        return;
+    }
+    const float d = max / -nmax;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    gq_put_f16(y, d);
+    int32_t c[32];
+    gq_legacy_codes_avx2(x, 0.0f, id, (float)nmax + 0.5f, 2 * nmax - 1, c);
+    if (nmax == 16) put_high_bits(c, y + 2);
+    pack_nibbles(c, y + (nmax == 16 ? 6 : 2));
+}
+
+/* Q4_1 (4 bits, codes at most 15) and Q5_1 (5 bits, unclamped as in ggml):
+ * d = (max - min) / (2^bits - 1), m = min. */
+static void asym_avx2(const float *restrict x, uint8_t *restrict y, int bits,
+                      gguf_qblock_fn scalar) {
+    float min, max;
+    if (!gq_finite_min_max_avx2(x, &min, &max)) {
+        scalar(x, y);
+        return;
+    }
+    const float d = (max - min) / ((1 << bits) - 1);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    gq_put_f16(y, d);
+    gq_put_f16(y + 2, min);
+    int32_t c[32];
+    gq_legacy_codes_avx2(x, min, id, 0.5f, bits == 4 ? 15 : -1, c);
+    if (bits == 5) put_high_bits(c, y + 4);
+    pack_nibbles(c, y + (bits == 5 ? 8 : 4));
+}
+
 static void q_q4_0_avx2(const float *restrict x, uint8_t *restrict y) {
-    float max;
-    if (!signed_extreme_avx2(x, &max)) {
-        q_q4_0(x, y);
-        return;
-    }
-    const float d = max / -8;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    gq_put_f16(y, d);
-    int32_t c[32];
-    gq_legacy_codes_avx2(x, 0.0f, id, 8.5f, 15, c);
-    pack_nibbles(c, y + 2);
+    sym_avx2(x, y, 8, q_q4_0);
 }
-
 static void q_q5_0_avx2(const float *restrict x, uint8_t *restrict y) {
-    float max;
-    if (!signed_extreme_avx2(x, &max)) {
-        q_q5_0(x, y);
-        return;
-    }
-    const float d = max / -16;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    gq_put_f16(y, d);
-    int32_t c[32];
-    gq_legacy_codes_avx2(x, 0.0f, id, 16.5f, 31, c);
-    put_high_bits(c, y + 2);
-    pack_nibbles(c, y + 6);
+    sym_avx2(x, y, 16, q_q5_0);
 }
-
 static void q_q4_1_avx2(const float *restrict x, uint8_t *restrict y) {
-    float min, max;
-    if (!gq_finite_min_max_avx2(x, &min, &max)) {
-        q_q4_1(x, y);
-        return;
-    }
-    const float d = (max - min) / 15;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    gq_put_f16(y, d);
-    gq_put_f16(y + 2, min);
-    int32_t c[32];
-    gq_legacy_codes_avx2(x, min, id, 0.5f, 15, c);
-    pack_nibbles(c, y + 4);
+    asym_avx2(x, y, 4, q_q4_1);
 }
-
 static void q_q5_1_avx2(const float *restrict x, uint8_t *restrict y) {
-    float min, max;
-    if (!gq_finite_min_max_avx2(x, &min, &max)) {
-        q_q5_1(x, y);
-        return;
-    }
-    const float d = (max - min) / 31;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    gq_put_f16(y, d);
-    gq_put_f16(y + 2, min);
-    int32_t c[32];
-    gq_legacy_codes_avx2(x, min, id, 0.5f, -1, c);
-    put_high_bits(c, y + 4);
-    pack_nibbles(c, y + 8);
+    asym_avx2(x, y, 5, q_q5_1);
 }
 #endif
 

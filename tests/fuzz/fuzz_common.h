@@ -187,6 +187,20 @@ static inline const char *fuzz_folder(const char *prefix) {
     return fuzz_dir_;
 }
 
+/* name in folder `dir` holds data (NULL: the file is absent). */
+static inline void fuzz_put(const char *dir, const char *name, const uint8_t *data, size_t size) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (data)
+        fuzz_write_file(path, data, size);
+    else
+        unlink(path);
+}
+
+static inline uint32_t fuzz_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 /* Probe + header-only inspect over a memory source, then the mapped open
  * (through a memfd), planning, and for small models whole conversions: to
  * safetensors always, and to GGUF when the input was GGUF (metadata carries
@@ -266,8 +280,8 @@ static size_t fuzz_mutate(uint8_t *buf, size_t size, size_t cap, uint64_t *s) {
 /* Hand the target an allocation of exactly the input's size, as libFuzzer
  * does, so that ASan sees a read past its end. */
 static void fuzz_run_exact(const uint8_t *data, size_t n) {
-    uint8_t *p = malloc(n);
-    if (!p && !(p = malloc(1))) return;
+    uint8_t *p = malloc(n ? n : 1);
+    if (!p) return;
     if (n) memcpy(p, data, n);
     LLVMFuzzerTestOneInput(p, n);
     free(p);
@@ -332,6 +346,129 @@ static int fuzz_driver_main(int argc, char **argv, long *iterations_out) {
     free(buf);
     free(orig);
     return seeds;
+}
+
+/* ---- targets whose input packs a model folder (fuzz_model, fuzz_hf) ---- */
+
+/* The whole file appended to *buf (grown); false when it cannot be read. */
+static inline bool fuzz_slurp(const char *path, uint8_t **buf, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    uint8_t chunk[1 << 14];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        uint8_t *g = realloc(*buf, *len + n);
+        if (!g) abort();
+        memcpy(g + *len, chunk, n);
+        *buf = g, *len += n;
+    }
+    fclose(f);
+    return true;
+}
+
+/* The packed seed as it is, then `iterations` mutations of its first
+ * `span` bytes (the rest kept as it is), byte how_at of each set to
+ * i * how_step first: every mode of the target in turn. */
+static inline void fuzz_run_head_mutations(const uint8_t *orig, size_t n, size_t span,
+                                           size_t how_at, unsigned how_step, long iterations,
+                                           uint64_t *rs) {
+    fuzz_run_exact(orig, n);
+    const size_t cap = 2 * n + 64;
+    uint8_t *buf = malloc(cap);
+    if (!buf) abort();
+    for (long i = 0; i < iterations; i++) {
+        memcpy(buf, orig, span);
+        if (how_at < span) buf[how_at] = (uint8_t)((unsigned long)i * how_step);
+        size_t m = fuzz_mutate(buf, span, span + 64, rs);
+        memcpy(buf + m, orig + span, n - span);
+        fuzz_run_exact(buf, m + (n - span));
+    }
+    free(buf);
+}
+
+typedef struct fuzz_packer {
+    const char *name; /* "model", "hf": the summary line's */
+    /* The packed input of a model folder, or NULL when dir is not one. */
+    uint8_t *(*pack)(const char *dir, size_t *size);
+    /* Optional: a file packed by the target itself (true), else it is read
+     * as a packed input. */
+    bool (*pack_file)(const char *path, uint8_t **buf, size_t *size);
+    /* The seed as it is, then `iterations` mutations of it. */
+    void (*run)(const uint8_t *b, size_t n, long iterations, uint64_t *rs);
+} fuzz_packer;
+
+static inline int fuzz_pack_dir(const fuzz_packer *k, const char *dir, long iterations,
+                                uint64_t *rs, const char *pack_to);
+
+/* A model folder, a folder of them, or a file (packed input, or one the
+ * target packs). Returns the number of seeds run or written. */
+static inline int fuzz_pack_path(const fuzz_packer *k, const char *path, long iterations,
+                                 uint64_t *rs, const char *pack_to) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    size_t n = 0;
+    uint8_t *b = NULL;
+    if (S_ISDIR(st.st_mode)) {
+        if (!(b = k->pack(path, &n))) return fuzz_pack_dir(k, path, iterations, rs, pack_to);
+    } else if (!(k->pack_file && k->pack_file(path, &b, &n)) &&
+               (!fuzz_slurp(path, &b, &n) || (!b && !(b = malloc(1))))) {
+        free(b);
+        return 0;
+    }
+    if (pack_to) {
+        /* Named parent-leaf: leaves repeat across families (bad_orphan). */
+        char out[4096], name[512];
+        snprintf(name, sizeof name, "%s", path);
+        char *leaf = strrchr(name, '/');
+        if (leaf) {
+            *leaf = '\0';
+            char *parent = strrchr(name, '/');
+            snprintf(out, sizeof out, "%s/%s-%s", pack_to, parent ? parent + 1 : name, leaf + 1);
+        } else {
+            snprintf(out, sizeof out, "%s/%s", pack_to, name);
+        }
+        FILE *f = fopen(out, "wb");
+        if (!f || fwrite(b, 1, n, f) != n) abort();
+        fclose(f);
+    } else {
+        k->run(b, n, iterations, rs);
+    }
+    free(b);
+    return 1;
+}
+
+static inline int fuzz_pack_dir(const fuzz_packer *k, const char *dir, long iterations,
+                                uint64_t *rs, const char *pack_to) {
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, alphasort), seeds = 0;
+    for (int i = 0; i < n; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
+        struct stat st;
+        if (names[i]->d_name[0] != '.' && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            seeds += fuzz_pack_path(k, p, iterations, rs, pack_to);
+        free(names[i]);
+    }
+    if (n >= 0) free(names);
+    return seeds;
+}
+
+/* fuzz_X [iterations] [model folders, folders of them, files...], or
+ * fuzz_X --pack OUTDIR FOLDER...: each packed into OUTDIR (a libFuzzer
+ * corpus). The plain build's main. */
+static inline int fuzz_packer_main(const fuzz_packer *k, int argc, char **argv,
+                                   long default_iterations) {
+    const bool packing = argc > 2 && strcmp(argv[1], "--pack") == 0;
+    const long iterations = packing ? 0 : argc > 1 ? atol(argv[1]) : default_iterations;
+    uint64_t rs = 0x5eed;
+    int seeds = 0;
+    if (!packing) fuzz_ctx();
+    for (int a = 2 + packing; a < argc; a++)
+        seeds += fuzz_pack_path(k, argv[a], iterations, &rs, packing ? argv[2] : NULL);
+    printf("fuzz %s: %d folders %s\n", k->name, seeds,
+           packing ? "packed" : "x mutations: no crash");
+    if (!packing) amn_ctx_free(fuzz_ctx());
+    return seeds ? 0 : 1;
 }
 #endif
 

@@ -38,18 +38,8 @@ static const char *folder(void) {
     return fuzz_folder("amn-fuzz-hf");
 }
 
-/* name in the folder holds data (NULL: the file is absent). */
 static void put(const char *name, const uint8_t *data, size_t size) {
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", folder(), name);
-    if (data)
-        fuzz_write_file(path, data, size);
-    else
-        unlink(path);
-}
-
-static uint32_t le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    fuzz_put(folder(), name, data, size);
 }
 
 static int convert(amn_ctx *ctx, const amn_model *m, const char *target, const char *enc,
@@ -97,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t left = size - PACK_HEAD;
     const uint8_t *p = data + PACK_HEAD;
     for (size_t f = 0; f < N_FILES; f++) {
-        const uint32_t len = le32(data + 4 * f);
+        const uint32_t len = fuzz_le32(data + 4 * f);
         const size_t n = len == (uint32_t)ABSENT ? 0 : len < left ? len : left;
         put(files[f], len == (uint32_t)ABSENT ? NULL : p, n);
         p += n, left -= n;
@@ -127,22 +117,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifndef AMN_LIBFUZZER
-/* The whole file appended to *buf (grown), or false when it is absent. */
-static bool slurp(const char *path, uint8_t **buf, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    uint8_t chunk[1 << 14];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        uint8_t *g = realloc(*buf, *len + n);
-        if (!g) abort();
-        memcpy(g + *len, chunk, n);
-        *buf = g, *len += n;
-    }
-    fclose(f);
-    return true;
-}
-
 /* A model folder with config.json and model.safetensors, packed as the
  * target reads it (how 0: hf-f16), or NULL. */
 static uint8_t *pack(const char *dir, size_t *size) {
@@ -153,12 +127,12 @@ static uint8_t *pack(const char *dir, size_t *size) {
     for (size_t f = 0; f < N_FILES; f++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[f]);
         const size_t before = n;
-        const uint32_t len = slurp(path, &b, &n) ? (uint32_t)(n - before) : (uint32_t)ABSENT;
+        const uint32_t len = fuzz_slurp(path, &b, &n) ? (uint32_t)(n - before) : (uint32_t)ABSENT;
         if (f == 0 && len == (uint32_t)ABSENT) break;
         for (int k = 0; k < 4; k++) b[4 * f + (size_t)k] = (uint8_t)(len >> 8 * k);
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (n == PACK_HEAD || !slurp(path, &b, &n)) {
+    if (n == PACK_HEAD || !fuzz_slurp(path, &b, &n)) {
         free(b);
         return NULL;
     }
@@ -172,7 +146,7 @@ static uint8_t *pack(const char *dir, size_t *size) {
 static size_t mutable_span(const uint8_t *b, size_t size) {
     size_t span = PACK_HEAD;
     for (size_t f = 0; f < N_FILES; f++) {
-        const uint32_t len = le32(b + 4 * f);
+        const uint32_t len = fuzz_le32(b + 4 * f);
         if (len != (uint32_t)ABSENT) span += len;
     }
     if (span + 4 <= size && memcmp(b + span, "GGUF", 4) == 0) /* its key/values, in its head */
@@ -183,86 +157,29 @@ static size_t mutable_span(const uint8_t *b, size_t size) {
 /* The packed seed, then `iterations` mutations of its mutable span (the
  * weights after it kept as they are), every target in turn. */
 static void run_packed(const uint8_t *orig, size_t n, long iterations, uint64_t *rs) {
-    fuzz_run_exact(orig, n);
-    const size_t span = mutable_span(orig, n), cap = 2 * n + 64;
-    uint8_t *buf = malloc(cap);
-    if (!buf) abort();
-    for (long i = 0; i < iterations; i++) {
-        memcpy(buf, orig, span);
-        buf[4 * N_FILES] = (uint8_t)(i * 5);
-        size_t m = fuzz_mutate(buf, span, span + 64, rs);
-        memcpy(buf + m, orig + span, n - span);
-        fuzz_run_exact(buf, m + (n - span));
-    }
-    free(buf);
+    fuzz_run_head_mutations(orig, n, mutable_span(orig, n), 4 * N_FILES, 5, iterations, rs);
 }
 
-static int seed_dir(const char *dir, long iterations, uint64_t *rs, const char *pack_to);
-
-/* A model folder, a folder of them, or a packed input file. Returns the
- * number of seeds run or written. */
-static int seed_path(const char *path, long iterations, uint64_t *rs, const char *pack_to) {
-    struct stat st;
-    if (stat(path, &st) != 0) return 0;
-    size_t n = 0;
-    uint8_t *b = NULL;
-    if (S_ISDIR(st.st_mode)) {
-        b = pack(path, &n);
-        if (!b) return seed_dir(path, iterations, rs, pack_to);
-    } else if (strlen(path) > 5 && strcmp(path + strlen(path) - 5, ".gguf") == 0) {
-        /* a GGUF, packed behind a head of absent files */
-        if (!(b = malloc(PACK_HEAD))) abort();
-        memset(b, 0xff, PACK_HEAD);
-        b[4 * N_FILES] = 0;
-        n = PACK_HEAD;
-        if (!slurp(path, &b, &n)) {
-            free(b);
-            return 0;
-        }
-    } else if (!slurp(path, &b, &n) || (!b && !(b = malloc(1)))) {
+/* A GGUF file (*.gguf), packed behind a head of absent files. */
+static bool pack_gguf(const char *path, uint8_t **buf, size_t *size) {
+    const size_t len = strlen(path);
+    if (len <= 5 || strcmp(path + len - 5, ".gguf") != 0) return false;
+    uint8_t *b = malloc(PACK_HEAD);
+    if (!b) abort();
+    memset(b, 0xff, PACK_HEAD);
+    b[4 * N_FILES] = 0;
+    size_t n = PACK_HEAD;
+    if (!fuzz_slurp(path, &b, &n)) {
         free(b);
-        return 0;
+        return false;
     }
-    if (pack_to) {
-        const char *leaf = strrchr(path, '/');
-        char out[4096];
-        snprintf(out, sizeof out, "%s/%s", pack_to, leaf ? leaf + 1 : path);
-        FILE *f = fopen(out, "wb");
-        if (!f || fwrite(b, 1, n, f) != n) abort();
-        fclose(f);
-    } else {
-        run_packed(b, n, iterations, rs);
-    }
-    free(b);
-    return 1;
-}
-
-static int seed_dir(const char *dir, long iterations, uint64_t *rs, const char *pack_to) {
-    struct dirent **names;
-    int k = scandir(dir, &names, NULL, alphasort), seeds = 0;
-    for (int i = 0; i < k; i++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
-        struct stat st;
-        if (names[i]->d_name[0] != '.' && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            seeds += seed_path(p, iterations, rs, pack_to);
-        free(names[i]);
-    }
-    if (k >= 0) free(names);
-    return seeds;
+    *buf = b, *size = n;
+    return true;
 }
 
 int main(int argc, char **argv) {
-    const bool packing = argc > 2 && strcmp(argv[1], "--pack") == 0;
-    const long iterations = packing ? 0 : argc > 1 ? atol(argv[1]) : 20;
     (void)fuzz_driver_main; /* shared header; seeds here are folders */
-    uint64_t rs = 0x5eed;
-    int seeds = 0;
-    if (!packing) fuzz_ctx();
-    for (int a = 2 + packing; a < argc; a++)
-        seeds += seed_path(argv[a], iterations, &rs, packing ? argv[2] : NULL);
-    printf("fuzz hf: %d folders %s\n", seeds, packing ? "packed" : "x mutations: no crash");
-    if (!packing) amn_ctx_free(fuzz_ctx());
-    return seeds ? 0 : 1;
+    const fuzz_packer k = {.name = "hf", .pack = pack, .pack_file = pack_gguf, .run = run_packed};
+    return fuzz_packer_main(&k, argc, argv, 20);
 }
 #endif

@@ -29,18 +29,8 @@ static const char *folder(void) {
     return fuzz_folder("amn-fuzz-model");
 }
 
-/* name in the folder holds data (NULL: the file is absent). */
 static void put(const char *name, const uint8_t *data, size_t size) {
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", folder(), name);
-    if (data)
-        fuzz_write_file(path, data, size);
-    else
-        unlink(path);
-}
-
-static uint32_t le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    fuzz_put(folder(), name, data, size);
 }
 
 /* how's bits 3-5: bnb in safetensors, GGUF file types in GGUF (IQ2_XS needs
@@ -70,9 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)fuzz_pipeline; /* shared header; this target opens folders only */
     if (size < PACK_HEAD) return 0;
     size_t left = size - PACK_HEAD;
-    const size_t n1 = le32(data) < left ? le32(data) : left;
+    const size_t n1 = fuzz_le32(data) < left ? fuzz_le32(data) : left;
     left -= n1;
-    const size_t n2 = le32(data + 4) < left ? le32(data + 4) : left;
+    const size_t n2 = fuzz_le32(data + 4) < left ? fuzz_le32(data + 4) : left;
     left -= n2;
     const uint8_t *p = data + PACK_HEAD;
     put("config.json", p, n1);
@@ -88,26 +78,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifndef AMN_LIBFUZZER
-/* The whole file appended to *buf (grown), or false when it is absent. */
-static bool slurp_path(const char *path, uint8_t **buf, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    uint8_t chunk[1 << 14];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        uint8_t *g = realloc(*buf, *len + n);
-        if (!g) abort();
-        memcpy(g + *len, chunk, n);
-        *buf = g, *len += n;
-    }
-    fclose(f);
-    return true;
-}
-
 static bool slurp(const char *dir, const char *name, uint8_t **buf, size_t *len) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    return slurp_path(path, buf, len);
+    return fuzz_slurp(path, buf, len);
 }
 
 /* A model folder packed as the target reads it (BF16, convert mode). */
@@ -134,93 +108,21 @@ static uint8_t *pack(const char *dir, size_t *size) {
  * header (its length and JSON); the tensor data after it only feeds the
  * kernels, which the kernel tests cover value by value. */
 static size_t mutable_span(const uint8_t *b, size_t size) {
-    const size_t st = PACK_HEAD + (size_t)le32(b) + le32(b + 4);
+    const size_t st = PACK_HEAD + (size_t)fuzz_le32(b) + fuzz_le32(b + 4);
     if (st + 8 > size) return size;
-    const uint64_t hl = le32(b + st) | (uint64_t)le32(b + st + 4) << 32;
+    const uint64_t hl = fuzz_le32(b + st) | (uint64_t)fuzz_le32(b + st + 4) << 32;
     return hl > size - st - 8 ? size : st + 8 + (size_t)hl;
 }
 
 /* The packed seed, then `iterations` mutations of its mutable span (the
  * data after it kept as it is). */
 static void run_packed(const uint8_t *orig, size_t n, long iterations, uint64_t *rs) {
-    fuzz_run_exact(orig, n);
-    const size_t span = mutable_span(orig, n), cap = 2 * n + 64;
-    uint8_t *buf = malloc(cap);
-    if (!buf) abort();
-    for (long i = 0; i < iterations; i++) {
-        memcpy(buf, orig, span);
-        buf[8] = (uint8_t)(i * 37); /* every dtype, mode and encode target in turn */
-        size_t m = fuzz_mutate(buf, span, span + 64, rs);
-        memcpy(buf + m, orig + span, n - span);
-        fuzz_run_exact(buf, m + (n - span));
-    }
-    free(buf);
-}
-
-static int seed_dir(const char *dir, long iterations, uint64_t *rs, const char *pack_to);
-
-/* A model folder (it holds config.json), a folder of them, or a packed
- * input file. Returns the number of seeds run or written. */
-static int seed_path(const char *path, long iterations, uint64_t *rs, const char *pack_to) {
-    struct stat st;
-    if (stat(path, &st) != 0) return 0;
-    size_t n = 0;
-    uint8_t *b = NULL;
-    if (S_ISDIR(st.st_mode)) {
-        b = pack(path, &n);
-        if (!b) return seed_dir(path, iterations, rs, pack_to);
-    } else if (!slurp_path(path, &b, &n) || (!b && !(b = malloc(1)))) {
-        free(b);
-        return 0;
-    }
-    if (pack_to) {
-        /* Named parent-leaf: leaves repeat across families (bad_orphan). */
-        char out[4096], name[512];
-        snprintf(name, sizeof name, "%s", path);
-        char *leaf = strrchr(name, '/');
-        if (leaf) {
-            *leaf = '\0';
-            char *parent = strrchr(name, '/');
-            snprintf(out, sizeof out, "%s/%s-%s", pack_to, parent ? parent + 1 : name, leaf + 1);
-        } else {
-            snprintf(out, sizeof out, "%s/%s", pack_to, name);
-        }
-        FILE *f = fopen(out, "wb");
-        if (!f || fwrite(b, 1, n, f) != n) abort();
-        fclose(f);
-    } else {
-        run_packed(b, n, iterations, rs);
-    }
-    free(b);
-    return 1;
-}
-
-static int seed_dir(const char *dir, long iterations, uint64_t *rs, const char *pack_to) {
-    struct dirent **names;
-    int k = scandir(dir, &names, NULL, alphasort), seeds = 0;
-    for (int i = 0; i < k; i++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
-        struct stat st;
-        if (names[i]->d_name[0] != '.' && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            seeds += seed_path(p, iterations, rs, pack_to);
-        free(names[i]);
-    }
-    if (k >= 0) free(names);
-    return seeds;
+    fuzz_run_head_mutations(orig, n, mutable_span(orig, n), 8, 37, iterations, rs);
 }
 
 int main(int argc, char **argv) {
-    const bool packing = argc > 2 && strcmp(argv[1], "--pack") == 0;
-    const long iterations = packing ? 0 : argc > 1 ? atol(argv[1]) : 200;
     (void)fuzz_driver_main; /* shared header; seeds here are folders */
-    uint64_t rs = 0x5eed;
-    int seeds = 0;
-    if (!packing) fuzz_ctx();
-    for (int a = 2 + packing; a < argc; a++)
-        seeds += seed_path(argv[a], iterations, &rs, packing ? argv[2] : NULL);
-    printf("fuzz model: %d folders %s\n", seeds, packing ? "packed" : "x mutations: no crash");
-    if (!packing) amn_ctx_free(fuzz_ctx());
-    return seeds ? 0 : 1;
+    const fuzz_packer k = {.name = "model", .pack = pack, .run = run_packed};
+    return fuzz_packer_main(&k, argc, argv, 200);
 }
 #endif
