@@ -14,6 +14,7 @@
  * outputs removed, a message naming the input, and the I/O exit status,
  * never a crash. Everything the handlers do is async-signal-safe. */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,8 +53,16 @@ static void put_err(const char *s) {
     (void)w;
 }
 
+/* Set by the first thread in on_bus. Two workers reading the same truncated
+ * mapping fault at once, each in the handler: one reports and exits, the
+ * other waits for that exit (their messages interleaved, and the cleanup ran
+ * twice at once, before). A lock-free atomic_flag is async-signal-safe. */
+static atomic_flag bus_reported = ATOMIC_FLAG_INIT;
+
 static void on_bus(int sig) {
     (void)sig;
+    if (atomic_flag_test_and_set(&bus_reported))
+        for (;;) pause();
     amn_sink_unlink_pending();
     cli_folder_on_signal();
     cli_gguf_split_on_signal();
