@@ -32,10 +32,11 @@
  * core). The importance-matrix types are listed so that asking for one gets
  * llama-quantize's own refusal rather than "no plugin encodes it". */
 static const char *const targets[] = {
-    "Q4_0",   "Q4_1",   "Q5_0",      "Q5_1",   "Q8_0",  "Q2_K",    "Q3_K_S", "Q3_K_M", "Q3_K_L",
-    "Q4_K_S", "Q4_K_M", "Q5_K_S",    "Q5_K_M", "Q6_K",  "IQ4_NL",  "IQ4_XS", "IQ3_S",  "IQ3_M",
-    "TQ1_0",  "TQ2_0",  "MXFP4_MOE", "F16",    "BF16",  "F32",     "Q1_0",   "Q2_0",   "IQ2_XXS",
-    "IQ2_XS", "IQ2_S",  "IQ2_M",     "IQ1_S",  "IQ1_M", "IQ3_XXS", "IQ3_XS", "Q2_K_S", NULL};
+    "Q4_0",    "Q4_1",   "Q5_0",    "Q5_1",   "Q8_0",      "Q2_K",  "Q3_K_S", "Q3_K_M",
+    "Q3_K_L",  "Q4_K_S", "Q4_K_M",  "Q5_K_S", "Q5_K_M",    "Q6_K",  "IQ4_NL", "IQ4_XS",
+    "IQ3_S",   "IQ3_M",  "TQ1_0",   "TQ2_0",  "MXFP4_MOE", "F16",   "BF16",   "F32",
+    "Q1_0",    "Q2_0",   "IQ2_XXS", "IQ2_XS", "IQ2_S",     "IQ2_M", "IQ1_S",  "IQ1_M",
+    "IQ3_XXS", "IQ3_XS", "Q2_K_S",  "Q3_K",   "Q4_K",      "Q5_K",  "COPY",   NULL};
 
 typedef struct enc_model {
     const amn_model *m;
@@ -94,6 +95,25 @@ static bool find_tensor(const amn_model *m, const char *name, size_t from, size_
 
 /* Types for a GGUF input: llama-quantize's rule over the model's
  * metadata and tensors; each source's model tensor by name. */
+/* COPY writes the file type llama.cpp's loader reads from the input:
+ * general.file_type (a u32, else the loader's "wrong type" error), or the
+ * one it guesses from the tensors' types (with the GUESSED bit). */
+static int loader_ftype(const amn_model *m, const gguf_qpolicy_tensor *ts, size_t n, int *ftype,
+                        amn_error *err) {
+    const amn_kv *kv = amn_model_find_kv(m, "general.file_type");
+    if (kv && kv->type != AMN_KV_U32)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "key general.file_type has a wrong type: expected u32");
+    uint32_t v = 0;
+    if (kv)
+        memcpy(&v, kv->data, sizeof v);
+    else
+        v = gguf_qpolicy_guess_ftype(ts, n);
+    if (!kv && v == GGUF_TYPE_COUNT) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    *ftype = (int)v;
+    return AMN_OK;
+}
+
 static int choose_gguf(enc_model *mm, const gguf_qpolicy_options *opt, amn_error *err) {
     gguf_qpolicy_model pm;
     gguf_qpolicy_tensor *ts = NULL;
@@ -105,6 +125,7 @@ static int choose_gguf(enc_model *mm, const gguf_qpolicy_options *opt, amn_error
     }
     snprintf(mm->arch, sizeof mm->arch, "%s", pm.arch);
     const size_t nt = amn_model_tensor_count(mm->m);
+    if (opt->only_copy) rc = loader_ftype(mm->m, ts, nt, &mm->ftype, err);
     size_t nv = nt; /* --prune-layers: the kept tensors, renamed; types via index */
     size_t *order = calloc(nt ? nt : 1, sizeof *order), *index = NULL;
     uint32_t *types = mm->types;
@@ -161,6 +182,7 @@ static int choose_chained(enc_model *mm, const gguf_qpolicy_options *opt, amn_er
         for (int d = 0; d < 4; d++)
             ts[i].ne[d] = d < (int)s->ndim ? (int64_t)s->shape[s->ndim - 1 - d] : 1;
     }
+    if (!rc && opt->only_copy) rc = loader_ftype(mm->m, ts, n, &mm->ftype, err);
     if (!rc) rc = gguf_qpolicy_choose(&pm, ts, n, opt, order, mm->types, err);
     free(ts);
     free(order);
@@ -474,6 +496,7 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
     gguf_qopts_enc q = {0};
     const char *imatrix;
     int rc = parse_params(o, &opt, &ov, &q, &imatrix, err);
+    opt.only_copy = strcasecmp(o->target, "COPY") == 0;
     if (rc) {
         gguf_qopts_enc_free(&q);
         return rc;
@@ -520,6 +543,10 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
     }
     if (mm->q.n_prune && !mm->gguf_input)
         rc = amn_error_set(err, AMN_E_INVALID, "--prune-layers needs a GGUF input");
+    else if (opt.only_copy && !mm->gguf_input && !mm->chained)
+        rc = amn_error_set(err, AMN_E_INVALID,
+                           "COPY copies a GGUF's tensors as they are: it needs a GGUF input "
+                           "(convert --to gguf writes other inputs unquantized)");
     else
         rc = mm->gguf_input ? choose_gguf(mm, &opt, err)
              : mm->chained  ? choose_chained(mm, &opt, err)
@@ -527,8 +554,8 @@ static int enc_begin(const amn_encode_options *o, const amn_encode_source *src, 
     free(ov);
     if (!rc) rc = imatrix_weights(mm, err);
     if (!rc)
-        rc = gguf_qopts_writer_options(&mm->q, ftype, mm->arch, mm->renamed != NULL, mm->n_layers,
-                                       &mm->wopts, &mm->n_wopts, err);
+        rc = gguf_qopts_writer_options(&mm->q, mm->ftype, mm->arch, mm->renamed != NULL,
+                                       mm->n_layers, &mm->wopts, &mm->n_wopts, err);
     if (!rc && mm->im) rc = imatrix_keys(mm, imatrix, err);
     if (rc) {
         enc_end(mm);

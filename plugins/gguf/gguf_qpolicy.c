@@ -57,6 +57,8 @@ static const struct {
     {"F16", GGUF_FTYPE_F16, GGUF_TYPE_F16},
     {"BF16", GGUF_FTYPE_BF16, GGUF_TYPE_BF16},
     {"F32", GGUF_FTYPE_ALL_F32, GGUF_TYPE_F32},
+    /* only copy tensors (quantize.cpp: after F32, so that file type 0 names F32) */
+    {"COPY", GGUF_FTYPE_ALL_F32, GGUF_TYPE_F32},
 };
 #define N_FTYPES (sizeof ftypes / sizeof ftypes[0])
 
@@ -147,7 +149,7 @@ static int n_dims(const gguf_qpolicy_tensor *t) {
 }
 
 static bool allows_quantization(const gguf_qpolicy_options *opt, const gguf_qpolicy_tensor *t) {
-    if (n_dims(t) < 2) return false;
+    if (opt->only_copy || n_dims(t) < 2) return false;
     const char *n = t->name;
     const size_t len = strlen(n);
     /* name.rfind("weight") == name.size() - 6: also true for a 5-character
@@ -561,6 +563,52 @@ bool gguf_qpolicy_walk_order(const char *const *names, size_t n, size_t *order) 
     for (size_t k = 0; k < n; k++) order[k] = keys[k].index;
     free(keys);
     return true;
+}
+
+/* ---- the loader's file type (src/llama-model-loader.cpp, its switch) ------- */
+
+static uint32_t ftype_of_type(uint32_t type) {
+    static const struct {
+        uint8_t type, ftype;
+    } map[] = {
+        {GGUF_TYPE_F32, GGUF_FTYPE_ALL_F32},     {GGUF_TYPE_F16, GGUF_FTYPE_F16},
+        {GGUF_TYPE_BF16, GGUF_FTYPE_BF16},       {GGUF_TYPE_Q4_0, GGUF_FTYPE_Q4_0},
+        {GGUF_TYPE_Q4_1, GGUF_FTYPE_Q4_1},       {GGUF_TYPE_Q5_0, GGUF_FTYPE_Q5_0},
+        {GGUF_TYPE_Q5_1, GGUF_FTYPE_Q5_1},       {GGUF_TYPE_Q8_0, GGUF_FTYPE_Q8_0},
+        {GGUF_TYPE_Q2_K, GGUF_FTYPE_Q2_K},       {GGUF_TYPE_Q3_K, GGUF_FTYPE_Q3_K_M},
+        {GGUF_TYPE_Q4_K, GGUF_FTYPE_Q4_K_M},     {GGUF_TYPE_Q5_K, GGUF_FTYPE_Q5_K_M},
+        {GGUF_TYPE_Q6_K, GGUF_FTYPE_Q6_K},       {GGUF_TYPE_TQ1_0, GGUF_FTYPE_TQ1_0},
+        {GGUF_TYPE_TQ2_0, GGUF_FTYPE_TQ2_0},     {GGUF_TYPE_IQ2_XXS, GGUF_FTYPE_IQ2_XXS},
+        {GGUF_TYPE_IQ2_XS, GGUF_FTYPE_IQ2_XS},   {GGUF_TYPE_IQ2_S, GGUF_FTYPE_IQ2_S},
+        {GGUF_TYPE_IQ3_XXS, GGUF_FTYPE_IQ3_XXS}, {GGUF_TYPE_IQ1_S, GGUF_FTYPE_IQ1_S},
+        {GGUF_TYPE_IQ1_M, GGUF_FTYPE_IQ1_M},     {GGUF_TYPE_IQ4_NL, GGUF_FTYPE_IQ4_NL},
+        {GGUF_TYPE_IQ4_XS, GGUF_FTYPE_IQ4_XS},   {GGUF_TYPE_IQ3_S, GGUF_FTYPE_IQ3_S},
+        {GGUF_TYPE_NVFP4, GGUF_FTYPE_NVFP4},     {GGUF_TYPE_Q1_0, GGUF_FTYPE_Q1_0},
+        {GGUF_TYPE_Q2_0, GGUF_FTYPE_Q2_0},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].type == type) return map[i].ftype;
+    return GGUF_FTYPE_ALL_F32; /* the loader warns "unknown type" and says F32 */
+}
+
+uint32_t gguf_qpolicy_guess_ftype(const gguf_qpolicy_tensor *tensors, size_t n) {
+    const char **names = calloc(n ? n : 1, sizeof *names);
+    size_t *order = calloc(n ? n : 1, sizeof *order);
+    uint32_t count[GGUF_TYPE_COUNT] = {0}, most = 0, type_max = GGUF_TYPE_F32;
+    bool ok = names && order;
+    for (size_t i = 0; ok && i < n; i++) names[i] = tensors[i].name;
+    ok = ok && gguf_qpolicy_walk_order(names, n, order);
+    for (size_t k = 0; ok && k < n; k++) {
+        const uint32_t type = tensors[order[k]].type;
+        if (type >= GGUF_TYPE_COUNT) continue; /* refused by the caller's reader */
+        if (most < ++count[type]) {
+            most = count[type];
+            type_max = type;
+        }
+    }
+    free(names);
+    free(order);
+    return ok ? ftype_of_type(type_max) | GGUF_FTYPE_GUESSED : GGUF_TYPE_COUNT;
 }
 
 /* ---- --tensor-type patterns -------------------------------------------------- */

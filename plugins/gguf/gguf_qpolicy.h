@@ -52,8 +52,10 @@ enum {
     GGUF_FTYPE_TQ1_0 = 36,
     GGUF_FTYPE_TQ2_0 = 37,
     GGUF_FTYPE_MXFP4_MOE = 38,
+    GGUF_FTYPE_NVFP4 = 39,
     GGUF_FTYPE_Q1_0 = 40,
     GGUF_FTYPE_Q2_0 = 41,
+    GGUF_FTYPE_GUESSED = 1024, /* or'ed in: not in the file, guessed from its tensors */
 };
 
 /* A file type by llama-quantize's name (QUANT_OPTIONS, case-insensitive,
@@ -102,6 +104,8 @@ typedef struct gguf_qpolicy_options {
      * input's: by shard, then offset, as llama-quantize sorts them then),
      * not weights_map's; the counters of the rules follow it. */
     bool input_order;
+    /* COPY: no tensor may be quantized; each keeps its type and bytes. */
+    bool only_copy;
 } gguf_qpolicy_options;
 
 /* The options llama-quantize starts from for a file type. */
@@ -125,6 +129,13 @@ int gguf_qpolicy_choose(const gguf_qpolicy_model *model, const gguf_qpolicy_tens
  * file of ftype needs importance-matrix data (the low-bit i-quants, Q2_K in
  * Q2_K_S; never token_embd.weight or output.weight). */
 bool gguf_qpolicy_requires_imatrix(const char *name, uint32_t dst, int ftype);
+
+/* The file type llama.cpp's loader guesses from the tensors' types
+ * (llama_model_loader, with LLAMA_FTYPE_GUESSED or'ed in): the type most
+ * tensors have, the first to reach that count in the walk order winning a
+ * tie; GGUF_FTYPE_ALL_F32 for a type without a file type of its own.
+ * GGUF_TYPE_COUNT (as a file type) when out of memory. */
+uint32_t gguf_qpolicy_guess_ftype(const gguf_qpolicy_tensor *tensors, size_t n);
 
 /* llama-quantize's walk (and output) order of tensors by name:
  * order[k] = index of the k-th name. False when out of memory. */

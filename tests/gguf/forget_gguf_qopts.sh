@@ -11,12 +11,12 @@ harness_init gguf-qopts "$1" "$2"
 model=${AMN_REFERENCE_DIR:-$src/../shared/fixtures}/gguf_quant_reference/model_l4_f16.gguf
 fx=$src/fixtures/gguf/qopts
 [ -f "$model" ] || skip "no $model"
-same() { # same CASE ARGS...: amn forget MODEL ARGS gives llama-quantize's bytes for CASE
+same() { # same CASE ARGS...: amn forget IN ARGS gives llama-quantize's bytes for CASE (IN: $in, else the model)
     local name=$1; shift
     local want
     want=$(awk -v n="$name" '$2 == n {print $1}' "$fx/expected.sha256")
     [ -n "$want" ] || { fail "no expected sha256 for $name"; return; }
-    "$amn" forget "$model" "$@" -o "$work/$name.gguf" --force --no-sync >"$work/log" 2>&1 ||
+    "$amn" forget "${in:-$model}" "$@" -o "$work/$name.gguf" --force --no-sync >"$work/log" 2>&1 ||
         { fail "$name: forget $*"; cat "$work/log"; return; }
     local got
     got=$(sha256sum <"$work/$name.gguf" | cut -d' ' -f1)
@@ -69,6 +69,22 @@ same type_file --to Q4_K_M --tensor-type ATTN_K=q6_k --tensor-type-file "$fx/typ
 # Without an importance matrix these change nothing (they filter it).
 same exclude --to Q4_K_M --exclude-weights output.weight
 same include --to Q4_K_M --include-weights blk.0
+# llama-quantize's aliases Q3_K / Q4_K / Q5_K (any case), and COPY: every
+# tensor as it is (a quantized input's too, without --allow-requantize),
+# general.file_type the input's, or llama.cpp's loader's guess (the type
+# most tensors have, GUESSED bit set) when the input has none.
+same alias_q3_k --to Q3_K
+same alias_q4_k --to q4_k
+same alias_q5_k --to Q5_K
+same copy --to COPY
+same copy_opts --to COPY --prune-layers 3 --override-kv general.name=str:copied
+in=$work/plain.gguf same copy_quantized --to COPY
+$py "$fx/drop_kv.py" "$model" "$work/no-file-type.gguf" general.file_type ||
+    fail "drop_kv.py"
+in=$work/no-file-type.gguf same copy_guessed --to COPY
+"$amn" convert "$model" --to gguf-COPY -o "$work/cv-copy.gguf" --no-sync >/dev/null 2>&1 ||
+    fail "convert --to gguf-COPY"
+cmp -s "$work/cv-copy.gguf" "$work/copy.gguf" || fail "convert --to gguf-COPY differs from forget"
 # convert --to gguf-TYPE takes them too.
 "$amn" convert "$model" --to gguf-Q4_K_M --prune-layers 3 -o "$work/cv.gguf" --no-sync \
     >/dev/null 2>&1 || fail "convert --prune-layers"
@@ -118,6 +134,7 @@ if have "format safetensors"; then
     refused 2 "dry-run needs a GGUF input" -- forget "$st" --to Q8_0 --dry-run
     refused 2 "prune-layers needs a GGUF input" -- forget "$st" --to Q8_0 --prune-layers 0 \
         -o "$work/bad.gguf"
+    refused 2 "COPY" "needs a GGUF input" -- forget "$st" --to COPY -o "$work/bad.gguf"
 fi
 
 [ $fails -eq 0 ] && echo "forget gguf qopts: all passed"

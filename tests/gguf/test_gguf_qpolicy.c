@@ -471,7 +471,10 @@ static void test_ftype_names(void **state) {
     assert_int_equal(f, 40);
     assert_int_equal(gguf_ftype_default_type(f), GGUF_TYPE_Q1_0);
     assert_false(gguf_ftype_parse("Q4_K_XL", &f));
-    assert_false(gguf_ftype_parse("COPY", &f));
+    /* COPY is LLAMA_FTYPE_ALL_F32 with only_copy; file type 0 is still "F32" */
+    assert_true(gguf_ftype_parse("copy", &f));
+    assert_int_equal(f, GGUF_FTYPE_ALL_F32);
+    assert_string_equal(gguf_ftype_name(GGUF_FTYPE_ALL_F32), "F32");
 }
 
 int main(void) {

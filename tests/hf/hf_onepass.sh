@@ -60,6 +60,9 @@ check Qwen3-Tiny-Base bf16 Q3_K_M
 check Phi-3-mini-4k-instruct f16 Q4_K_M
 check Mistral-Tiny-v0.3 f16 Q4_K_M --pure
 check qwen2-tiny f16 Q4_K_M --output-tensor-type q8_0 --tensor-type attn_v=q5_0
+check Llama-2-Tiny-SPM f16 COPY # the first step's tensors and general.file_type kept
+check Llama-3.1-8B-Instruct bf16 COPY
+check Qwen3-Tiny-Base f32 Q4_K # an alias of Q4_K_M
 
 # A quantized folder (made here by amn's bnb encoder) is dequantized on the
 # way as `remember` dequantizes it: the reference is `amn remember --to
