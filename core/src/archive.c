@@ -377,7 +377,7 @@ static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep
         } else if (spill && len) { /* (libarchive may end with an empty block) */
             if (fd < 0 && (rc = spill_open(A, mb, &fd, err))) break;
             if ((rc = spill_write(A, mb, fd, got, buf, len, err))) break;
-        } else if (keep && got < cap) {
+        } else if (keep && got < cap && len) { /* (an empty block may come with no buffer) */
             if (!mb->heap && got == 0 && A->header_only && len >= 8 &&
                 ends_with(mb->name, ".safetensors")) {
                 /* A header-only look at safetensors needs its length and header alone. */
