@@ -53,9 +53,13 @@ for a in big.tgz big.zip; do
   rss $k convert $a --to safetensors -o $k.safetensors --quiet
   cmp -s folder.safetensors $k.safetensors && pass || fail "convert $a: not the folder's bytes"
   got=$(eval echo \$rss_$k)
-  # Far below the model: a quarter of it at most.
-  [ "$got" -lt $((size_kib / 4)) ] && pass ||
-    fail "convert $a: peak RSS $got KiB, not far below the model's $size_kib KiB"
+  # Far below the model: half of it at most. The peak RSS also counts the
+  # mapped page-cache pages of the input (or of a member's temporary file),
+  # which depend on the folios the kernel holds them in, not on amn: 18 to
+  # 35 MiB for the folder itself by machine, 80 MiB once it was read ahead
+  # from disk. A path that buffered the model would take 128 MiB or more.
+  [ "$got" -lt $((size_kib / 2)) ] && pass ||
+    fail "convert $a: peak RSS $got KiB (model $size_kib KiB, folder $rss_folder KiB)"
   rss ${k}_bf16 remember $a --to bf16 -o $k-bf16.safetensors --quiet
   cmp -s folder-bf16.safetensors $k-bf16.safetensors && pass ||
     fail "remember $a: not the folder's bytes"
@@ -64,7 +68,7 @@ for a in big.tgz big.zip; do
     fail "remember $a: peak RSS $got KiB, the folder's $rss_folder_bf16 KiB"
   rss ${k}_inspect inspect $a
   got=$(eval echo \$rss_${k}_inspect)
-  [ "$got" -lt $((size_kib / 4)) ] && pass || fail "inspect $a: peak RSS $got KiB"
+  [ "$got" -lt $((size_kib / 2)) ] && pass || fail "inspect $a: peak RSS $got KiB"
 done
 [ -z "$(ls -A tmp)" ] && pass || fail "temporary files left in \$TMPDIR"
 
