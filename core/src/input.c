@@ -55,6 +55,7 @@
 #define FETCH_SAMPLE (2u << 20)   /* the first of them, mapped with their faults counted */
 #define FOLIO_MIN    (512u << 10) /* bytes per fault for the mapping to be chosen */
 #define PROBE_MIN    (1u << 20)   /* pass-through chunks this long are timed */
+#define DROP_GRAIN   (2u << 20)   /* passed input unmapped in such steps: a large folio */
 #define PROBE_ROUNDS 2            /* each way timed this many times, the best kept */
 
 amni_input_path amni_input_forced(void) {
@@ -201,6 +202,44 @@ static bool fetch_mapped(const amn_map *map, const void *p, size_t n) {
     return true;
 }
 
+/* Ranges read through the mapping stay mapped, so a conversion that reads
+ * that way would keep as much of its input resident as it read (290 MiB of
+ * a 384 MiB file the page cache held in large folios) where the pread way
+ * keeps one buffer. Each map keeps the span of what it lent since the last
+ * sweep, and the conversion sweeps it once a batch of pieces is done, when
+ * no worker reads it, unmapping it while the workers start on the next
+ * (amni_model_retire_lent, amni_model_drop_retired): not fetch by fetch,
+ * since an unmapping that cuts a large folio's mapping while another worker
+ * reads the rest makes the next reads of that folio fault page by page (a
+ * cast that unmapped each 128 KiB it fetched took three times as long).
+ * Unmapping costs no more than munmap would at the end; a page needed
+ * again faults back in. */
+static void widen_lent(amni_input_probe *pr, uintptr_t lo, uintptr_t hi) {
+    uintptr_t v = atomic_load_explicit(&pr->lent_lo, memory_order_relaxed);
+    while ((!v || lo < v) && !atomic_compare_exchange_weak(&pr->lent_lo, &v, lo)) {
+    }
+    v = atomic_load_explicit(&pr->lent_hi, memory_order_relaxed);
+    while (hi > v && !atomic_compare_exchange_weak(&pr->lent_hi, &v, hi)) {
+    }
+}
+
+void amni_input_drop_retired(const amn_map *map) {
+    amni_input_probe *pr = amni_map_probe(map);
+    const uintptr_t lo = atomic_exchange(&pr->retired_lo, 0),
+                    hi = atomic_exchange(&pr->retired_hi, 0);
+    if (lo && lo < hi) amni_map_drop_range(map, (const void *)lo, hi - lo);
+}
+
+void amni_input_retire_lent(const amn_map *map) {
+    amni_input_drop_retired(map); /* not dropped since the last retire */
+    amni_input_probe *pr = amni_map_probe(map);
+    const uintptr_t lo = atomic_exchange(&pr->lent_lo, 0), hi = atomic_exchange(&pr->lent_hi, 0);
+    if (lo && lo < hi) {
+        atomic_store(&pr->retired_lo, lo);
+        atomic_store(&pr->retired_hi, hi);
+    }
+}
+
 const void *amn_model_fetch(const amn_model *m, const void *p, size_t n, unsigned slot,
                             amn_error *err) {
     if (slot >= AMN_FETCH_SLOTS) {
@@ -213,9 +252,12 @@ const void *amn_model_fetch(const amn_model *m, const void *p, size_t n, unsigne
     if (!map || amni_map_fd(map) < 0) return p; /* memory the model owns */
     const amni_input_path forced = amni_input_forced();
     if (forced == AMNI_INPUT_MAP || (forced == AMNI_INPUT_AUTO && n < PREAD_MIN) ||
-        (forced == AMNI_INPUT_AUTO && fetch_mapped(map, p, n)))
+        (forced == AMNI_INPUT_AUTO && fetch_mapped(map, p, n))) {
         /* through the mapping: not past the end of a file that shrank */
-        return amni_map_check(map, err) ? NULL : p;
+        if (amni_map_check(map, err)) return NULL;
+        if (n >= PREAD_MIN) widen_lent(amni_map_probe(map), (uintptr_t)p, (uintptr_t)p + n);
+        return p;
+    }
     void *buf = thread_buffer(slot, n);
     if (!buf) {
         amn_error_set(err, AMN_E_NOMEM, "out of memory");
@@ -252,9 +294,22 @@ static int check_size(const amn_map *map, const uint8_t *p, size_t n, amn_error 
     return AMN_OK;
 }
 
+/* A chunk passed through the mapping: else the input stays mapped, as much
+ * of it as passed (above). The whole grains behind the chunk's end go, from
+ * the grain it began in (the previous chunk's tail, which chunks of one
+ * thread in file order no longer read); the last one goes with a sweep. */
+static void drop_passed(const amn_map *map, const uint8_t *p, size_t n) {
+    const uintptr_t base = (uintptr_t)amn_map_data(map), g = DROP_GRAIN - 1;
+    uintptr_t lo = (uintptr_t)p & ~g;
+    const uintptr_t hi = ((uintptr_t)p + n) & ~g;
+    if (lo < base) lo = base;
+    if (lo < hi) amni_map_drop_range(map, (const void *)lo, hi - lo);
+    widen_lent(amni_map_probe(map), hi > (uintptr_t)p ? hi : (uintptr_t)p, (uintptr_t)p + n);
+}
+
 static int pass_map(const amn_map *map, const uint8_t *p, size_t n, amn_sink *sink,
                     amn_error *err) {
-    int rc = check_size(map, p, n, err);
+    const int rc = check_size(map, p, n, err);
     if (rc) return rc;
     (void)amni_prefault(p, n); /* one madvise, not a fault per page inside write() */
     return amn_sink_write(sink, p, n, err);
@@ -360,21 +415,35 @@ static bool tap_from_map(void) {
 }
 
 /* One range by `path`; *extra_ns: CPU time spent on another thread. */
-static int pass_by(amni_input_path path, const amn_map *map, const uint8_t *p, size_t n,
-                   amn_sink *sink, double *extra_ns, amn_error *err) {
+static int pass_way(amni_input_path path, const amn_map *map, const uint8_t *p, size_t n,
+                    amn_sink *sink, double *extra_ns, bool *mapped, amn_error *err) {
     const uint64_t off = (uint64_t)(p - amn_map_data(map));
     *extra_ns = 0;
+    *mapped = false;
     if (path == AMNI_INPUT_COPY || path == AMNI_INPUT_SPLICE) {
-        const bool cf = path == AMNI_INPUT_COPY;
-        int rc =
-            amni_sink_tapped(sink)
-                ? copy_tapped(cf, map, off, n, sink, tap_from_map(), extra_ns, err)
-                : amni_sink_copy(sink, cf, amni_map_fd(map), off, n, false, amn_map_path(map), err);
+        const bool cf = path == AMNI_INPUT_COPY, tapped = amni_sink_tapped(sink);
+        *mapped = tapped && tap_from_map(); /* the tap's helper reads the mapping */
+        int rc = tapped ? copy_tapped(cf, map, off, n, sink, *mapped, extra_ns, err)
+                        : amni_sink_copy(sink, cf, amni_map_fd(map), off, n, false,
+                                         amn_map_path(map), err);
         if (rc != AMN_E_UNSUPPORTED) return rc;
         path = AMNI_INPUT_PREAD; /* no in-kernel copy between these files or on this sink */
     }
-    return path == AMNI_INPUT_MAP ? pass_map(map, p, n, sink, err)
-                                  : pass_pread(map, off, n, sink, err);
+    *mapped = path == AMNI_INPUT_MAP;
+    return *mapped ? pass_map(map, p, n, sink, err) : pass_pread(map, off, n, sink, err);
+}
+
+/* Passes [p, p + n) by `path`, then unmaps what of it was read through the
+ * mapping (drop_passed): after the way's timing, since that unmapping takes
+ * the place of the one munmap would make at the end, which no way was
+ * charged (charged, it made the probe leave the mapping where it was the
+ * fastest way). */
+static int pass_by(amni_input_path path, const amn_map *map, const uint8_t *p, size_t n,
+                   amn_sink *sink, double *extra_ns, amn_error *err) {
+    bool mapped;
+    const int rc = pass_way(path, map, p, n, sink, extra_ns, &mapped, err);
+    if (mapped) drop_passed(map, p, n);
+    return rc;
 }
 
 /* The next way to time on this input, or the one chosen. */
@@ -407,7 +476,8 @@ int amni_input_pass(const amn_model *m, const uint8_t *p, size_t n, amn_sink *si
     bool timed;
     const amni_input_path path = next_path(pr, &timed);
     const double t0 = timed ? thread_ns() : 0, w0 = timed ? wall_ns() : 0;
-    int rc = pass_by(path, map, p, n, sink, &extra, err);
+    bool mapped;
+    int rc = pass_way(path, map, p, n, sink, &extra, &mapped, err);
     if (timed && !rc) {
         /* The CPU time of this thread and of a thread that fed a tap beside
          * it; or the elapsed time if less: when a second core was free, the
@@ -422,5 +492,6 @@ int amni_input_pass(const amn_model *m, const uint8_t *p, size_t n, amn_sink *si
         if (!pr->ns_per_byte[path] || per < pr->ns_per_byte[path]) pr->ns_per_byte[path] = per;
         pr->tried++;
     }
+    if (mapped) drop_passed(map, p, n); /* untimed: see pass_by */
     return rc;
 }

@@ -140,6 +140,15 @@ void amni_map_drop_resident(const amn_map *m) {
     if (m->size && !m->view) madvise((void *)m->data, (size_t)m->size, MADV_DONTNEED);
 }
 
+void amni_map_drop_range(const amn_map *m, const void *p, size_t n) {
+    if (m->view || !n) return;
+    const long sz = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = sz > 0 ? (uintptr_t)sz : 4096;
+    const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1),
+                    b = ((uintptr_t)p + n) & ~(page - 1);
+    if (a < b) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 int amni_map_fd(const amn_map *m) {
     return m->fd;
 }

@@ -22,6 +22,8 @@ typedef struct amni_input_probe {
     _Atomic uint64_t sample_bytes, sample_faults; /* of the current window */
     _Atomic int fetch_way;                        /* AMNI_INPUT_MAP or _PREAD once sampled */
     _Atomic bool fetch_unmappable;                /* no MADV_POPULATE_READ here */
+    _Atomic uintptr_t lent_lo, lent_hi;           /* span of mapped ranges lent since a sweep */
+    _Atomic uintptr_t retired_lo, retired_hi;     /* swept, to be unmapped */
 } amni_input_probe;
 
 /* The mapping's file descriptor (open for as long as the map), -1 when the
@@ -89,6 +91,11 @@ int amni_map_open_fd(int fd, const char *name, amn_map **out, amn_error *err);
  * in the page cache; a later read faults them back in): for a pass over a
  * file through its mapping that should not leave it resident. */
 void amni_map_drop_resident(const amn_map *m);
+/* The same for the whole pages inside [p, p + n) of the mapping, once they
+ * were read: a pass that goes through the mapping leaves no more of the
+ * input resident than the range in hand. A view's bytes are not ours to
+ * drop (they may be memory, where dropping would zero them): nothing. */
+void amni_map_drop_range(const amn_map *m, const void *p, size_t n);
 
 /* A map over bytes someone else owns (an archive member: a range of the
  * archive's own mapping, or a buffer it was decompressed into), for format
@@ -102,5 +109,19 @@ void *amni_model_resource(const amn_model *m, void (*free_fn)(void *));
 
 /* The mapping adopted by m that holds [p, p+n), or NULL. */
 const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n);
+
+/* Unmap the whole pages of [p, p + n) in the mapping of m that holds it
+ * (amni_map_drop_range; nothing when none does): a range no one reads now. */
+void amni_model_drop(const amn_model *m, const void *p, uint64_t n);
+/* The sweep of what fetches lent of m's mappings (input.c), in two steps
+ * so that the unmapping overlaps work: retire, when no fetched range of m
+ * is in use (every piece of a conversion's batch is done), takes the spans
+ * lent since the last retire; drop unmaps them, also while the next batch
+ * reads other ranges. Unmapping a page still in use (two conversions of
+ * one model) costs a fault, never a wrong byte: the maps are read-only. */
+void amni_model_retire_lent(const amn_model *m);
+void amni_model_drop_retired(const amn_model *m);
+void amni_input_retire_lent(const amn_map *map);
+void amni_input_drop_retired(const amn_map *map);
 
 #endif

@@ -289,6 +289,19 @@ const amn_map *amni_model_map_for(const amn_model *m, const void *p, uint64_t n)
     return NULL;
 }
 
+void amni_model_drop(const amn_model *m, const void *p, uint64_t n) {
+    const amn_map *map = n ? amni_model_map_for(m, p, n) : NULL;
+    if (map && n <= SIZE_MAX) amni_map_drop_range(map, p, (size_t)n);
+}
+
+void amni_model_retire_lent(const amn_model *m) {
+    for (size_t k = 0; k < m->n_maps; k++) amni_input_retire_lent(m->res[m->maps[k]].ptr);
+}
+
+void amni_model_drop_retired(const amn_model *m) {
+    for (size_t k = 0; k < m->n_maps; k++) amni_input_drop_retired(m->res[m->maps[k]].ptr);
+}
+
 int amni_model_check_inputs(const amn_model *m, amn_error *err) {
     for (size_t k = 0; k < m->n_maps; k++) {
         int rc = amni_map_check(m->res[m->maps[k]].ptr, err);

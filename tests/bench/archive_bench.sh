@@ -24,29 +24,16 @@ D=${2:-/tmp/amn-archive-bench}
 R=${ROUNDS:-1}
 MIB=${MIB:-512}
 AMN=$(cd "$B" && pwd)/bin/amn
+src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$D/tmp"
 export TMPDIR=${TMPDIR:-$D/tmp}
 cd "$D"
 if [ ! -f model/model.safetensors ] || [ "$(cat made 2>/dev/null)" != "$MIB" ]; then
     rm -rf model ./*.tar* ./*.zip
     mkdir -p model
-    /usr/bin/python3 - "$MIB" <<'PY'
-import json, random, struct, sys
-mib = int(sys.argv[1])
-rows = mib * 256
-hdr = json.dumps({"w": {"dtype": "F32", "shape": [rows, 1024],
-                        "data_offsets": [0, rows * 4096]}}).encode()
-hdr += b" " * (-len(hdr) % 8)
-mask = bytes(0x3C | (b & 0x01) for b in range(256))  # exponents near 1.0
-rnd = random.Random(3)
-with open("model/model.safetensors", "wb") as f:
-    f.write(struct.pack("<Q", len(hdr)) + hdr)
-    for _ in range(mib):
-        b = bytearray(rnd.randbytes(1 << 20))
-        b[3::4] = bytes(b[3::4]).translate(mask)
-        f.write(b)
-open("model/config.json", "w").write('{"model_type": "bench"}\n')
-PY
+    /usr/bin/python3 "$src/tests/lib/big_safetensors.py" model/model.safetensors "$MIB" \
+        --seed 3 --near-one
+    echo '{"model_type": "bench"}' > model/config.json
     tar cf model.tar model
     tar -I 'gzip -6' -cf model.tar.gz model
     tar -I 'zstd -3 -q' -cf model.tar.zst model

@@ -21,23 +21,9 @@ rss() { # rss NAME ARGS...: runs amn, its peak RSS (KiB) into rss_NAME
 
 # 128 MiB of f32 (positive, small exponents: finite values), one tensor.
 mib=128
-/usr/bin/python3 - $mib <<'PY' || fail "making the model"
-import json, random, struct, sys
-mib = int(sys.argv[1])
-rows = mib * 256  # x 1024 f32 = 4 KiB a row
-hdr = json.dumps({"w": {"dtype": "F32", "shape": [rows, 1024],
-                        "data_offsets": [0, rows * 4096]}}).encode()
-hdr += b" " * (-len(hdr) % 8)
-mask = bytes(b & 0x3F for b in range(256))
-rnd = random.Random(1)
-with open("model/model.safetensors", "wb") as f:
-    f.write(struct.pack("<Q", len(hdr)) + hdr)
-    for _ in range(mib):
-        b = bytearray(rnd.randbytes(1 << 20))
-        b[3::4] = bytes(b[3::4]).translate(mask)
-        f.write(b)
-open("model/config.json", "w").write('{"model_type": "big"}\n')
-PY
+/usr/bin/python3 "$src/tests/lib/big_safetensors.py" model/model.safetensors $mib --seed 1 ||
+  fail "making the model"
+echo '{"model_type": "big"}' > model/config.json
 tar -I 'gzip -1' -cf big.tgz model || fail "tar"
 /usr/bin/python3 -c '
 import zipfile
