@@ -52,6 +52,10 @@ have() { "$amn" plugins 2>/dev/null | grep -q -- "$*"; }
 # `amn plugins` shows for it ("format NAME" by default).
 need_plugin() { have "${2:-format $1}" || skip "needs the $1 plugin, not built"; }
 
+# sanitized: the build runs under ASan/UBSan (its shadow memory and
+# quarantine of freed blocks count in a peak RSS: bounds on it say nothing).
+sanitized() { grep -Eq '^AMN_SANITIZE:[A-Z]+=.+' "$build/CMakeCache.txt" 2>/dev/null; }
+
 # need_python MODULE: skip unless /usr/bin/python3 imports MODULE.
 need_python() { /usr/bin/python3 -c "import $1" 2>/dev/null || skip "needs python3-$1"; }
 
