@@ -25,6 +25,7 @@
 #include <json-c/json.h>
 
 #include "amn/checked.h"
+#include "amn/kit/zip_reader.h"
 #include "archive_internal.h"
 #include "io_internal.h"
 
@@ -589,6 +590,22 @@ static int classify_zip(const amni_archive *A, amn_error *err) {
     return AMN_OK;
 }
 
+/* libarchive reads a ZIP by its central directory, tools that stream one
+ * (bsdtar from a pipe, Java's ZipInputStream) by its local headers, and
+ * where there are two end records readers pick different ones: an archive
+ * they could read as different folders is refused (AMN_E_DISALLOWED), as
+ * the npz and torch readers refuse such a file. The kit's ZIP reader,
+ * which they use, checks this: one end record, every byte in one member,
+ * each local header as the directory says. */
+static int zip_unambiguous(const amni_archive *A, amn_error *err) {
+    zip_memsrc ms;
+    zip_memsrc_init(&ms, amn_map_data(A->map), amn_map_size(A->map), A->path);
+    zip_dir d;
+    const int rc = zip_dir_read(&ms.src, A->lim, &d, err);
+    if (!rc) zip_dir_free(&d);
+    return rc;
+}
+
 static void dir_of(const char *name, const char **dir, size_t *len) {
     const char *slash = strrchr(name, '/');
     *dir = name;
@@ -898,6 +915,7 @@ int amni_archive_load(const char *path, const amn_limits *lim, bool header_only,
     amni_archive *A;
     int rc = archive_new(path, kind, lim, header_only, &A, err);
     if (!rc && kind == KIND_ZIP) rc = zip_names(A, err);
+    if (!rc && kind == KIND_ZIP) rc = zip_unambiguous(A, err);
     if (!rc) rc = pass(A, false, err);
     if (!rc) rc = check_duplicates(A, err);
     if (!rc) rc = choose(A, err);

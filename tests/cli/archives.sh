@@ -267,6 +267,36 @@ tar("bomb.tar.gz", [("model/model.safetensors", "file", st), ("model/zeros.dat",
 with zipfile.ZipFile("ambiguous.zip", "w") as z:
     z.writestr("model.safetensors", st)
     z.writestr("x.npy", b"\x93NUMPY")
+# ZIPs that readers could unpack as different folders: a local header that
+# names another file than the central directory does (a streaming reader
+# sees model/other.safetensors), a second ZIP appended (two end records),
+# bytes between two members (where a streaming reader may find a member).
+def folder_zip():
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w") as z:
+        z.writestr("model/model.safetensors", st)
+        z.writestr("model/config.json", b"{}")
+    return b.getvalue()
+good = folder_zip()
+i = good.index(b"model/model.safetensors")  # the first local header's name
+open("zip-localname.zip", "wb").write(good[:i] + b"model/other.safetensors" + good[i + 23:])
+open("zip-twoends.zip", "wb").write(good + good)
+second = good.index(b"PK\x03\x04", 4)  # the second member's local header
+end = bytearray(good[:second] + b"JUNK" * 4 + good[second:])
+# The central directory and end record move 16 bytes: their offsets follow.
+import struct
+e = end.rindex(b"PK\x05\x06")
+cd_off = struct.unpack_from("<I", end, e + 16)[0] + 16
+struct.pack_into("<I", end, e + 16, cd_off)
+p = cd_off
+while end[p:p + 4] == b"PK\x01\x02":
+    off = struct.unpack_from("<I", end, p + 42)[0]
+    if off >= second:
+        struct.pack_into("<I", end, p + 42, off + 16)
+    n, x, c = struct.unpack_from("<HHH", end, p + 28)
+    p += 46 + n + x + c
+open("zip-gap.zip", "wb").write(bytes(end))
+open("zip-good.zip", "wb").write(good)
 PY
 # The folder's index, read from the archive: a shard it names must be a
 # .safetensors member beside it, and every tensor it maps must be in one.
@@ -366,6 +396,11 @@ for a in cut.tar.gz lying-double.tar.gz; do
   [ -z "$(ls -A spill)" ] && pass || fail "$a: temporary files left in \$TMPDIR"
 done
 refused ambiguous.zip 5 "ambiguous ZIP"
+expect "convert zip-good.zip" 0 convert zip-good.zip --to safetensors -o zip-good.safetensors --quiet
+for a in zip-localname.zip zip-twoends.zip zip-gap.zip; do
+  refused $a 5 "ambiguous ZIP"
+  says "inspect $a" "ambiguous ZIP"
+done
 expect "scan traversal.tar" 1 scan traversal.tar # scan: 1 = unreadable
 says "scan traversal.tar" "disallowed"
 # The same archive within the default caps converts.
