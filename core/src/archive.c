@@ -28,6 +28,7 @@
 #include "amn/kit/zip_reader.h"
 #include "archive_internal.h"
 #include "io_internal.h"
+#include "spill_dir.h"
 
 enum { KIND_NONE, KIND_TAR, KIND_FILTERED, KIND_ZIP };
 
@@ -223,16 +224,11 @@ static int heap_for(amni_archive *A, member *mb, uint64_t cap, amn_error *err) {
  * GGUF's tensors in any order, a .pth's ZIP directory at its end). So the
  * member is decompressed once, block by block as the archive streams past
  * (memory: one block of libarchive's), into a file no one else can open
- * (O_TMPFILE in $TMPDIR, else /tmp; unlinked at once where O_TMPFILE is
+ * (O_TMPFILE in amni_spill_dir's folder; unlinked at once where O_TMPFILE is
  * missing), whose space is reserved first from the size its header says
  * (capped by --max-ratio): a full disk fails before decompressing, naming
  * the member. The file is then mapped and read as a folder's file is
  * (pread, copy_file_range, splice: input.c), and vanishes with the model. */
-
-static const char *spill_dir(void) {
-    const char *d = getenv("TMPDIR");
-    return d && *d == '/' ? d : "/tmp";
-}
 
 static int spill_fd(const char *dir) {
 #ifdef O_TMPFILE
@@ -252,7 +248,7 @@ static int spill_fd(const char *dir) {
 static int spill_open(amni_archive *A, member *mb, int *fd, amn_error *err) {
     int rc = check_announced(A, mb, err);
     if (rc) return rc;
-    const char *dir = spill_dir();
+    const char *dir = amni_spill_dir();
     if ((*fd = spill_fd(dir)) < 0)
         return amn_error_set(err, AMN_E_IO,
                              "%s: member '%s': no temporary file in %s to decompress it into: %s "
@@ -289,7 +285,7 @@ static int spill_write(const amni_archive *A, const member *mb, int fd, uint64_t
                        const void *buf, size_t n, amn_error *err) {
     const int e = write_at(fd, at, buf, n);
     return e ? amn_error_set(err, AMN_E_IO, "%s: member '%s': writing it to %s: %s", A->path,
-                             mb->name, spill_dir(), strerror(e))
+                             mb->name, amni_spill_dir(), strerror(e))
              : AMN_OK;
 }
 
