@@ -296,15 +296,24 @@ static int check_size(const amn_map *map, const uint8_t *p, size_t n, amn_error 
 
 /* A chunk passed through the mapping: else the input stays mapped, as much
  * of it as passed (above). The whole grains behind the chunk's end go, from
- * the grain it began in (the previous chunk's tail, which chunks of one
- * thread in file order no longer read); the last one goes with a sweep. */
+ * the grain it began in (the previous chunk's tail: a tensor's chunks pass
+ * in file order); its own last grain, the tail, goes with the next chunk,
+ * or when the next chunk is not the following one (another tensor), then.
+ * Not with the conversion's sweep: a span from a tail to a later one would
+ * cover tensors between them that an encoder's sources were mapped for. */
 static void drop_passed(const amn_map *map, const uint8_t *p, size_t n) {
     const uintptr_t base = (uintptr_t)amn_map_data(map), g = DROP_GRAIN - 1;
     uintptr_t lo = (uintptr_t)p & ~g;
     const uintptr_t hi = ((uintptr_t)p + n) & ~g;
     if (lo < base) lo = base;
+    amni_input_probe *pr = amni_map_probe(map);
+    const uintptr_t tail_lo = atomic_load(&pr->pass_tail_lo),
+                    tail_hi = atomic_load(&pr->pass_tail_hi);
+    if (tail_lo < tail_hi && tail_hi != (uintptr_t)p) /* a tensor passed before: done */
+        amni_map_drop_range(map, (const void *)tail_lo, tail_hi - tail_lo);
     if (lo < hi) amni_map_drop_range(map, (const void *)lo, hi - lo);
-    widen_lent(amni_map_probe(map), hi > (uintptr_t)p ? hi : (uintptr_t)p, (uintptr_t)p + n);
+    atomic_store(&pr->pass_tail_lo, hi > (uintptr_t)p ? hi : (uintptr_t)p);
+    atomic_store(&pr->pass_tail_hi, (uintptr_t)p + n);
 }
 
 static int pass_map(const amn_map *map, const uint8_t *p, size_t n, amn_sink *sink,

@@ -24,6 +24,7 @@ typedef struct amni_input_probe {
     _Atomic bool fetch_unmappable;                /* no MADV_POPULATE_READ here */
     _Atomic uintptr_t lent_lo, lent_hi;           /* span of mapped ranges lent since a sweep */
     _Atomic uintptr_t retired_lo, retired_hi;     /* swept, to be unmapped */
+    _Atomic uintptr_t pass_tail_lo, pass_tail_hi; /* the last pass-through chunk's last grain */
 } amni_input_probe;
 
 /* The mapping's file descriptor (open for as long as the map), -1 when the
