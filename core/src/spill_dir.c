@@ -34,7 +34,6 @@ const char *amni_spill_dir(void) {
     const char *env = getenv("TMPDIR");
     if (env && *env == '/') return env;
     const bool tmp_mem = in_memory("/tmp");
-    const bool var_disk =
-        tmp_mem && access("/var/tmp", W_OK | X_OK) == 0 && !in_memory("/var/tmp");
+    const bool var_disk = tmp_mem && access("/var/tmp", W_OK | X_OK) == 0 && !in_memory("/var/tmp");
     return amni_spill_dir_choose(NULL, tmp_mem, var_disk);
 }
