@@ -140,10 +140,14 @@ void amni_map_drop_resident(const amn_map *m) {
     if (m->size && !m->view) madvise((void *)m->data, (size_t)m->size, MADV_DONTNEED);
 }
 
+static uintptr_t page_size(void) {
+    const long sz = sysconf(_SC_PAGESIZE);
+    return sz > 0 ? (uintptr_t)sz : 4096;
+}
+
 void amni_map_drop_range(const amn_map *m, const void *p, size_t n) {
     if (m->view || !n) return;
-    const long sz = sysconf(_SC_PAGESIZE);
-    const uintptr_t page = sz > 0 ? (uintptr_t)sz : 4096;
+    const uintptr_t page = page_size();
     const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1),
                     b = ((uintptr_t)p + n) & ~(page - 1);
     if (a < b) madvise((void *)a, b - a, MADV_DONTNEED);
@@ -159,8 +163,8 @@ amni_input_probe *amni_map_probe(const amn_map *m) {
 
 int amni_prefault(const void *p, size_t n) {
 #ifdef MADV_POPULATE_READ
-    const long sz = sysconf(_SC_PAGESIZE), page = sz > 0 ? sz : 4096; /* once per 2 MiB */
-    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)(page - 1);
+    const uintptr_t page = page_size(); /* once per 2 MiB */
+    const uintptr_t a = (uintptr_t)p & ~(page - 1);
     if (n && madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_READ) != 0) return errno;
     return 0;
 #else
