@@ -415,4 +415,51 @@ truncate -s 2G zbomb/model/zeros.dat
 rm -f zbomb/model/zeros.dat
 refused zbomb.tar.zst 4 "--max-ratio"
 
+# A ZIP's members are read no further than the model needs: the rest of a
+# model file past its header for inspect, and members the model does not
+# read (zeros deflated 1000:1, a wrong CRC) not at all, as a folder's other
+# files are not. A model file whose CRC is wrong is read to its end by a
+# conversion, which refuses it, while inspect reads its header alone.
+mkdir -p crc
+$py "$src/tests/lib/big_safetensors.py" crc/model.safetensors 2 --seed 4 ||
+  fail "making crc/model.safetensors"
+"$amn" convert crc/model.safetensors --to safetensors -o ref-crc.safetensors --quiet ||
+  fail "convert crc/model.safetensors"
+"$amn" inspect crc/model.safetensors | tail -n +2 >ref-crc.inspect
+$py - crc/model.safetensors <<'PY' || fail "making the CRC ZIPs"
+import struct, sys, zipfile
+st = open(sys.argv[1], "rb").read()
+def folder_zip(name, bad):
+    with zipfile.ZipFile(name, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("model/model.safetensors", st)
+        z.writestr("model/zeros.dat", bytes(64 << 20))
+        z.writestr("model/README.md", b"# notes\n" * 64)
+    b = bytearray(open(name, "rb").read())
+    # The member's CRC, wrong in its local header and in the directory alike.
+    i = b.index(b"model/" + bad)
+    while b[i - 30:i - 26] != b"PK\x03\x04":
+        i = b.index(b"model/" + bad, i + 1)
+    crc = struct.unpack_from("<I", b, i - 30 + 14)[0] ^ 0x5A5A5A5A
+    struct.pack_into("<I", b, i - 30 + 14, crc)
+    c = b.index(b"PK\x01\x02")
+    while True:
+        c = b.index(b"PK\x01\x02", c)
+        n = struct.unpack_from("<H", b, c + 28)[0]
+        if bytes(b[c + 46:c + 46 + n]) == b"model/" + bad:
+            struct.pack_into("<I", b, c + 16, crc)
+            break
+        c += 4
+    open(name, "wb").write(b)
+folder_zip("crc-side.zip", b"README.md")
+folder_zip("crc-model.zip", b"model.safetensors")
+PY
+expect "convert crc-side.zip" 0 convert crc-side.zip --to safetensors -o crc-side.safetensors \
+  --max-ratio 10 --quiet
+same "convert crc-side.zip" ref-crc.safetensors crc-side.safetensors
+"$amn" inspect crc-model.zip | tail -n +2 >crc-model.inspect
+same "inspect crc-model.zip" ref-crc.inspect crc-model.inspect
+expect "convert crc-model.zip" 1 convert crc-model.zip --to safetensors -o crc-model.safetensors
+says "convert crc-model.zip" "model/model.safetensors"
+[ ! -e crc-model.safetensors ] && pass || fail "crc-model.zip: output left behind"
+
 finish archives
