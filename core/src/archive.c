@@ -10,7 +10,8 @@
  * --max-ratio over the whole archive). The folder's weight files are then
  * chosen as for a folder (an index, else every *.safetensors, else its one
  * weight file), opened by their formats' plugins through views of those
- * bytes, and joined into one model. */
+ * bytes, and joined into one model. A gzip stream is decompressed by
+ * gunzip.c rather than libarchive, for the checks libarchive skips. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "amn/checked.h"
 #include "amn/kit/zip_reader.h"
 #include "archive_internal.h"
+#include "gunzip.h"
 #include "io_internal.h"
 #include "spill_dir.h"
 
@@ -51,7 +53,8 @@ struct amni_archive {
     const amn_limits *lim; /* &lim_copy: the caller's may not outlive the open */
     amn_limits lim_copy;
     bool header_only;
-    int kind; /* KIND_* */
+    int kind;  /* KIND_* */
+    bool gzip; /* KIND_FILTERED by gzip: read through gunzip.c */
     member *m;
     size_t n, cap;
     uint64_t csize;          /* the archive's size (its map goes to the model) */
@@ -516,19 +519,46 @@ static struct archive *reader_new(void) {
     return a;
 }
 
+/* Opens `a` on the archive. A compressed stream is read with read():
+ * nothing of it is used in place, and its pages would only swell the
+ * mapping's resident set; a gzip one is decompressed by gunzip.c, which
+ * checks what libarchive's gzip reader does not. libarchive's status. */
+static int reader_open(const amni_archive *A, struct archive *a, bool from_file, amni_gunzip **gz) {
+    *gz = NULL;
+    if (A->kind != KIND_FILTERED && !from_file)
+        return archive_read_open_memory(a, amn_map_data(A->map), (size_t)amn_map_size(A->map));
+    if (!A->gzip) return archive_read_open_filename(a, A->path, 1u << 20);
+    amn_error scratch = {0};
+    if (amni_gunzip_new(A->path, gz, &scratch)) return ARCHIVE_FATAL;
+    return archive_read_open(a, *gz, NULL, amni_gunzip_read, NULL);
+}
+
+static int ratio_past_end(void *A, uint64_t n, amn_error *err) {
+    return check_ratio(A, n, "(past the end of the tar)", err);
+}
+
+/* libarchive's reading ends with the tar: the gzip stream is read on to its
+ * end, its checks run, its bytes counted against the ratio cap. */
+static int reader_close(amni_archive *A, struct archive *a, amni_gunzip *gz, int rc,
+                        amn_error *err) {
+    if (!rc && gz) rc = amni_gunzip_finish(gz, ratio_past_end, A, err);
+    archive_read_free(a);
+    amni_gunzip_free(gz);
+    return rc;
+}
+
 static int pass(amni_archive *A, bool list_only, amn_error *err) {
     struct archive *a = reader_new();
     if (!a) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     int rc = AMN_OK;
-    /* A compressed stream is read with read(): nothing of it is used in
-     * place, and its pages would only swell the mapping's resident set. */
-    const int opened =
-        A->kind == KIND_FILTERED
-            ? archive_read_open_filename(a, A->path, 1u << 20)
-            : archive_read_open_memory(a, amn_map_data(A->map), (size_t)amn_map_size(A->map));
-    if (opened != ARCHIVE_OK) {
-        archive_read_free(a);
-        return AMNI_NOT_ARCHIVE;
+    amni_gunzip *gz;
+    if (reader_open(A, a, false, &gz) != ARCHIVE_OK) {
+        /* A gzip stream damaged within libarchive's first look is a tar
+         * (amn_path_is_archive found its first header), not another file. */
+        rc = amni_gunzip_error(gz)
+                 ? amn_error_set(err, AMN_E_PARSE, "%s: %s", A->path, amni_gunzip_error(gz))
+                 : AMNI_NOT_ARCHIVE;
+        return reader_close(A, a, gz, rc, err);
     }
     for (uint64_t k = 0;; k++) {
         struct archive_entry *e;
@@ -553,8 +583,7 @@ static int pass(amni_archive *A, bool list_only, amn_error *err) {
         }
         if ((rc = entry(A, a, e, list_only, err))) break;
     }
-    archive_read_free(a);
-    return rc;
+    return reader_close(A, a, gz, rc, err);
 }
 
 static int cmp_member(const void *x, const void *y) {
@@ -871,6 +900,7 @@ static int archive_new(const char *path, int kind, const amn_limits *lim, bool h
     A->lim = &A->lim_copy;
     A->header_only = header_only;
     A->kind = kind;
+    A->gzip = kind == KIND_FILTERED && amni_is_gzip(path);
     A->min_depth = ~0u;
     /* A header-only look reads the member headers and little else: no
      * read-ahead over the whole archive (amn_map_open's). */
@@ -1333,11 +1363,11 @@ int amn_model_archive_extract(const amn_model *m, const char *dir, size_t *count
     if (!a) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     A->produced = 0;
     int rc = AMN_OK;
-    if (archive_read_open_filename(a, A->path, 1u << 20) != ARCHIVE_OK) {
+    amni_gunzip *gz;
+    if (reader_open(A, a, true, &gz) != ARCHIVE_OK) {
         rc = amn_error_set(err, AMN_E_IO, "%s: %s", A->path,
                            archive_error_string(a) ? archive_error_string(a) : "unreadable");
-        archive_read_free(a);
-        return rc;
+        return reader_close(A, a, gz, rc, err);
     }
     for (size_t k = 0; !rc; k++) {
         struct archive_entry *e;
@@ -1366,6 +1396,5 @@ int amn_model_archive_extract(const amn_model *m, const char *dir, size_t *count
         }
         if (!(rc = extract_one(A, a, e, mb, dir, err))) ++*count;
     }
-    archive_read_free(a);
-    return rc;
+    return reader_close(A, a, gz, rc, err);
 }

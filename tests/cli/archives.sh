@@ -462,4 +462,33 @@ expect "convert crc-model.zip" 1 convert crc-model.zip --to safetensors -o crc-m
 says "convert crc-model.zip" "model/model.safetensors"
 [ ! -e crc-model.safetensors ] && pass || fail "crc-model.zip: output left behind"
 
+# A .tar.gz is checked as gzip checks it: each member's CRC-32 and length
+# (libarchive's own gzip reader skips both), read to the end of the file,
+# past the tar's end; members may follow one another, zeros may end it,
+# nothing else may. What lies past the tar's end counts against the cap.
+$py - one.tar <<'PY' || fail "making the gzip cases"
+import gzip, struct, sys
+t = open(sys.argv[1], "rb").read()
+z = bytearray(gzip.compress(t))
+def put(name, b):
+    open(name, "wb").write(bytes(b))
+bad = bytearray(z); bad[-8] ^= 1; put("gz-crc.tar.gz", bad)
+bad = bytearray(z); bad[-4] ^= 1; put("gz-length.tar.gz", bad)
+put("gz-short.tar.gz", z[:-4])
+put("gz-members.tar.gz", gzip.compress(t[:700]) + gzip.compress(t[700:]))
+put("gz-zeros.tar.gz", z + bytes(1000))
+put("gz-garbage.tar.gz", z + b"garbage")
+put("gz-tailbomb.tar.gz", gzip.compress(t + bytes(64 << 20)))
+PY
+for a in gz-members.tar.gz gz-zeros.tar.gz; do
+  expect "convert $a" 0 convert $a --to safetensors -o $a.safetensors --quiet
+  same "convert $a" ref-one.safetensors $a.safetensors
+done
+for c in "gz-crc incorrect data check" "gz-length incorrect length check" \
+  "gz-short the compressed stream ends early" "gz-garbage bytes after the end"; do
+  a=${c%% *}.tar.gz
+  refused $a 1 "$a: gzip: ${c#* }"
+done
+refused gz-tailbomb.tar.gz 4 "past the end of the tar" --max-ratio 100
+
 finish archives
