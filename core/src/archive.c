@@ -32,7 +32,9 @@
 #include "io_internal.h"
 #include "spill_dir.h"
 
-enum { KIND_NONE, KIND_TAR, KIND_FILTERED, KIND_ZIP };
+/* KIND_GZIP: a compressed stream read through gunzip.c; KIND_FILTERED: any
+ * other, through libarchive's filters. */
+enum { KIND_NONE, KIND_TAR, KIND_FILTERED, KIND_GZIP, KIND_ZIP };
 
 typedef struct member {
     char *name; /* normalised: no "./", no empty components */
@@ -53,8 +55,7 @@ struct amni_archive {
     const amn_limits *lim; /* &lim_copy: the caller's may not outlive the open */
     amn_limits lim_copy;
     bool header_only;
-    int kind;  /* KIND_* */
-    bool gzip; /* KIND_FILTERED by gzip: read through gunzip.c */
+    int kind; /* KIND_* */
     member *m;
     size_t n, cap;
     uint64_t csize;          /* the archive's size (its map goes to the model) */
@@ -112,8 +113,8 @@ static int sniff(const char *path) {
     close(fd);
     if (n >= 262 && memcmp(h + 257, "ustar", 5) == 0) return KIND_TAR;
     if (n >= 4 && memcmp(h, "PK\3\4", 4) == 0) return KIND_ZIP;
-    if ((n >= 2 && h[0] == 0x1f && h[1] == 0x8b) ||
-        (n >= 6 && memcmp(h,
+    if (n >= 2 && h[0] == 0x1f && h[1] == 0x8b) return KIND_GZIP;
+    if ((n >= 6 && memcmp(h,
                           "\xfd"
                           "7zXZ\0",
                           6) == 0) ||
@@ -525,9 +526,9 @@ static struct archive *reader_new(void) {
  * checks what libarchive's gzip reader does not. libarchive's status. */
 static int reader_open(const amni_archive *A, struct archive *a, bool from_file, amni_gunzip **gz) {
     *gz = NULL;
-    if (A->kind != KIND_FILTERED && !from_file)
+    if (A->kind != KIND_FILTERED && A->kind != KIND_GZIP && !from_file)
         return archive_read_open_memory(a, amn_map_data(A->map), (size_t)amn_map_size(A->map));
-    if (!A->gzip) return archive_read_open_filename(a, A->path, 1u << 20);
+    if (A->kind != KIND_GZIP) return archive_read_open_filename(a, A->path, 1u << 20);
     amn_error scratch = {0};
     if (amni_gunzip_new(A->path, gz, &scratch)) return ARCHIVE_FATAL;
     return archive_read_open(a, *gz, NULL, amni_gunzip_read, NULL);
@@ -900,7 +901,6 @@ static int archive_new(const char *path, int kind, const amn_limits *lim, bool h
     A->lim = &A->lim_copy;
     A->header_only = header_only;
     A->kind = kind;
-    A->gzip = kind == KIND_FILTERED && amni_is_gzip(path);
     A->min_depth = ~0u;
     /* A header-only look reads the member headers and little else: no
      * read-ahead over the whole archive (amn_map_open's). */
@@ -937,7 +937,7 @@ static bool holds_tar(const char *path) {
 bool amn_path_is_archive(const char *path) {
     const int kind = path ? sniff(path) : KIND_NONE;
     if (kind == KIND_TAR) return true;
-    if (kind == KIND_FILTERED) return holds_tar(path);
+    if (kind == KIND_FILTERED || kind == KIND_GZIP) return holds_tar(path);
     if (kind != KIND_ZIP) return false;
     amn_limits lim;
     amn_limits_default(&lim);

@@ -39,15 +39,6 @@ struct amni_gunzip {
     char msg[200];
 };
 
-bool amni_is_gzip(const char *path) {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    uint8_t h[2];
-    const bool yes = pread(fd, h, 2, 0) == 2 && h[0] == 0x1f && h[1] == 0x8b;
-    close(fd);
-    return yes;
-}
-
 static int fail(amni_gunzip *g, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -12,9 +12,6 @@
 
 typedef struct amni_gunzip amni_gunzip;
 
-/* Whether the file at path starts with the gzip magic. */
-bool amni_is_gzip(const char *path);
-
 /* The gzip file at path, to be read by libarchive through amni_gunzip_read
  * (archive_read_open(a, g, NULL, amni_gunzip_read, NULL)) rather than by
  * libarchive's gzip filter: zlib checks each member's CRC-32 and length,
