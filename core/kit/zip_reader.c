@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "amn/checked.h"
+#include "amn/kit/crc32.h"
 
 #define EOCD_SIZE         22
 #define EOCD64_LOC_SIZE   20
@@ -714,16 +715,32 @@ int zip_inflate_all(const zip_entry *e, const uint8_t *src, uint8_t *dst, amn_er
     }
     inflateEnd(&z);
     if (rc != AMN_OK) return rc;
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (uint64_t done = 0; done < e->usize;) {
-        uint64_t k = e->usize - done > ZCHUNK ? ZCHUNK : e->usize - done;
-        crc = crc32(crc, dst + done, (uInt)k);
-        done += k;
-    }
-    if ((uint32_t)crc != e->crc32)
+    return zip_check_crc(e, dst, err);
+}
+
+static int crc_verdict(const zip_entry *e, uint32_t crc, amn_error *err) {
+    if (crc != e->crc32)
         return amn_error_set(err, AMN_E_PARSE, "entry '%s': CRC-32 mismatch (%08x, recorded %08x)",
                              e->name, (unsigned)crc, (unsigned)e->crc32);
     return AMN_OK;
+}
+
+int zip_check_crc(const zip_entry *e, const uint8_t *data, amn_error *err) {
+    if (e->usize > SIZE_MAX)
+        return amn_error_set(err, AMN_E_LIMIT, "entry '%s': %llu bytes", e->name,
+                             (unsigned long long)e->usize);
+    return crc_verdict(e, kit_crc32(0, data, (size_t)e->usize), err);
+}
+
+static void crc_piece(void *ctx, const void *piece, size_t n) {
+    uint32_t *crc = ctx;
+    *crc = kit_crc32(*crc, piece, n);
+}
+
+int zip_check_crc_map(const zip_entry *e, const amn_map *map, uint64_t data_off, amn_error *err) {
+    uint32_t crc = 0;
+    int rc = amn_map_scan(map, data_off, e->usize, crc_piece, &crc, err);
+    return rc != AMN_OK ? rc : crc_verdict(e, crc, err);
 }
 
 int zip_inflate_prefix(const amn_source *src, const zip_entry *e, uint64_t data_off, uint8_t *dst,

@@ -267,6 +267,54 @@ const void *amn_model_fetch(const amn_model *m, const void *p, size_t n, unsigne
     return pread_full(map, off, buf, n, err) ? NULL : buf;
 }
 
+/* ---- one pass over a range ------------------------------------------------- */
+
+#define SCAN_STEP (1u << 20) /* a piece: read into a buffer the caches hold */
+
+static uintptr_t grain_floor(uintptr_t a) {
+    return a & ~(uintptr_t)(DROP_GRAIN - 1);
+}
+
+int amn_map_scan(const amn_map *map, uint64_t off, uint64_t n, amn_map_scan_fn fn, void *ctx,
+                 amn_error *err) {
+    const uint64_t size = amn_map_size(map);
+    if (off > size || n > size - off)
+        return amn_error_set(err, AMN_E_INVALID, "%s: range of %llu bytes at %llu past its %llu",
+                             amn_map_path(map), (unsigned long long)n, (unsigned long long)off,
+                             (unsigned long long)size);
+    const uint8_t *base = amn_map_data(map);
+    const bool file = amni_map_fd(map) >= 0; /* else a view of memory: read in place */
+    const amni_input_path forced = amni_input_forced();
+    uintptr_t drop_from = 0; /* mapped and read, not yet unmapped (a grain's start) */
+    for (uint64_t done = 0; done < n;) {
+        const size_t k = n - done < SCAN_STEP ? (size_t)(n - done) : SCAN_STEP;
+        const uint8_t *p = base + off + done;
+        const void *piece = p;
+        if (file && forced != AMNI_INPUT_MAP &&
+            (forced != AMNI_INPUT_AUTO || !fetch_mapped(map, p, k))) {
+            void *buf = thread_buffer(PASS_SLOT, k);
+            if (!buf) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+            if (pread_full(map, off + done, buf, k, err)) return AMN_E_IO;
+            piece = buf;
+        } else if (file) {
+            if (amni_map_check(map, err)) return AMN_E_IO;
+            if (!drop_from) /* not before the mapping (its start is a page's) */
+                drop_from = grain_floor((uintptr_t)p) > (uintptr_t)base ? grain_floor((uintptr_t)p)
+                                                                        : (uintptr_t)base;
+        }
+        fn(ctx, piece, k);
+        done += k;
+        /* Unmap whole large folios behind: cutting one that is still read
+         * would make its other pages fault one by one. */
+        const uintptr_t to = done == n ? (uintptr_t)(p + k) : grain_floor((uintptr_t)(p + k));
+        if (drop_from && to > drop_from) {
+            amni_map_drop_range(map, (const void *)drop_from, to - drop_from);
+            drop_from = to;
+        }
+    }
+    return AMN_OK;
+}
+
 /* ---- pass-through ----------------------------------------------------------- */
 
 static double wall_ns(void) {

@@ -146,10 +146,15 @@ static uintptr_t page_size(void) {
 }
 
 void amni_map_drop_range(const amn_map *m, const void *p, size_t n) {
-    if (m->view || !n) return;
+    if (m->view || !n || !m->data) return;
+    /* Never past the mapping: MADV_DONTNEED zeroes whatever memory it is given. */
+    const uintptr_t lo = (uintptr_t)m->data, hi = lo + (uintptr_t)m->size;
+    uintptr_t from = (uintptr_t)p, to = from + n;
+    if (from < lo) from = lo;
+    if (to > hi) to = hi;
+    if (from >= to) return;
     const uintptr_t page = page_size();
-    const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1),
-                    b = ((uintptr_t)p + n) & ~(page - 1);
+    const uintptr_t a = (from + page - 1) & ~(page - 1), b = to & ~(page - 1);
     if (a < b) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 

@@ -122,6 +122,13 @@ static int open_npz(const amn_open_args *a, const uint8_t *p, uint64_t size, amn
         rc = zip_entry_data_offset(&ms.src, &d, e, &off, err);
         if (rc != AMN_OK) break;
         const uint8_t *member = p + off;
+        /* numpy's reader (zipfile) refuses a member whose bytes do not match
+         * its CRC-32; a stored member used in place is checked here, an
+         * inflated one as it is inflated. */
+        if (e->method == ZIP_STORED && (rc = zip_check_crc_map(e, a->map, off, err)) != AMN_OK) {
+            amn_error_prefix(err, "%s: ", a->path ? a->path : "npz");
+            break;
+        }
         if (e->method == ZIP_DEFLATED) {
             uint64_t total;
             if (!amn_add_u64(allocated, e->usize, &total) || total > a->limits->max_alloc ||

@@ -71,6 +71,22 @@ if have "format npz"; then
   expect "parse cast" 0 parse "$work/arrays-bf16.safetensors"
   matches "f64 cast" "^  f64  *BF16  *\[5\]"
   matches "ints kept" "^  i64  *I64"
+  # One byte of a stored member's data changed: Python's zipfile (numpy's
+  # reader) names the member by its CRC-32, and amn refuses it too.
+  /usr/bin/python3 - "$work/arrays.npz" "$work/bad-crc.npz" <<'PY'
+import struct, sys, zipfile
+b = bytearray(open(sys.argv[1], "rb").read())
+i = zipfile.ZipFile(sys.argv[1]).infolist()[0]
+n, x = struct.unpack_from("<HH", b, i.header_offset + 26)
+b[i.header_offset + 30 + n + x + i.file_size - 1] ^= 1
+open(sys.argv[2], "wb").write(b)
+PY
+  [ "$(/usr/bin/python3 -c 'import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).testzip())' \
+    "$work/bad-crc.npz")" = f16.npy ] && pass || fail "zipfile does not see the damaged member"
+  expect_fail 1 "bad-crc.npz: entry 'f16.npy': CRC-32 mismatch" -- convert "$work/bad-crc.npz" \
+    --to safetensors -o "$work/bad-crc.safetensors"
+  absent "a damaged npz left an output" "$work/bad-crc.safetensors"
+  expect "inspect of a damaged npz (headers only)" 0 inspect "$work/bad-crc.npz"
 fi
 # GGUF: inspect, remember, convert to and from, and ollama: names.
 if have "format gguf"; then

@@ -221,6 +221,7 @@ static const amn_test_words malformed_words[] = {
     {"unknown compression method", "uses compression method 12"},
     {"encrypted member", "entry 'f16.npy' is encrypted"},
     {"CRC mismatch", "disagree (CRC-32)"},
+    {"stored data damaged", "entry 'f16.npy': CRC-32 mismatch"},
     {"corrupt DEFLATE stream", "corrupt DEFLATE data"},
     {"inflated size lie", "disagree (sizes)"},
 };
@@ -278,6 +279,13 @@ static void test_malformed(void **state) {
     RESET();
     b[cd_off + 8] |= 1; /* encrypted */
     expect_code(b, n, AMN_E_UNSUPPORTED, "encrypted member");
+    RESET();
+    /* A stored member is used in place: a changed byte of its data is told
+     * by its CRC-32 alone (numpy's zipfile refuses it too). */
+    uint32_t lo0 = rd32le(b + cd_off + 42);
+    size_t data0 = lo0 + 30 + (b[lo0 + 26] | b[lo0 + 27] << 8) + (b[lo0 + 28] | b[lo0 + 29] << 8);
+    b[data0 + rd32le(b + cd_off + 20) - 1] ^= 1;
+    expect_code(b, n, AMN_E_PARSE, "stored data damaged");
     free(orig);
 
     /* A DEFLATE member whose stream is damaged, or whose CRC disagrees. */

@@ -419,6 +419,84 @@ static void test_truncated(void **state) {
     if (emulated) skip();
 }
 
+/* amn_map_scan hands over exactly the range's bytes, in order, every way it
+ * reads them; a range past the file is refused and a file that shrank is
+ * an i/o error, not a signal. */
+typedef struct scanned {
+    uint8_t *buf;
+    size_t n, cap, calls;
+} scanned;
+
+static void take_piece(void *ctx, const void *piece, size_t n) {
+    scanned *s = ctx;
+    assert_true(n > 0 && s->n + n <= s->cap);
+    memcpy(s->buf + s->n, piece, n);
+    s->n += n;
+    s->calls++;
+}
+
+static void test_scan(void **state) {
+    (void)state;
+    const char *in = amn_test_scratch_path("scan.bin");
+    const size_t size = (5u << 20) + 123;
+    uint8_t *ref = malloc(size);
+    assert_non_null(ref);
+    uint32_t x = 2463534242u;
+    for (size_t i = 0; i < size; i++) { /* xorshift: no two pieces alike */
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        ref[i] = (uint8_t)x;
+    }
+    FILE *f = fopen(in, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(ref, 1, size, f), size);
+    assert_int_equal(fclose(f), 0);
+    const uint64_t off = 4097, n = size - off - 5;
+    static const char *const modes[] = {"pread", "map", "auto"};
+    scanned s = {.buf = malloc(size), .cap = size};
+    assert_non_null(s.buf);
+    amn_error err = {0};
+    for (size_t k = 0; k < sizeof modes / sizeof *modes; k++) {
+        amn_map *map = NULL;
+        assert_int_equal(amn_map_open(in, &map, &err), AMN_OK);
+        setenv("AMN_INPUT", modes[k], 1);
+        s.n = s.calls = 0;
+        int rc = amn_map_scan(map, off, n, take_piece, &s, &err);
+        unsetenv("AMN_INPUT");
+        if (rc != AMN_OK) fail_msg("%s: %s", modes[k], err.msg);
+        assert_int_equal(s.n, n);
+        assert_true(s.calls > 1);
+        assert_memory_equal(s.buf, ref + off, n);
+        /* what was mapped and read was unmapped again: the bytes still read */
+        assert_memory_equal(amn_map_data(map) + off, ref + off, n);
+        s.n = 0;
+        assert_int_equal(amn_map_scan(map, size, 0, take_piece, &s, &err), AMN_OK);
+        assert_int_equal(s.n, 0);
+        assert_int_equal(amn_map_scan(map, off, size, take_piece, &s, &err), AMN_E_INVALID);
+        amn_map_close(map);
+    }
+    for (size_t k = 0; k < sizeof modes / sizeof *modes; k++) {
+        if (getenv("AMN_TEST_EMULATOR") && strcmp(modes[k], "pread") != 0)
+            continue; /* qemu-user: a mapped read past the end kills it (above) */
+        amn_map *map = NULL;
+        assert_int_equal(amn_map_open(in, &map, &err), AMN_OK);
+        assert_int_equal(truncate(in, (off_t)(3u << 20)), 0);
+        setenv("AMN_INPUT", modes[k], 1);
+        s.n = 0;
+        int rc = amn_map_scan(map, off, n, take_piece, &s, &err);
+        unsetenv("AMN_INPUT");
+        if (rc != AMN_E_IO || !strstr(err.msg, "shrank"))
+            fail_msg("%s, truncated: rc %d, %s", modes[k], rc, err.msg);
+        amn_map_close(map);
+        f = fopen(in, "wb"); /* whole again for the next mode */
+        assert_non_null(f);
+        assert_int_equal(fwrite(ref, 1, size, f), size);
+        assert_int_equal(fclose(f), 0);
+    }
+    free(s.buf);
+    free(ref);
+    unlink(in);
+}
+
 static int setup(void **state) {
     (void)state;
     return amn_test_scratch_make("input");
@@ -436,6 +514,7 @@ int main(void) {
         cmocka_unit_test(test_fetch),
         cmocka_unit_test(test_fetch_chooses),
         cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_scan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

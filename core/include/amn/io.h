@@ -26,6 +26,17 @@ AMN_API const char *amn_map_path(const amn_map *m);
 AMN_API void amn_map_close(amn_map *m);
 /* Same as amn_map_close with a void * argument, for amn_model_adopt. */
 AMN_API void amn_map_release(void *m);
+/* Hand bytes [off, off + n) of the mapped file to fn, in order, a piece at a
+ * time: for one pass over a range, such as checking a checksum. Each piece
+ * is read the way amn_model_fetch would read it (through the mapping where
+ * the page cache holds the file in large folios, else by pread(), which is
+ * cheaper for 4 KiB folios and tmpfs), and what was mapped is unmapped
+ * behind, so the resident set stays a few MiB. AMN_E_INVALID for a range
+ * past the file, AMN_E_IO naming the file where it shrank since it was
+ * mapped (where the mapping would have raised SIGBUS). */
+typedef void (*amn_map_scan_fn)(void *ctx, const void *piece, size_t n);
+AMN_API int amn_map_scan(const amn_map *m, uint64_t off, uint64_t n, amn_map_scan_fn fn, void *ctx,
+                         amn_error *err);
 
 /* ---- read callback (header-only inspection) ----------------------------- */
 
