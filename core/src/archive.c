@@ -64,8 +64,9 @@ struct amni_archive {
     unsigned min_depth;      /* of the weight files seen */
     size_t *chosen, n_chosen;
     char **labels;
-    char *folder;       /* the packed folder's name (amn_model_archive_folder) */
-    json_object *index; /* the chosen index's weight_map owner, or NULL */
+    char *folder;          /* the packed folder's name (amn_model_archive_folder) */
+    json_object *index;    /* the chosen index's weight_map owner, or NULL */
+    const amni_gunzip *gz; /* the gzip stream being read, or NULL */
 };
 
 static const char *const weight_ext[] = {
@@ -345,6 +346,12 @@ static int next_block(amni_archive *A, struct archive *a, const member *mb, uint
     /* A warning on data is libarchive's word for damage it found at the
      * member's end (a ZIP's CRC or sizes not those of its header), with the
      * last block: the member is not what was packed. */
+    /* gzip's checks cover the whole stream (and libarchive reads ahead of
+     * the member it returns): they tell where the damage was found, not
+     * which member holds it. */
+    if (r < ARCHIVE_OK && amni_gunzip_error(A->gz))
+        return amn_error_set(err, AMN_E_PARSE, "%s: %s (found while reading member '%s')", A->path,
+                             amni_gunzip_error(A->gz), mb->name);
     if (r < ARCHIVE_OK)
         return amn_error_set(err, AMN_E_PARSE, "%s: member '%s': %s", A->path, mb->name,
                              archive_error_string(a) ? archive_error_string(a) : "damaged");
@@ -524,13 +531,15 @@ static struct archive *reader_new(void) {
  * nothing of it is used in place, and its pages would only swell the
  * mapping's resident set; a gzip one is decompressed by gunzip.c, which
  * checks what libarchive's gzip reader does not. libarchive's status. */
-static int reader_open(const amni_archive *A, struct archive *a, bool from_file, amni_gunzip **gz) {
+static int reader_open(amni_archive *A, struct archive *a, bool from_file, amni_gunzip **gz) {
     *gz = NULL;
+    A->gz = NULL;
     if (A->kind != KIND_FILTERED && A->kind != KIND_GZIP && !from_file)
         return archive_read_open_memory(a, amn_map_data(A->map), (size_t)amn_map_size(A->map));
     if (A->kind != KIND_GZIP) return archive_read_open_filename(a, A->path, 1u << 20);
     amn_error scratch = {0};
     if (amni_gunzip_new(A->path, gz, &scratch)) return ARCHIVE_FATAL;
+    A->gz = *gz;
     return archive_read_open(a, *gz, NULL, amni_gunzip_read, NULL);
 }
 
@@ -545,6 +554,7 @@ static int reader_close(amni_archive *A, struct archive *a, amni_gunzip *gz, int
     if (!rc && gz) rc = amni_gunzip_finish(gz, ratio_past_end, A, err);
     archive_read_free(a);
     amni_gunzip_free(gz);
+    A->gz = NULL;
     return rc;
 }
 

@@ -479,6 +479,19 @@ put("gz-members.tar.gz", gzip.compress(t[:700]) + gzip.compress(t[700:]))
 put("gz-zeros.tar.gz", z + bytes(1000))
 put("gz-garbage.tar.gz", z + b"garbage")
 put("gz-tailbomb.tar.gz", gzip.compress(t + bytes(64 << 20)))
+# The trailer reached while a 1 MiB model file is read: the damage is the
+# stream's, found there, not that member's alone.
+import io, json, tarfile
+n = 1 << 18
+h = json.dumps({"w": {"dtype": "F32", "shape": [n], "data_offsets": [0, 4 * n]}}).encode()
+h += b" " * (-len(h) % 8)
+st = struct.pack("<Q", len(h)) + h + bytes(i * 7919 & 255 for i in range(4 * n))
+b = io.BytesIO()
+with tarfile.open(fileobj=b, mode="w") as tf:
+    info = tarfile.TarInfo("model/model.safetensors")
+    info.size = len(st)
+    tf.addfile(info, io.BytesIO(st))
+bad = bytearray(gzip.compress(b.getvalue())); bad[-8] ^= 1; put("gz-crc-late.tar.gz", bad)
 PY
 for a in gz-members.tar.gz gz-zeros.tar.gz; do
   expect "convert $a" 0 convert $a --to safetensors -o $a.safetensors --quiet
@@ -490,5 +503,7 @@ for c in "gz-crc incorrect data check" "gz-length incorrect length check" \
   refused $a 1 "$a: gzip: ${c#* }"
 done
 refused gz-tailbomb.tar.gz 4 "past the end of the tar" --max-ratio 100
+refused gz-crc-late.tar.gz 1 \
+  "gz-crc-late.tar.gz: gzip: incorrect data check (found while reading member 'model/model.safetensors')"
 
 finish archives
