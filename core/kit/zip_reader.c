@@ -656,6 +656,13 @@ int zip_entry_data_offset(const amn_source *src, const zip_dir *d, const zip_ent
     return AMN_OK;
 }
 
+static int crc_verdict(const zip_entry *e, uint32_t crc, amn_error *err) {
+    if (crc != e->crc32)
+        return amn_error_set(err, AMN_E_PARSE, "entry '%s': CRC-32 mismatch (%08x, recorded %08x)",
+                             e->name, (unsigned)crc, (unsigned)e->crc32);
+    return AMN_OK;
+}
+
 int zip_inflate_all(const zip_entry *e, const uint8_t *src, uint8_t *dst, amn_error *err) {
     z_stream z;
     memset(&z, 0, sizeof z);
@@ -715,21 +722,7 @@ int zip_inflate_all(const zip_entry *e, const uint8_t *src, uint8_t *dst, amn_er
     }
     inflateEnd(&z);
     if (rc != AMN_OK) return rc;
-    return zip_check_crc(e, dst, err);
-}
-
-static int crc_verdict(const zip_entry *e, uint32_t crc, amn_error *err) {
-    if (crc != e->crc32)
-        return amn_error_set(err, AMN_E_PARSE, "entry '%s': CRC-32 mismatch (%08x, recorded %08x)",
-                             e->name, (unsigned)crc, (unsigned)e->crc32);
-    return AMN_OK;
-}
-
-int zip_check_crc(const zip_entry *e, const uint8_t *data, amn_error *err) {
-    if (e->usize > SIZE_MAX)
-        return amn_error_set(err, AMN_E_LIMIT, "entry '%s': %llu bytes", e->name,
-                             (unsigned long long)e->usize);
-    return crc_verdict(e, kit_crc32(0, data, (size_t)e->usize), err);
+    return crc_verdict(e, kit_crc32(0, dst, (size_t)e->usize), err); /* dst holds usize */
 }
 
 static void crc_piece(void *ctx, const void *piece, size_t n) {

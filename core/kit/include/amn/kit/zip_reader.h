@@ -102,13 +102,10 @@ int zip_entry_data_offset(const amn_source *src, const zip_dir *d, const zip_ent
  * e->usize bytes) and check its CRC-32. */
 int zip_inflate_all(const zip_entry *e, const uint8_t *src, uint8_t *dst, amn_error *err);
 
-/* Check a member's uncompressed bytes, all e->usize of them at data, against
- * its recorded CRC-32 (zip_inflate_all does for what it inflates). For a
- * STORED member read in place, where nothing else would notice data that is
- * not what was packed. */
-int zip_check_crc(const zip_entry *e, const uint8_t *data, amn_error *err);
-/* The same for a STORED member at data_off in a mapped file, read once in
- * the way cheapest for how the page cache holds it (amn_map_scan). */
+/* Check a STORED member at data_off in a mapped file against its recorded
+ * CRC-32 (zip_inflate_all checks what it inflates): a member read in place,
+ * where nothing else would notice data that is not what was packed. Read
+ * once, the way cheapest for how the page cache holds it (amn_map_scan). */
 int zip_check_crc_map(const zip_entry *e, const amn_map *map, uint64_t data_off, amn_error *err);
 
 /* Inflate only the first `want` bytes of a member through the source (for
