@@ -30,7 +30,6 @@
 #include "archive_internal.h"
 #include "gunzip.h"
 #include "io_internal.h"
-#include "spill_dir.h"
 
 /* KIND_GZIP: a compressed stream read through gunzip.c; KIND_FILTERED: any
  * other, through libarchive's filters. */
@@ -228,89 +227,38 @@ static int heap_for(amni_archive *A, member *mb, uint64_t cap, amn_error *err) {
  * readers and the convert pipeline read a model file at any offset (a
  * GGUF's tensors in any order, a .pth's ZIP directory at its end). So the
  * member is decompressed once, block by block as the archive streams past
- * (memory: one block of libarchive's), into a file no one else can open
- * (O_TMPFILE in amni_spill_dir's folder; unlinked at once where O_TMPFILE is
- * missing), whose space is reserved first from the size its header says
+ * (memory: one block of libarchive's), into a scratch file (amn_spill,
+ * spill.c) whose space is reserved first from the size its header says
  * (capped by --max-ratio): a full disk fails before decompressing, naming
  * the member. The file is then mapped and read as a folder's file is
  * (pread, copy_file_range, splice: input.c), and vanishes with the model. */
 
-static int spill_fd(const char *dir) {
-#ifdef O_TMPFILE
-    const int t = open(dir, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
-    if (t >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return t;
-#endif
-    char name[4096];
-    if (snprintf(name, sizeof name, "%s/.amn-member-XXXXXX", dir) >= (int)sizeof name) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = mkostemp(name, O_CLOEXEC);
-    if (fd >= 0) unlink(name);
-    return fd;
-}
-
-static int spill_open(amni_archive *A, member *mb, int *fd, amn_error *err) {
+static int spill_open(amni_archive *A, member *mb, amn_spill **sp, amn_error *err) {
     int rc = check_announced(A, mb, err);
     if (rc) return rc;
-    const char *dir = amni_spill_dir();
-    if ((*fd = spill_fd(dir)) < 0)
-        return amn_error_set(err, AMN_E_IO,
-                             "%s: member '%s': no temporary file in %s to decompress it into: %s "
-                             "(set TMPDIR)",
-                             A->path, mb->name, dir, strerror(errno));
-    int e = mb->size > (uint64_t)INT64_MAX ? EFBIG : posix_fallocate(*fd, 0, (off_t)mb->size);
-    if (e == EINVAL || e == EOPNOTSUPP) e = 0; /* no reservation here: writes say ENOSPC */
-    if (e) {
-        close(*fd);
-        *fd = -1;
-        return amn_error_set(err, AMN_E_IO,
-                             "%s: member '%s': no room for its %llu bytes in %s, where compressed "
-                             "model files are decompressed: %s (set TMPDIR)",
-                             A->path, mb->name, (unsigned long long)mb->size, dir, strerror(e));
-    }
-    return AMN_OK;
-}
-
-/* n bytes at offset at of fd; 0, else the errno (EIO: no progress). */
-static int write_at(int fd, uint64_t at, const void *buf, size_t n) {
-    const uint8_t *p = buf;
-    while (n) {
-        ssize_t w = pwrite(fd, p, n, (off_t)at);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return w < 0 ? errno : EIO;
-        p += w;
-        n -= (size_t)w;
-        at += (uint64_t)w;
-    }
-    return 0;
-}
-
-static int spill_write(const amni_archive *A, const member *mb, int fd, uint64_t at,
-                       const void *buf, size_t n, amn_error *err) {
-    const int e = write_at(fd, at, buf, n);
-    return e ? amn_error_set(err, AMN_E_IO, "%s: member '%s': writing it to %s: %s", A->path,
-                             mb->name, amni_spill_dir(), strerror(e))
-             : AMN_OK;
-}
-
-/* The whole member is in fd: map it (the map takes fd). */
-static int spill_map(amni_archive *A, member *mb, int fd, amn_error *err) {
     const size_t n = strlen(A->path) + 1 + strlen(mb->name) + 1;
     char *label = malloc(n);
-    if (!label) {
-        close(fd);
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    }
-    snprintf(label, n, "%s/%s", A->path, mb->name);
-    int rc = amni_map_open_fd(fd, label, &mb->spill, err);
+    if (!label) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    snprintf(label, n, "%s/%s", A->path, mb->name); /* the map's name in messages */
+    rc = amn_spill_open(mb->size, label, sp, err);
     free(label);
-    if (rc) return rc;
-    if (amn_map_size(mb->spill) != mb->size) {
-        amn_map_close(mb->spill);
-        mb->spill = NULL;
-        return amn_error_set(err, AMN_E_IO, "%s: member '%s': its temporary file changed size",
-                             A->path, mb->name);
+    if (rc) amn_error_prefix(err, "%s: member '%s': ", A->path, mb->name);
+    return rc;
+}
+
+static int spill_write(const amni_archive *A, const member *mb, amn_spill *sp, const void *buf,
+                       size_t n, amn_error *err) {
+    const int rc = amn_spill_write(sp, buf, n, err);
+    if (rc) amn_error_prefix(err, "%s: member '%s': ", A->path, mb->name);
+    return rc;
+}
+
+/* The whole member is in the spill: map it (which frees the spill). */
+static int spill_map(amni_archive *A, member *mb, amn_spill *sp, amn_error *err) {
+    int rc = amn_spill_map(sp, &mb->spill, err);
+    if (rc) {
+        amn_error_prefix(err, "%s: member '%s': ", A->path, mb->name);
+        return rc;
     }
     mb->data = amn_map_data(mb->spill);
     mb->kept = mb->size;
@@ -384,7 +332,8 @@ static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep
     uint64_t cap = keep ? keep_cap(A, mb) : 0;
     uint64_t got = 0;
     const bool spill = keep && !A->header_only && mb->weight && !ends_with(mb->name, ".json");
-    int fd = -1, rc = AMN_OK;
+    amn_spill *sp = NULL;
+    int rc = AMN_OK;
     bool cut = false; /* left unread past what is kept */
     for (;;) {
         const void *buf;
@@ -399,8 +348,8 @@ static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep
             mb->data = buf; /* stored whole in the archive: used in place */
             mb->kept = len;
         } else if (spill && len) { /* (libarchive may end with an empty block) */
-            if (fd < 0 && (rc = spill_open(A, mb, &fd, err))) break;
-            if ((rc = spill_write(A, mb, fd, got, buf, len, err))) break;
+            if (!sp && (rc = spill_open(A, mb, &sp, err))) break;
+            if ((rc = spill_write(A, mb, sp, buf, len, err))) break;
         } else if (keep && got < cap && len) { /* (an empty block may come with no buffer) */
             if (!mb->heap && got == 0 && A->header_only && len >= 8 &&
                 ends_with(mb->name, ".safetensors")) {
@@ -417,11 +366,11 @@ static int read_member(amni_archive *A, struct archive *a, member *mb, bool keep
         drop_resident(A, len);
     }
     if (!rc && !cut) rc = check_whole(A, mb, got, err);
-    if (fd >= 0) {
+    if (sp) {
         if (rc)
-            close(fd);
+            amn_spill_free(sp);
         else
-            rc = spill_map(A, mb, fd, err);
+            rc = spill_map(A, mb, sp, err);
     }
     if (rc) return rc;
     if (keep && mb->size == 0) {
@@ -1317,6 +1266,20 @@ static bool side_member(const char *name, const char *dir, size_t dl) {
     if (l != dl || strncmp(d, dir, dl) != 0 || is_weight(name)) return false;
     const char *b = base_name(name);
     return *b && *b != '.';
+}
+
+/* n bytes at offset at of fd; 0, else the errno (EIO: no progress). */
+static int write_at(int fd, uint64_t at, const void *buf, size_t n) {
+    const uint8_t *p = buf;
+    while (n) {
+        ssize_t w = pwrite(fd, p, n, (off_t)at);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return w < 0 ? errno : EIO;
+        p += w;
+        n -= (size_t)w;
+        at += (uint64_t)w;
+    }
+    return 0;
 }
 
 /* Member bytes into dir/<base name>, made new (O_EXCL), its mtime the

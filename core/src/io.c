@@ -158,6 +158,12 @@ void amni_map_drop_range(const amn_map *m, const void *p, size_t n) {
     if (a < b) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+void amn_map_drop(const amn_map *m, uint64_t off, uint64_t n) {
+    if (!m || off >= m->size) return;
+    if (n > m->size - off) n = m->size - off;
+    if (n <= SIZE_MAX) amni_map_drop_range(m, m->data + off, (size_t)n);
+}
+
 int amni_map_fd(const amn_map *m) {
     return m->fd;
 }

@@ -129,25 +129,9 @@ static int open_npz(const amn_open_args *a, const uint8_t *p, uint64_t size, amn
             amn_error_prefix(err, "%s: ", a->path ? a->path : "npz");
             break;
         }
-        if (e->method == ZIP_DEFLATED) {
-            uint64_t total;
-            if (!amn_add_u64(allocated, e->usize, &total) || total > a->limits->max_alloc ||
-                e->usize > SIZE_MAX) {
-                rc = amn_error_set(err, AMN_E_LIMIT,
-                                   "'%s': inflating %llu bytes exceeds the allocation limit", name,
-                                   (unsigned long long)e->usize);
-                break;
-            }
-            allocated = total;
-            uint8_t *buf = amn_model_alloc(m, e->usize ? (size_t)e->usize : 1);
-            if (!buf) {
-                rc = amn_error_set(err, AMN_E_NOMEM, "'%s': out of memory", name);
-                break;
-            }
-            rc = zip_inflate_all(e, member, buf, err);
-            if (rc != AMN_OK) break;
-            member = buf;
-        }
+        if (e->method == ZIP_DEFLATED &&
+            (rc = zip_inflate_keep(e, a->map, off, m, a->limits, &allocated, &member, err)))
+            break;
         npy_header h;
         size_t avail = e->usize > SIZE_MAX ? SIZE_MAX : (size_t)e->usize;
         rc = parse_array(member, avail, e->usize, name, &h, err);

@@ -71,7 +71,8 @@ static int pth_probe(const amn_probe_data *pd) {
 typedef struct pth_ctx {
     const amn_source *src;
     const zip_dir *dir;
-    const uint8_t *map; /* NULL for inspect: tensors get no data */
+    const amn_map *amap; /* NULL for inspect: tensors get no data */
+    const uint8_t *map;  /* its bytes */
     amn_model *m;
     const amn_limits *lim;
     bool big_endian;
@@ -228,19 +229,9 @@ static int storage_data(pth_ctx *c, size_t idx, const char *tname, const uint8_t
             if (e->method == ZIP_STORED) {
                 c->bytes[idx] = c->map + off;
             } else {
-                uint64_t total;
-                if (!amn_add_u64(c->allocated, e->usize, &total) || total > c->lim->max_alloc ||
-                    e->usize > SIZE_MAX)
-                    return amn_error_set(c->err, AMN_E_LIMIT,
-                                         "tensor '%s': inflating storage '%s' exceeds the "
-                                         "allocation limit",
-                                         tname, e->name);
-                c->allocated = total;
-                uint8_t *buf = amn_model_alloc(c->m, e->usize ? (size_t)e->usize : 1);
-                if (!buf) return amn_error_set(c->err, AMN_E_NOMEM, "out of memory");
-                rc = zip_inflate_all(e, c->map + off, buf, c->err);
+                rc = zip_inflate_keep(e, c->amap, off, c->m, c->lim, &c->allocated, &c->bytes[idx],
+                                      c->err);
                 if (rc != AMN_OK) return amn_error_prefix(c->err, "tensor '%s': ", tname);
-                c->bytes[idx] = buf;
             }
         }
     }
@@ -567,7 +558,7 @@ static int load(pth_ctx *c, const char *path) {
     return rc;
 }
 
-int pth_run(const amn_source *src, const uint8_t *map, const char *path, const amn_limits *lim,
+int pth_run(const amn_source *src, const amn_map *map, const char *path, const amn_limits *lim,
             amn_model **out, amn_error *err) {
     *out = NULL;
     uint8_t head[LEGACY_HEAD];
@@ -601,7 +592,8 @@ int pth_run(const amn_source *src, const uint8_t *map, const char *path, const a
     }
     c->src = src;
     c->dir = &d;
-    c->map = map;
+    c->amap = map;
+    c->map = map ? amn_map_data(map) : NULL;
     c->m = m;
     c->lim = lim;
     c->err = err;
@@ -628,7 +620,7 @@ static int pth_open(const amn_open_args *a, amn_model **out, amn_error *err) {
     if (!a->map) return amn_error_set(err, AMN_E_INVALID, "pth: a directory is not a checkpoint");
     zip_memsrc ms;
     zip_memsrc_init(&ms, amn_map_data(a->map), amn_map_size(a->map), a->path);
-    return pth_run(&ms.src, amn_map_data(a->map), a->path, a->limits, out, err);
+    return pth_run(&ms.src, a->map, a->path, a->limits, out, err);
 }
 
 static int pth_inspect(const amn_inspect_args *a, amn_model **out, amn_error *err) {

@@ -68,7 +68,7 @@ static int add_shard(const char *dir, const char *file, bool header_only, const 
         if ((rc = amn_model_adopt(m, map, amn_map_release, err))) return rc;
         zip_memsrc ms;
         zip_memsrc_init(&ms, amn_map_data(map), amn_map_size(map), path);
-        rc = pth_run(&ms.src, amn_map_data(map), path, lim, &part, err);
+        rc = pth_run(&ms.src, map, path, lim, &part, err);
     }
     if (rc) return rc;
     if ((rc = amn_model_adopt(m, part, (void (*)(void *))amn_model_free, err))) return rc;

@@ -7,8 +7,8 @@
 
 #include "amn/plugin.h"
 
-/* One checkpoint from src (map: its bytes, NULL for header-only). */
-int pth_run(const amn_source *src, const uint8_t *map, const char *path, const amn_limits *lim,
+/* One checkpoint from src (map: its mapping, NULL for header-only). */
+int pth_run(const amn_source *src, const amn_map *map, const char *path, const amn_limits *lim,
             amn_model **out, amn_error *err);
 /* path ends with .bin.index.json */
 bool pth_is_index_path(const char *path);

@@ -38,6 +38,35 @@ typedef void (*amn_map_scan_fn)(void *ctx, const void *piece, size_t n);
 AMN_API int amn_map_scan(const amn_map *m, uint64_t off, uint64_t n, amn_map_scan_fn fn, void *ctx,
                          amn_error *err);
 
+/* ---- scratch files (ABI 2.8) ---------------------------------------------
+ *
+ * Bytes a reader makes rather than finds (a deflated member inflated, a
+ * compressed archive's model file decompressed) would take the process's
+ * memory, as much as the model. A scratch file holds them instead: an
+ * unlinked temporary file no other process can open, in $TMPDIR (else
+ * /tmp, or /var/tmp where /tmp is a tmpfs and /var/tmp is not), that
+ * vanishes with the process however it ends. amn_spill_open reserves its
+ * `size` bytes (a disk too small fails at once, AMN_E_IO naming the
+ * folder); amn_spill_write appends to it, in order; amn_spill_map maps the
+ * whole (all `size` bytes written, else AMN_E_INVALID) and frees the
+ * spill, also on error. The map is read as an input file's is (pread,
+ * copy_file_range, splice or the mapping; amn_model_adopt it with
+ * amn_map_release), and `label` names it in messages. amn_spill_free
+ * abandons a spill; NULL is a no-op. Errors name neither the label nor
+ * the member: callers prefix what the bytes are. */
+typedef struct amn_spill amn_spill;
+AMN_API int amn_spill_open(uint64_t size, const char *label, amn_spill **out, amn_error *err);
+AMN_API int amn_spill_write(amn_spill *s, const void *buf, size_t n, amn_error *err);
+AMN_API int amn_spill_map(amn_spill *s, amn_map **out, amn_error *err);
+AMN_API void amn_spill_free(amn_spill *s);
+
+/* (ABI 2.8) Unmap the whole pages inside bytes [off, off + n) of the map
+ * from the process, clipped to the map: for bytes read once and not again
+ * (a deflated member, once inflated), so they do not stay resident. They
+ * stay in the page cache; reading them again faults them back in. A no-op
+ * for a map that borrows its bytes (a member of an uncompressed tar). */
+AMN_API void amn_map_drop(const amn_map *m, uint64_t off, uint64_t n);
+
 /* ---- read callback (header-only inspection) ----------------------------- */
 
 /* Frozen for all of plugin ABI 2.x: plugins allocate amn_source themselves

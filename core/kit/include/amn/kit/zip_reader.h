@@ -7,8 +7,8 @@
  * directory directly. DEFLATE members are inflated with zlib.
  *
  * Everything here reads through an amn_source, so the same code serves the
- * mapped file (open) and the read callback (inspect). It uses no core
- * function but amn_error_set.
+ * mapped file (open) and the read callback (inspect). Of the core it uses
+ * errors, amn_map_scan and scratch files (amn_spill) for what it inflates.
  */
 #ifndef AMN_ZIP_READER_H
 #define AMN_ZIP_READER_H
@@ -20,6 +20,7 @@
 #include "amn/error.h"
 #include "amn/format.h"
 #include "amn/io.h"
+#include "amn/model.h"
 
 #define ZIP_STORED   0
 #define ZIP_DEFLATED 8
@@ -101,6 +102,18 @@ int zip_entry_data_offset(const amn_source *src, const zip_dir *d, const zip_ent
 /* Inflate a whole raw-DEFLATE member held in memory into dst (exactly
  * e->usize bytes) and check its CRC-32. */
 int zip_inflate_all(const zip_entry *e, const uint8_t *src, uint8_t *dst, amn_error *err);
+
+/* Inflate a whole raw-DEFLATE member, its data at `off` in `map`, for a
+ * reader that keeps it (tensors point into it for the model's life): small
+ * members onto the model's heap (amn_model_alloc), counted in *heap_used
+ * against lim->max_alloc; a member over 1 MiB, or any once 64 MiB are
+ * held, into a scratch file (amn_spill) whose map the model adopts, so
+ * memory does not grow with the model, and its compressed bytes are
+ * dropped from the process once read (amn_map_drop). Where no scratch file
+ * can be made, the heap as for a small member. *out: the member's bytes. */
+int zip_inflate_keep(const zip_entry *e, const amn_map *map, uint64_t off, amn_model *m,
+                     const amn_limits *lim, uint64_t *heap_used, const uint8_t **out,
+                     amn_error *err);
 
 /* Check a STORED member at data_off in a mapped file against its recorded
  * CRC-32 (zip_inflate_all checks what it inflates): a member read in place,
