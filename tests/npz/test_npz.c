@@ -4,6 +4,7 @@
  * parser on its own, and malformed archives. */
 #include "zip_test_util.h"
 
+#include "amn/kit/sha256.h"
 #include "npy_header.h"
 
 static uint32_t rd32le(const uint8_t *p) {
@@ -362,19 +363,94 @@ static void test_limits(void **state) {
     amn_model_free(m);
 }
 
+/* Open files of this process whose path starts with dir (a scratch file
+ * shows as "DIR/#INODE (deleted)"). */
+static int open_files_in(const char *dir) {
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++) {
+        char link[64], target[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        const ssize_t k = readlink(link, target, sizeof target - 1);
+        if (k <= 0) continue;
+        target[k] = '\0';
+        if (strncmp(target, dir, strlen(dir)) == 0 && target[strlen(dir)] == '/') n++;
+    }
+    return n;
+}
+
+/* Each array's bytes against the SHA-256 gen_fixtures.py recorded of
+ * numpy.load's. */
+static void check_spill_digests(const amn_model *m) {
+    FILE *f = fopen(AMN_SOURCE_DIR "/fixtures/npz/spill.npz.sha256", "r");
+    assert_non_null(f);
+    char name[64], want[65];
+    size_t seen = 0;
+    while (fscanf(f, "%63s %64s", name, want) == 2) {
+        const int64_t k = amn_model_find(m, name);
+        if (k < 0) fail_msg("spill.npz: no array %s", name);
+        const amn_tensor *t = amn_model_tensor(m, (size_t)k);
+        uint8_t *got = zt_tensor_bytes(t), digest[32];
+        char hex[65];
+        kit_sha256_of(got, (size_t)t->nbytes, digest);
+        kit_sha256_hex(digest, hex);
+        free(got);
+        if (strcmp(hex, want) != 0)
+            fail_msg("spill.npz: %s: sha256 %s, numpy's %s", name, hex, want);
+        seen++;
+    }
+    fclose(f);
+    assert_int_equal(seen, 2);
+    assert_int_equal(amn_model_tensor_count(m), 2);
+}
+
+/* A deflated member over 1 MiB is inflated into a scratch file in $TMPDIR
+ * (open while the model lives), the small one onto the heap; where no
+ * scratch file can be made, both onto the heap. Same bytes either way. */
+static void test_spilled(void **state) {
+    (void)state;
+    const char *path = AMN_SOURCE_DIR "/fixtures/npz/spill.npz";
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    char dir[] = "/tmp/amn-test-npz-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    setenv("TMPDIR", dir, 1);
+    amn_error err = {0};
+    amn_model *m = NULL;
+    if (amn_open(zt_ctx, path, NULL, NULL, &m, &err) != AMN_OK) fail_msg("%s", err.msg);
+    assert_int_equal(open_files_in(dir), 1);
+    check_spill_digests(m);
+    amn_model_free(m);
+    assert_int_equal(open_files_in(dir), 0);
+    setenv("TMPDIR", "/nonexistent-amn-folder", 1);
+    if (amn_open(zt_ctx, path, NULL, NULL, &m, &err) != AMN_OK) fail_msg("%s", err.msg);
+    check_spill_digests(m);
+    amn_model_free(m);
+    assert_int_equal(rmdir(dir), 0); /* nothing was left in it */
+    if (saved)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved);
+}
+
 static void test_fuzz(void **state) {
     (void)state;
     zt_fuzz(AMN_SOURCE_DIR "/fixtures/npz/stored.npz", ".npz", 200);
     zt_fuzz(AMN_SOURCE_DIR "/fixtures/npz/compressed.npz", ".npz", 200);
     zt_fuzz(AMN_SOURCE_DIR "/fixtures/npz/zip64.npz", ".npz", 100);
+    zt_fuzz(AMN_SOURCE_DIR "/fixtures/npz/spill.npz", ".npz", 100); /* a scratch file */
     zt_fuzz(AMN_SOURCE_DIR "/fixtures/npz/v2.npy", ".npy", 100);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_gemma), cmocka_unit_test(test_fixtures),
-        cmocka_unit_test(test_npy_header),      cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_limits),          cmocka_unit_test(test_fuzz),
+        cmocka_unit_test(test_reference_gemma),
+        cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_npy_header),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_spilled),
+        cmocka_unit_test(test_fuzz),
     };
     return cmocka_run_group_tests(tests, zt_setup, zt_teardown);
 }
