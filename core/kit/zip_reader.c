@@ -685,7 +685,7 @@ static int inflate_member(const zip_entry *e, const uint8_t *src, const inflate_
     uint64_t in_left = e->csize, out_left = e->usize, pos = 0; /* pos: in the window */
     const uint8_t *in = src;
     uint32_t crc = 0;
-    uint8_t spare;
+    uint8_t spare = 0; /* an output byte; initialised for the analysers */
     int rc = AMN_OK;
     for (;;) {
         if (o->full && out_left && pos == o->size) { /* the window is full: empty it */
