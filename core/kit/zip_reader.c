@@ -3,7 +3,6 @@
  * file before it is used. */
 #include "amn/kit/zip_reader.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +10,6 @@
 
 #include "amn/checked.h"
 #include "amn/kit/crc32.h"
-#include "amn/model.h"
 
 #define EOCD_SIZE         22
 #define EOCD64_LOC_SIZE   20
@@ -665,19 +663,7 @@ static int crc_verdict(const zip_entry *e, uint32_t crc, amn_error *err) {
     return AMN_OK;
 }
 
-/* Where inflate_member puts what it inflates: a window of `size` bytes
- * that `full` empties (NULL: the window holds the whole member). */
-typedef struct inflate_out {
-    uint8_t *win;
-    uint64_t size;
-    int (*full)(void *ctx, const uint8_t *piece, size_t n, amn_error *err);
-    void *ctx;
-} inflate_out;
-
-/* Inflate a whole raw-DEFLATE member held in memory (e->csize bytes at
- * src) to exactly e->usize bytes, window by window, and check its CRC-32. */
-static int inflate_member(const zip_entry *e, const uint8_t *src, const inflate_out *o,
-                          amn_error *err) {
+int zip_inflate_each(const zip_entry *e, const uint8_t *src, const zip_window *o, amn_error *err) {
     z_stream z;
     memset(&z, 0, sizeof z);
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
@@ -748,82 +734,8 @@ static int inflate_member(const zip_entry *e, const uint8_t *src, const inflate_
 }
 
 int zip_inflate_all(const zip_entry *e, const uint8_t *src, uint8_t *dst, amn_error *err) {
-    const inflate_out o = {dst, e->usize, NULL, NULL};
-    return inflate_member(e, src, &o, err);
-}
-
-/* ---- keeping an inflated member: heap or scratch file ---------------------
- * An npz written by numpy.savez_compressed deflates every array, so its
- * members must be inflated before a tensor can point at them. On the heap
- * that took the whole model's size in memory; a member over
- * ZIP_KEEP_HEAP_ONE, or once ZIP_KEEP_HEAP_ALL bytes are held, goes to a
- * scratch file instead (amn_spill: disk, read back as a file is), inflated
- * through a window of ZIP_KEEP_WINDOW. Where no scratch file can be made
- * (no writable temporary folder, no room), the member is held on the heap
- * as before, within the limits. */
-#define ZIP_KEEP_HEAP_ONE (1u << 20)
-#define ZIP_KEEP_HEAP_ALL (64u << 20)
-#define ZIP_KEEP_WINDOW   (1u << 20)
-
-static int spill_piece(void *ctx, const uint8_t *piece, size_t n, amn_error *err) {
-    return amn_spill_write(ctx, piece, n, err);
-}
-
-static int keep_spilled(const zip_entry *e, const amn_map *map, uint64_t off, amn_model *m,
-                        const uint8_t **out, amn_error *err) {
-    const char *path = amn_map_path(map);
-    const size_t n = strlen(path) + 1 + e->name_len + 1;
-    char *label = malloc(n); /* the map's name in messages: archive/member */
-    if (!label) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    snprintf(label, n, "%s/%s", path, e->name);
-    amn_spill *sp;
-    int rc = amn_spill_open(e->usize, label, &sp, err);
-    free(label);
-    if (rc != AMN_OK) return amn_error_prefix(err, "%s: entry '%s': ", path, e->name);
-    uint8_t *win = malloc(ZIP_KEEP_WINDOW);
-    if (!win) {
-        amn_spill_free(sp);
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    }
-    const inflate_out o = {win, ZIP_KEEP_WINDOW, spill_piece, sp};
-    rc = inflate_member(e, amn_map_data(map) + off, &o, err);
-    free(win);
-    amn_map_drop(map, off, e->csize); /* read once: not kept resident */
-    if (rc != AMN_OK) {
-        amn_spill_free(sp);
-        return rc;
-    }
-    amn_map *kept;
-    if ((rc = amn_spill_map(sp, &kept, err)) != AMN_OK) return rc;
-    *out = amn_map_data(kept);
-    return amn_model_adopt(m, kept, amn_map_release, err);
-}
-
-int zip_inflate_keep(const zip_entry *e, const amn_map *map, uint64_t off, amn_model *m,
-                     const amn_limits *lim, uint64_t *heap_used, const uint8_t **out,
-                     amn_error *err) {
-    *out = NULL;
-    uint64_t total;
-    const bool fits = amn_add_u64(*heap_used, e->usize, &total);
-    if (e->usize > ZIP_KEEP_HEAP_ONE || !fits || total > ZIP_KEEP_HEAP_ALL) {
-        amn_error spill_err = {0};
-        const int rc = keep_spilled(e, map, off, m, out, &spill_err);
-        if (rc != AMN_E_IO) {
-            if (rc != AMN_OK && err) *err = spill_err;
-            return rc;
-        }
-    }
-    if (!fits || total > lim->max_alloc || e->usize > SIZE_MAX)
-        return amn_error_set(err, AMN_E_LIMIT,
-                             "'%s': inflating %llu bytes exceeds the allocation limit", e->name,
-                             (unsigned long long)e->usize);
-    uint8_t *buf = amn_model_alloc(m, e->usize ? (size_t)e->usize : 1);
-    if (!buf) return amn_error_set(err, AMN_E_NOMEM, "'%s': out of memory", e->name);
-    const int rc = zip_inflate_all(e, amn_map_data(map) + off, buf, err);
-    if (rc != AMN_OK) return rc;
-    *heap_used = total;
-    *out = buf;
-    return AMN_OK;
+    const zip_window o = {dst, e->usize, NULL, NULL};
+    return zip_inflate_each(e, src, &o, err);
 }
 
 static void crc_piece(void *ctx, const void *piece, size_t n) {

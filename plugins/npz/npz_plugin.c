@@ -96,6 +96,45 @@ static int open_npy(const amn_open_args *a, const uint8_t *p, uint64_t size, amn
     return add_array(m, name, &h, p + h.data_offset, h.data_offset, err);
 }
 
+/* An array member: where its data lies, and the inflating job of a
+ * deflated one. */
+typedef struct npz_member {
+    const zip_entry *e;
+    uint64_t off;
+    size_t job; /* index into the jobs, for a deflated member */
+} npz_member;
+
+/* The array members in directory order, each stored one checked against its
+ * CRC-32 (numpy's reader, zipfile, refuses a member whose bytes do not
+ * match; an inflated one is checked as it is inflated); other members are
+ * notes. */
+static int list_members(const amn_open_args *a, const amn_source *src, const zip_dir *d,
+                        amn_model *m, npz_member *mem, size_t *n_mem, zip_keep_job *jobs,
+                        size_t *n_jobs, amn_error *err) {
+    char name[NPZ_NAME_MAX];
+    for (size_t i = 0; i < d->count; i++) {
+        const zip_entry *e = &d->entries[i];
+        if (e->name_len && e->name[e->name_len - 1] == '/') continue; /* a directory */
+        int rc;
+        if (!member_array_name(e, name, sizeof name)) {
+            if ((rc = amn_model_add_note(m, e->name, "not an .npy member; skipped", err)))
+                return rc;
+            continue;
+        }
+        if (*n_mem >= a->limits->max_tensors)
+            return amn_error_set(err, AMN_E_LIMIT, "more than %llu arrays",
+                                 (unsigned long long)a->limits->max_tensors);
+        uint64_t off;
+        if ((rc = zip_entry_data_offset(src, d, e, &off, err))) return rc;
+        if (e->method == ZIP_STORED && (rc = zip_check_crc_map(e, a->map, off, err)))
+            return amn_error_prefix(err, "%s: ", a->path ? a->path : "npz");
+        mem[*n_mem] = (npz_member){e, off, *n_jobs};
+        if (e->method == ZIP_DEFLATED) jobs[(*n_jobs)++] = (zip_keep_job){.e = e, .off = off};
+        ++*n_mem;
+    }
+    return AMN_OK;
+}
+
 static int open_npz(const amn_open_args *a, const uint8_t *p, uint64_t size, amn_model *m,
                     amn_error *err) {
     zip_memsrc ms;
@@ -103,42 +142,29 @@ static int open_npz(const amn_open_args *a, const uint8_t *p, uint64_t size, amn
     zip_dir d;
     int rc = zip_dir_read(&ms.src, a->limits, &d, err);
     if (rc != AMN_OK) return rc;
-    rc = amn_model_set_label(m, "NPZ archive", err);
-    uint64_t allocated = 0, arrays = 0;
+    npz_member *mem = calloc(d.count ? d.count : 1, sizeof *mem);
+    zip_keep_job *jobs = calloc(d.count ? d.count : 1, sizeof *jobs);
+    size_t n_mem = 0, n_jobs = 0;
+    uint64_t allocated = 0;
+    rc = mem && jobs ? amn_model_set_label(m, "NPZ archive", err)
+                     : amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    if (!rc) rc = list_members(a, &ms.src, &d, m, mem, &n_mem, jobs, &n_jobs, err);
+    if (!rc) rc = zip_inflate_keep_all(jobs, n_jobs, a->map, m, a->limits, &allocated, err);
     char name[NPZ_NAME_MAX];
-    for (size_t i = 0; rc == AMN_OK && i < d.count; i++) {
-        const zip_entry *e = &d.entries[i];
-        if (e->name_len && e->name[e->name_len - 1] == '/') continue; /* a directory */
-        if (!member_array_name(e, name, sizeof name)) {
-            rc = amn_model_add_note(m, e->name, "not an .npy member; skipped", err);
-            continue;
-        }
-        if (++arrays > a->limits->max_tensors) {
-            rc = amn_error_set(err, AMN_E_LIMIT, "more than %llu arrays",
-                               (unsigned long long)a->limits->max_tensors);
-            break;
-        }
-        uint64_t off;
-        rc = zip_entry_data_offset(&ms.src, &d, e, &off, err);
-        if (rc != AMN_OK) break;
-        const uint8_t *member = p + off;
-        /* numpy's reader (zipfile) refuses a member whose bytes do not match
-         * its CRC-32; a stored member used in place is checked here, an
-         * inflated one as it is inflated. */
-        if (e->method == ZIP_STORED && (rc = zip_check_crc_map(e, a->map, off, err)) != AMN_OK) {
-            amn_error_prefix(err, "%s: ", a->path ? a->path : "npz");
-            break;
-        }
-        if (e->method == ZIP_DEFLATED &&
-            (rc = zip_inflate_keep(e, a->map, off, m, a->limits, &allocated, &member, err)))
-            break;
+    for (size_t i = 0; rc == AMN_OK && i < n_mem; i++) {
+        const zip_entry *e = mem[i].e;
+        const bool stored = e->method == ZIP_STORED;
+        const uint8_t *member = stored ? p + mem[i].off : jobs[mem[i].job].out;
+        member_array_name(e, name, sizeof name);
         npy_header h;
         size_t avail = e->usize > SIZE_MAX ? SIZE_MAX : (size_t)e->usize;
         rc = parse_array(member, avail, e->usize, name, &h, err);
         if (rc != AMN_OK) break;
-        uint64_t file_off = e->method == ZIP_STORED ? off + h.data_offset : off;
+        uint64_t file_off = stored ? mem[i].off + h.data_offset : mem[i].off;
         rc = add_array(m, name, &h, member + h.data_offset, file_off, err);
     }
+    free(jobs);
+    free(mem);
     zip_dir_free(&d);
     return rc;
 }

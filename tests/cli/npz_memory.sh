@@ -16,8 +16,9 @@ cd "$work" || exit 1
 export TMPDIR=$work/tmp
 mkdir -p tmp
 
-# 128 MiB of f32 in one array (small integers: deflates about 4:1), one of
-# 256 KiB (held on the heap), an empty one; saved compressed and stored.
+# 128 MiB of f32 in one array (small integers: deflates about 4:1), four
+# of 4 MiB (inflated on several threads at once), one of 256 KiB (held on
+# the heap), an empty one; saved compressed and stored.
 mib=128
 $py - $mib <<'PY' || fail "making the npz files"
 import sys
@@ -25,7 +26,8 @@ import numpy as np
 rng = np.random.default_rng(7)
 big = rng.integers(-8, 8, size=(int(sys.argv[1]) << 18,)).astype(np.float32) * 0.25
 small = rng.standard_normal((256, 256)).astype(np.float32)
-arrays = dict(big=big.reshape(-1, 4096), small=small, empty=np.zeros((0, 3), np.float16))
+mids = {"mid%d" % i: rng.integers(0, 4, size=(1024, 1024 + i)).astype(np.float32) for i in range(4)}
+arrays = dict(big=big.reshape(-1, 4096), **mids, small=small, empty=np.zeros((0, 3), np.float16))
 np.savez_compressed("c.npz", **arrays)
 np.savez("s.npz", **arrays)
 PY
@@ -53,25 +55,26 @@ cmp -s s-bf16.safetensors c-bf16.safetensors && pass || fail "bf16: not the stor
 TMPDIR=$work/none expect "no TMPDIR" 0 convert c.npz --to safetensors -o h.safetensors
 cmp -s s.safetensors h.safetensors && pass || fail "heap fallback: not the stored npz's bytes"
 
-# The big member's CRC-32 changed in its local and central headers alike (a
-# consistent archive whose data is not what was packed): refused, no output.
+# A member's CRC-32 changed in its local and central headers alike (a
+# consistent archive whose data is not what was packed): refused, naming
+# it, no output.
 $py - <<'PY' || fail "patching the CRC"
 import struct, zipfile
 data = bytearray(open("c.npz", "rb").read())
-info = zipfile.ZipFile("c.npz").getinfo("big.npy")
+info = zipfile.ZipFile("c.npz").getinfo("mid2.npy")
 bad = struct.pack("<I", info.CRC ^ 1)
 data[info.header_offset + 14:info.header_offset + 18] = bad
 
 pos = 0
 while (pos := data.find(b"PK\x01\x02", pos)) >= 0:
     n = struct.unpack_from("<H", data, pos + 28)[0]
-    if data[pos + 46:pos + 46 + n] == b"big.npy":
+    if data[pos + 46:pos + 46 + n] == b"mid2.npy":
         data[pos + 16:pos + 20] = bad
     pos += 4
 open("crc.npz", "wb").write(data)
 PY
 expect "CRC mismatch" 1 convert crc.npz --to safetensors -o crc.safetensors
-says "CRC mismatch" "CRC-32 mismatch"
+says "CRC mismatch" "entry 'mid2.npy': CRC-32 mismatch"
 [ ! -e crc.safetensors ] && pass || fail "output left after a CRC mismatch"
 [ -z "$(ls -A tmp)" ] && pass || fail "scratch files left in \$TMPDIR"
 

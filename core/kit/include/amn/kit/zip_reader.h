@@ -100,17 +100,46 @@ int zip_entry_data_offset(const amn_source *src, const zip_dir *d, const zip_ent
                           uint64_t *out, amn_error *err);
 
 /* Inflate a whole raw-DEFLATE member held in memory into dst (exactly
- * e->usize bytes) and check its CRC-32. */
+ * e->usize bytes) and check its CRC-32 (zip_inflate_each, one window). */
 int zip_inflate_all(const zip_entry *e, const uint8_t *src, uint8_t *dst, amn_error *err);
 
-/* Inflate a whole raw-DEFLATE member, its data at `off` in `map`, for a
- * reader that keeps it (tensors point into it for the model's life): small
- * members onto the model's heap (amn_model_alloc), counted in *heap_used
- * against lim->max_alloc; a member over 1 MiB, or any once 64 MiB are
- * held, into a scratch file (amn_spill) whose map the model adopts, so
- * memory does not grow with the model, and its compressed bytes are
- * dropped from the process once read (amn_map_drop). Where no scratch file
- * can be made, the heap as for a small member. *out: the member's bytes. */
+/* Where zip_inflate_each puts what it inflates: a window of `size` bytes
+ * that `full` empties each time it fills, and once more at the end (full
+ * NULL: the window holds the whole member). */
+typedef struct zip_window {
+    uint8_t *win;
+    uint64_t size;
+    int (*full)(void *ctx, const uint8_t *piece, size_t n, amn_error *err);
+    void *ctx;
+} zip_window;
+/* Inflate a whole raw-DEFLATE member held in memory (e->csize bytes at src)
+ * to exactly e->usize bytes through the window, and check its CRC-32. */
+int zip_inflate_each(const zip_entry *e, const uint8_t *src, const zip_window *w, amn_error *err);
+
+/* Deflated members a reader keeps (tensors point into them for the model's
+ * life), inflated by zip_inflate_keep_all (zip_keep.c): small ones onto the
+ * model's heap (amn_model_alloc), counted in *heap_used against
+ * lim->max_alloc; one over 1 MiB, or any once 64 MiB are held, into a
+ * scratch file (amn_spill) whose map the model adopts, so memory does not
+ * grow with the model, its compressed bytes dropped from the process once
+ * read (amn_map_drop). Where no scratch file can be made, the heap as for
+ * a small member. The members are inflated on up to 4 threads at once
+ * (as many as the CPUs online), each whole on one thread, so the bytes do
+ * not depend on it; an error is the first member's in job order. */
+typedef struct zip_keep_job {
+    const zip_entry *e;
+    uint64_t off;       /* its data in the map */
+    const uint8_t *out; /* set on success: its bytes */
+    /* private to zip_keep.c */
+    uint8_t *heap;
+    amn_map *kept;
+    int rc;
+    bool spill, fallback;
+    amn_error err;
+} zip_keep_job;
+int zip_inflate_keep_all(zip_keep_job *jobs, size_t n, const amn_map *map, amn_model *m,
+                         const amn_limits *lim, uint64_t *heap_used, amn_error *err);
+/* One member the same way. */
 int zip_inflate_keep(const zip_entry *e, const amn_map *map, uint64_t off, amn_model *m,
                      const amn_limits *lim, uint64_t *heap_used, const uint8_t **out,
                      amn_error *err);
