@@ -17,11 +17,10 @@
 #include "hf_kv.h"
 #include "hf_meta.h"
 #include "hf_params.h"
+#include "hf_parts.h"
 #include "hf_vocab.h"
 
 #define CONFIG_MAX_BYTES (16u << 20)
-#define HEADER_MAX_BYTES (100u << 20)
-#define MAX_PARTS        4096
 
 /* llama_ftype of each --outtype (llama.h). */
 static uint32_t ftype_of(hf_outtype t) {
@@ -50,14 +49,6 @@ void hf_conv_free(hf_conv *c) {
     free(c);
 }
 
-/* The caps of one JSON file: the file's own cap, lowered by the user's. */
-static amn_kit_json_caps json_caps(const amn_limits *lim, uint64_t cap) {
-    return (amn_kit_json_caps){.max_bytes =
-                                   lim->max_header_bytes < cap ? lim->max_header_bytes : cap,
-                               .max_depth = lim->max_depth < 64 ? (int)lim->max_depth : 64,
-                               .bad_code = AMN_E_PARSE};
-}
-
 static int read_json(const char *dir, const char *file, bool required, const amn_limits *lim,
                      json_object **out, amn_error *err) {
     char path[4096];
@@ -71,161 +62,8 @@ static int read_json(const char *dir, const char *file, bool required, const amn
                              "unsupported: %s has no %s: not a Hugging Face model folder", dir,
                              file);
     }
-    const amn_kit_json_caps caps = json_caps(lim, CONFIG_MAX_BYTES);
+    const amn_kit_json_caps caps = hf_json_caps(lim, CONFIG_MAX_BYTES);
     return amn_kit_json_read_object(path, NULL, &caps, out, err);
-}
-
-/* ---- the converter's tensor order ---- */
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-typedef struct names {
-    char **v;
-    size_t n, cap;
-} names;
-
-static void names_free(names *s) {
-    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
-    free(s->v);
-    *s = (names){0};
-}
-
-static int names_add(names *s, const char *x, amn_error *err) {
-    if (s->n == s->cap) {
-        const size_t cap = s->cap ? s->cap * 2 : 64;
-        char **p = realloc(s->v, cap * sizeof *p);
-        if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        s->v = p;
-        s->cap = cap;
-    }
-    if (!(s->v[s->n] = strdup(x))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    s->n++;
-    return AMN_OK;
-}
-
-/* The shard files, as index_tensors lists them: the index's files (sorted),
- * else every model*.safetensors of the folder (sorted). */
-/* A packed model folder's model file, held by the core (the folder on disk
- * holds its companion files only): false when m is not from an archive. */
-static bool packed(const amn_model *m, const char *file, const uint8_t **data, uint64_t *size) {
-    *data = NULL;
-    *size = 0;
-    if (!m || !amn_model_archive(m)) return false;
-    amn_model_archive_file(m, file, data, size);
-    return true;
-}
-
-static int part_names(const amn_model *m, const char *dir, const amn_limits *lim, names *parts,
-                      amn_error *err) {
-    json_object *index = NULL;
-    const char *ix = "model.safetensors.index.json";
-    const uint8_t *data;
-    uint64_t size;
-    const bool from_archive = packed(m, ix, &data, &size);
-    const amn_kit_json_caps caps = json_caps(lim, CONFIG_MAX_BYTES);
-    int rc =
-        !from_archive ? read_json(dir, ix, false, lim, &index, err)
-        : !data       ? AMN_OK
-        : size > caps.max_bytes
-            ? amn_error_set(err, AMN_E_LIMIT, "%s: larger than the cap", ix)
-            : amn_kit_json_parse_object(ix, (const char *)data, (size_t)size, &caps, &index, err);
-    if (rc) return rc;
-    if (index) {
-        json_object *wm;
-        if (!json_object_object_get_ex(index, "weight_map", &wm) ||
-            !json_object_is_type(wm, json_type_object)) {
-            json_object_put(index);
-            return amn_error_set(err, AMN_E_PARSE,
-                                 "model.safetensors.index.json: no weight_map object");
-        }
-        json_object_object_foreach(wm, key, val) {
-            (void)key;
-            if (!json_object_is_type(val, json_type_string)) {
-                rc = amn_error_set(err, AMN_E_PARSE,
-                                   "model.safetensors.index.json: %s: file is not a string", key);
-                break;
-            }
-            const char *f = json_object_get_string(val);
-            bool seen = false;
-            for (size_t i = 0; i < parts->n && !seen; i++) seen = strcmp(parts->v[i], f) == 0;
-            if (!seen && (rc = names_add(parts, f, err))) break;
-            if (parts->n > MAX_PARTS) {
-                rc = amn_error_set(err, AMN_E_LIMIT, "more than %d shard files", MAX_PARTS);
-                break;
-            }
-        }
-        json_object_put(index);
-    } else if (from_archive) {
-        const char *f;
-        for (size_t i = 0; !rc && (f = amn_model_archive_model_file(m, i)); i++) {
-            const size_t n = strlen(f);
-            if (strncmp(f, "model", 5) == 0 && n >= 12 && strcmp(f + n - 12, ".safetensors") == 0)
-                rc = names_add(parts, f, err);
-        }
-    } else {
-        DIR *d = opendir(dir);
-        if (!d) return amn_error_set(err, AMN_E_IO, "%s: %s", dir, strerror(errno));
-        for (struct dirent *e; !rc && (e = readdir(d));) {
-            const size_t n = strlen(e->d_name);
-            if (strncmp(e->d_name, "model", 5) == 0 && n >= 12 &&
-                strcmp(e->d_name + n - 12, ".safetensors") == 0)
-                rc = names_add(parts, e->d_name, err);
-            if (!rc && parts->n > MAX_PARTS)
-                rc = amn_error_set(err, AMN_E_LIMIT, "more than %d shard files", MAX_PARTS);
-        }
-        closedir(d);
-    }
-    if (!rc && !parts->n)
-        rc = amn_error_set(err, AMN_E_UNSUPPORTED,
-                           "unsupported: %s holds no model*.safetensors to convert", dir);
-    if (!rc) qsort(parts->v, parts->n, sizeof *parts->v, cmp_str);
-    return rc;
-}
-
-/* One shard's tensor names, sorted (gguf-py's SafetensorsLocal). */
-static int part_tensors(const amn_model *m, const char *dir, const char *part,
-                        const amn_limits *lim, names *out, amn_error *err) {
-    char path[4096];
-    if (strchr(part, '/') || snprintf(path, sizeof path, "%s/%s", dir, part) >= (int)sizeof path)
-        return amn_error_set(err, AMN_E_PARSE, "shard name %s: not a file of the folder", part);
-    const uint8_t *data;
-    uint64_t size;
-    /* (a packed shard's header is read from the bytes the core holds) */
-    errno = ENOENT;
-    FILE *f = !packed(m, part, &data, &size) ? fopen(path, "rb")
-              : data && size                 ? fmemopen((void *)data, (size_t)size, "rb")
-                                             : NULL;
-    if (!f) return amn_error_set(err, AMN_E_IO, "%s: %s", path, strerror(errno));
-    uint8_t len8[8];
-    uint64_t len = 0;
-    int rc = AMN_OK;
-    if (fread(len8, 1, 8, f) != 8)
-        rc = amn_error_set(err, AMN_E_PARSE, "%s: truncated safetensors header", path);
-    for (int i = 7; !rc && i >= 0; i--) len = len << 8 | len8[i];
-    const amn_kit_json_caps caps = json_caps(lim, HEADER_MAX_BYTES);
-    if (!rc && len > caps.max_bytes)
-        rc = amn_error_set(err, AMN_E_LIMIT, "%s: header of %llu bytes exceeds the cap", path,
-                           (unsigned long long)len);
-    char *text = rc ? NULL : malloc(len ? (size_t)len : 1);
-    if (!rc && !text) rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    if (!rc && fread(text, 1, (size_t)len, f) != len)
-        rc = amn_error_set(err, AMN_E_PARSE, "%s: truncated safetensors header", path);
-    fclose(f);
-    json_object *h = NULL;
-    if (!rc) rc = amn_kit_json_parse_object(path, text, (size_t)len, &caps, &h, err);
-    free(text);
-    const size_t first = out->n;
-    if (!rc) {
-        json_object_object_foreach(h, key, val) {
-            (void)val;
-            if (strcmp(key, "__metadata__") != 0 && (rc = names_add(out, key, err))) break;
-        }
-    }
-    json_object_put(h);
-    if (!rc) qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
-    return rc;
 }
 
 /* ---- outputs ---- */
@@ -477,20 +315,19 @@ static int place_expert(hf_conv *c, size_t i, uint32_t *seen_in_layer, amn_error
     return AMN_OK;
 }
 
-/* The source indices in the converter's order (shards sorted, names sorted
- * within each); every source tensor exactly once. A quantized folder's
+/* The source indices in the converter's order (hf_tensor_order: shards
+ * sorted, names sorted within a safetensors shard, in pickle order within a
+ * .bin); every source tensor exactly once. A quantized folder's
  * shards also list the parts of its weights (scales, zeros, ...), which are
  * no sources of their own: skipped; a dequantized weight whose logical name
  * the shards do not list (GPTQ's qweight) comes after the listed ones. */
 static int converter_order(const hf_conv *c, const char *dir, const amn_encode_source *src,
                            size_t n, size_t *seq, amn_error *err) {
-    names parts = {0}, order = {0};
+    hf_names order = {0};
     by_name *idx = malloc((n ? n : 1) * sizeof *idx);
     bool *seen = calloc(n ? n : 1, 1);
-    int rc = idx && seen ? part_names(c->model, dir, c->lim, &parts, err)
+    int rc = idx && seen ? hf_tensor_order(c->model, dir, c->lim, &order, err)
                          : amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    for (size_t k = 0; !rc && k < parts.n; k++)
-        rc = part_tensors(c->model, dir, parts.v[k], c->lim, &order, err);
     for (size_t i = 0; !rc && i < n; i++) idx[i] = (by_name){src[i].name, i};
     if (!rc) qsort(idx, n, sizeof *idx, cmp_by_name);
     size_t k2 = 0;
@@ -519,8 +356,7 @@ static int converter_order(const hf_conv *c, const char *dir, const amn_encode_s
     }
     free(idx);
     free(seen);
-    names_free(&parts);
-    names_free(&order);
+    hf_names_free(&order);
     return rc;
 }
 

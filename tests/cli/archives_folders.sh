@@ -33,8 +33,10 @@ with zipfile.ZipFile("../" + n + ".zip", "w", zipfile.ZIP_DEFLATED) as z:
 # ---- a packed Hugging Face folder to GGUF: the folder's file -------------
 if have "scheme hf "; then
   # Shards with an index and generation_config.json; shards without an index;
-  # a sentencepiece tokenizer with added tokens; a model card (README.md).
-  for c in Qwen3-Tiny-Base qwen3-tiny-noindex Llama-2-Tiny-SPM Qwen2.5-Tiny-Instruct; do
+  # a sentencepiece tokenizer with added tokens; a model card (README.md);
+  # pytorch_model.bin, and .bin shards with their index.
+  for c in Qwen3-Tiny-Base qwen3-tiny-noindex Llama-2-Tiny-SPM Qwen2.5-Tiny-Instruct \
+    Llama-2-Tiny-Bin qwen2-tiny-bin; do
     pack "$src/fixtures/hf/$c" $c
     want=$(grep "  $c/f16\$" "$src/fixtures/hf/expected.sha256" | cut -d' ' -f1)
     expect "$c/ to gguf" 0 convert packs/$c --to gguf -o ref-$c.gguf --quiet
