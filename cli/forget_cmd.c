@@ -69,7 +69,7 @@ static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
         if (!cli_is_encode_target(ctx, "hf-f16")) return -1; /* no amn-hf: as before */
         fprintf(stderr,
                 "amn %s: --out-dtype %s: a model folder converts to GGUF as f32, f16, "
-                "bf16 or q8_0\n",
+                "bf16, q8_0 or auto\n",
                 a->command, dt);
         return EXIT_USAGE;
     }
@@ -91,8 +91,9 @@ static int folder_to_gguf_type(const amn_ctx *ctx, const cli_args *a) {
         return -1;
     const char *via = a->via ? a->via : "f16";
     char target[16];
-    if (strcasecmp(via, "f32") && strcasecmp(via, "f16") && strcasecmp(via, "bf16"))
-        return cli_usage_fail(a->command, "--via takes f32, f16 or bf16");
+    if (strcasecmp(via, "f32") && strcasecmp(via, "f16") && strcasecmp(via, "bf16") &&
+        strcasecmp(via, "auto"))
+        return cli_usage_fail(a->command, "--via takes f32, f16, bf16 or auto");
     if (a->out_dtype)
         return cli_usage_fail(a->command, "--out-dtype: a GGUF file type is its own output type "
                                           "(--via names the first step's)");

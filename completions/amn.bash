@@ -48,7 +48,7 @@ _amn() {
             COMPREPLY=($(compgen -W "bf16 f16 f32" -- "$cur"))
         fi
         return ;;
-    --out-dtype) COMPREPLY=($(compgen -W "bf16 f16 f32" -- "$cur")); return ;;
+    --out-dtype) COMPREPLY=($(compgen -W "bf16 f16 f32 keep q8_0 auto" -- "$cur")); return ;;
     --via) COMPREPLY=($(compgen -W "f32 f16 bf16" -- "$cur")); return ;;
     --from)
         COMPREPLY=($("$prog" plugins 2>/dev/null | awk '$1 == "format" && /read/ { print $2 }' | grep -- "^$cur")); return ;;

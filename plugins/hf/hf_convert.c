@@ -160,6 +160,27 @@ static amn_dtype stored_dtype(const hf_conv *c, const amn_encode_source *s) {
     return i >= 0 ? amn_model_tensor(c->model, (size_t)i)->dtype : s->dtype;
 }
 
+/* --outtype auto (LlamaFileType.GUESSED in ModelBase.__init__): bf16 or
+ * f16 after the first tensor of two or more dimensions, in the converter's
+ * order, that is BF16 or F16 (F32 ones, and a quantized folder's integer
+ * parts, are passed over: the converter sees those dequantized, as F32);
+ * f16 where none is. */
+static int guess_outtype(hf_conv *c, const char *dir, amn_error *err) {
+    hf_names order = {0};
+    int rc = hf_tensor_order(c->model, dir, c->lim, &order, err);
+    c->outtype = HF_OUT_F16;
+    for (size_t i = 0; !rc && i < order.n; i++) {
+        const int64_t k = filtered(c->arch, order.v[i]) ? -1 : amn_model_find(c->model, order.v[i]);
+        const amn_tensor *t = k >= 0 ? amn_model_tensor(c->model, (size_t)k) : NULL;
+        if (!t || t->ndim < 2 || (t->dtype != AMN_DTYPE_BF16 && t->dtype != AMN_DTYPE_F16))
+            continue;
+        c->outtype = t->dtype == AMN_DTYPE_BF16 ? HF_OUT_BF16 : HF_OUT_F16;
+        break;
+    }
+    hf_names_free(&order);
+    return rc;
+}
+
 /* "model.layers.B.block_sparse_moe.experts.X.wK.weight": folded into the
  * layer's stacked output (LlamaModel.modify_tensors). */
 static int expert_source(hf_conv *c, hf_out *o, const amn_encode_source *s, amn_error *err) {
@@ -431,7 +452,7 @@ static int plan_experts(hf_conv *c, const hf_params *p, size_t n, amn_error *err
     return AMN_OK;
 }
 
-static int parse_outtype(const char *target, hf_outtype *t, amn_error *err) {
+static int parse_outtype(const char *target, hf_outtype *t, bool *guess, amn_error *err) {
     static const struct {
         const char *name;
         hf_outtype t;
@@ -439,6 +460,8 @@ static int parse_outtype(const char *target, hf_outtype *t, amn_error *err) {
                  {"hf-f16", HF_OUT_F16},
                  {"hf-bf16", HF_OUT_BF16},
                  {"hf-q8_0", HF_OUT_Q8_0}};
+    *guess = strcmp(target, "hf-auto") == 0;
+    if (*guess) return AMN_OK;
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (strcmp(target, types[i].name) == 0) {
             *t = types[i].t;
@@ -554,11 +577,12 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
     c->lim = &c->lim_own;
     json_object *cfg = NULL;
     hf_params p = {0};
-    rc = parse_outtype(o->target, &c->outtype, err);
+    rc = parse_outtype(o->target, &c->outtype, &c->outtype_auto, err);
     if (!rc && !(c->outs = calloc(n ? n : 1, sizeof *c->outs)))
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (!rc) rc = read_json(dir, "config.json", true, c->lim, &cfg, err);
     if (!rc) rc = find_arch(c, cfg, err);
+    if (!rc && c->outtype_auto) rc = guess_outtype(c, dir, err);
     if (!rc) rc = hf_params_read(cfg, c->arch, &p, err);
     if (!rc) rc = hf_params_extra(c->arch, &p, c, err);
     if (!rc && (c->arch->flags & HF_A_TRIM_VOCAB))

@@ -51,8 +51,9 @@ typedef struct hf_conv {
     const hf_arch *arch;
     const amn_model *model; /* the folder as opened */
     hf_outtype outtype;
-    hf_out *outs;   /* per source tensor, in the model's order */
-    hf_slot *slots; /* per source tensor: its outputs */
+    bool outtype_auto; /* --outtype auto: outtype from the tensors (hf_convert.c) */
+    hf_out *outs;      /* per source tensor, in the model's order */
+    hf_slot *slots;    /* per source tensor: its outputs */
     size_t n_src;
     hf_out extra[2];     /* generated tensors (rope_freqs; Phi-3's rope factors) */
     float *extra_val[2]; /* their values */

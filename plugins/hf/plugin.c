@@ -2,7 +2,7 @@
  * convert_hf_to_gguf.py writes, byte for byte.
  *
  * It registers a scheme "hf" that claims nothing and encodes: its targets
- * hf-f32, hf-f16, hf-bf16 and hf-q8_0 are the converter's --outtype values
+ * hf-f32, hf-f16, hf-bf16, hf-q8_0 and hf-auto are the converter's --outtype values
  * (`amn convert DIR --to gguf --out-dtype T` picks them). begin() plans
  * the whole conversion from the folder (config.json, the shards' tensor
  * lists) before any output exists; each source tensor becomes one output
@@ -93,7 +93,7 @@ static int metadata(void *ms, const amn_model **kvs, amn_error *err) {
     return AMN_OK;
 }
 
-static const char *const targets[] = {"hf-f32", "hf-f16", "hf-bf16", "hf-q8_0", NULL};
+static const char *const targets[] = {"hf-f32", "hf-f16", "hf-bf16", "hf-q8_0", "hf-auto", NULL};
 
 static const amn_encoder hf_encoder = {
     .struct_size = sizeof(amn_encoder),

@@ -63,6 +63,8 @@ check qwen2-tiny f16 Q4_K_M --output-tensor-type q8_0 --tensor-type attn_v=q5_0
 check Llama-2-Tiny-SPM f16 COPY # the first step's tensors and general.file_type kept
 check Llama-3.1-8B-Instruct bf16 COPY
 check Qwen3-Tiny-Base f32 Q4_K # an alias of Q4_K_M
+check TinyLlama-1.1B-Chat-v1.0 auto Q4_K_M # the converter's guess: bf16 here
+check qwen2-tiny-bin auto Q6_K             # pytorch_model*.bin shards; f16 here
 
 # A quantized folder (made here by amn's bnb encoder) is dequantized on the
 # way as `remember` dequantizes it: the reference is `amn remember --to
