@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -804,12 +805,22 @@ int cli_folder_run(const amn_ctx *ctx, const amn_model *m, const amn_plan *ap,
     cli_manifest mf = {0};
     int lock_fd = -1;
     tmp_dir[0] = '\0';
+    /* A signal between the temporary folder's mkdir and tmp_active would
+     * leave the folder behind: held until the handler can remove it. */
+    sigset_t held, old;
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT), sigaddset(&held, SIGTERM), sigaddset(&held, SIGHUP);
+    sigaddset(&held, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &held, &old);
     if (!rc) rc = open_tmp(rq, &p, &mf, &lock_fd, err);
     if (!rc) {
         tmp_names = p.names;
         tmp_n_names = p.n_names;
         /* With --resume a signal leaves the folder for the next run. */
         tmp_active = !rq->resume;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!rc) {
         rc = write_shards(ctx, m, ap, rq, &p, 0, p.n_shards, tmp_dir, &qc, &mf, res, err);
         if (!rc && rq->forget && !qc) /* every shard kept: the config from a scratch run */
             rc = write_shards(ctx, m, ap, rq, &p, 0, 0, tmp_dir, &qc, NULL, res, err);
