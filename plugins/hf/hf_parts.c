@@ -226,12 +226,19 @@ int hf_tensor_order(const amn_model *m, const char *dir, const amn_limits *lim, 
                            "unsupported: %s holds no model*.safetensors or pytorch_model*.bin to "
                            "convert",
                            dir);
-    if (!rc && k == &TORCH_BIN && !index && parts.n > 1)
-        rc = amn_error_set(err, AMN_E_UNSUPPORTED,
-                           "unsupported: %s: %zu pytorch_model*.bin files and no %s", dir, parts.n,
-                           k->index);
     if (!rc) qsort(parts.v, parts.n, sizeof *parts.v, cmp_str);
-    for (size_t i = 0; !rc && i < parts.n; i++)
+    /* shards without an index: the core read every pytorch_model*.bin in
+     * name order, as the converter does, unless one is pytorch_model.bin
+     * itself (transformers' single file, all the core reads then) */
+    const bool bin_parts = k == &TORCH_BIN && !index && parts.n > 1;
+    for (size_t i = 0; !rc && bin_parts && i < parts.n; i++)
+        if (strcmp(parts.v[i], "pytorch_model.bin") == 0)
+            rc = amn_error_set(err, AMN_E_UNSUPPORTED,
+                               "unsupported: %s: pytorch_model.bin beside %zu other "
+                               "pytorch_model*.bin files and no %s",
+                               dir, parts.n - 1, k->index);
+    if (!rc && bin_parts) rc = bin_names(m, NULL, NULL, out, err);
+    for (size_t i = 0; !rc && !bin_parts && i < parts.n; i++)
         rc = k == &SAFETENSORS ? safetensors_names(m, dir, parts.v[i], lim, out, err)
                                : bin_names(m, wm, parts.v[i], out, err);
     json_object_put(index);

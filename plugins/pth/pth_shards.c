@@ -16,6 +16,8 @@
 #define INDEX_SUFFIX ".bin.index.json"
 #define INDEX_NAME   "pytorch_model.bin.index.json"
 #define SINGLE_NAME  "pytorch_model.bin"
+#define PART_PREFIX  "pytorch_model"
+#define MAX_PARTS    65536 /* shards of a folder without an index */
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -33,18 +35,28 @@ static bool is_regular(const char *dir, const char *name) {
            stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A shard of a folder without an index: what the converter's
+ * get_model_part_names("pytorch_model", ".bin") takes. */
+static bool is_part_name(const char *name) {
+    return strncmp(name, PART_PREFIX, sizeof PART_PREFIX - 1) == 0 && ends_with(name, ".bin");
+}
+
 pth_dir_kind pth_dir_weights(const char *path) {
     if (!path) return PTH_DIR_NONE;
     pth_dir_kind kind = is_regular(path, SINGLE_NAME)  ? PTH_DIR_SINGLE
                         : is_regular(path, INDEX_NAME) ? PTH_DIR_INDEX
                                                        : PTH_DIR_NONE;
-    if (kind == PTH_DIR_NONE) return kind;
     DIR *d = opendir(path);
     if (!d) return PTH_DIR_NONE;
-    bool st_found = false;
+    bool st_found = false, part_found = false;
     struct dirent *e;
-    while (!st_found && (e = readdir(d))) st_found = ends_with(e->d_name, ".safetensors");
+    while (!st_found && (e = readdir(d))) {
+        st_found = ends_with(e->d_name, ".safetensors");
+        part_found = part_found || (e->d_name[0] != '.' && is_part_name(e->d_name) &&
+                                    is_regular(path, e->d_name));
+    }
     closedir(d);
+    if (kind == PTH_DIR_NONE && part_found) kind = PTH_DIR_PARTS;
     return st_found ? PTH_DIR_NONE : kind;
 }
 
@@ -95,7 +107,55 @@ static int open_index(const char *path, bool header_only, const amn_limits *lim,
     return rc;
 }
 
-/* The model a folder holds: its single checkpoint, or its index's shards. */
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The shards of a folder without an index, sorted by name (*names owned by
+ * the caller, each and the array). */
+static int list_parts(const char *dir, char ***names, size_t *n, amn_error *err) {
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return amn_error_set(err, AMN_E_IO, "%s: cannot read directory", dir);
+    int rc = AMN_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !is_part_name(e->d_name)) continue;
+        if (*n >= MAX_PARTS) {
+            rc = amn_error_set(err, AMN_E_LIMIT, "%s: more than %d %s*.bin files", dir, MAX_PARTS,
+                               PART_PREFIX);
+            break;
+        }
+        char **p = realloc(*names, (*n + 1) * sizeof *p);
+        if (p) *names = p;
+        if (!p || !(p[*n] = strdup(e->d_name))) {
+            rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
+            break;
+        }
+        (*n)++;
+    }
+    closedir(d);
+    if (!rc && *n) qsort(*names, *n, sizeof **names, cmp_str);
+    return rc;
+}
+
+static int open_parts(const char *dir, bool header_only, const amn_limits *lim, amn_model *m,
+                      amn_error *err) {
+    char **names;
+    size_t n;
+    int rc = list_parts(dir, &names, &n, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        rc = amn_kit_check_shard(dir, names[i], err);
+        if (!rc) rc = add_shard(dir, names[i], header_only, lim, m, err);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* The model a folder holds: its single checkpoint, its index's shards, or
+ * its shards without an index. */
 static int open_folder(const char *dir, bool header_only, const amn_limits *lim, amn_model *m,
                        amn_error *err) {
     if (pth_dir_weights(dir) == PTH_DIR_SINGLE) {
@@ -105,7 +165,8 @@ static int open_folder(const char *dir, bool header_only, const amn_limits *lim,
     char idx[4096];
     if ((size_t)snprintf(idx, sizeof idx, "%s/%s", dir, INDEX_NAME) >= sizeof idx)
         return amn_error_set(err, AMN_E_INVALID, "%s: path too long", dir);
-    int rc = open_index(idx, header_only, lim, m, err);
+    int rc = pth_dir_weights(dir) == PTH_DIR_PARTS ? open_parts(dir, header_only, lim, m, err)
+                                                   : open_index(idx, header_only, lim, m, err);
     return rc ? rc : amn_model_set_label(m, "PyTorch state_dict (sharded)", err);
 }
 

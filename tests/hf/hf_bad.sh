@@ -93,6 +93,46 @@ PY
   refused "experts-$n" "$d" 1 "num_local_experts"
 done
 
+# Folders of pytorch_model*.bin: an index without a weight_map, an index
+# naming a shard that is not there, shards without their index, a shard
+# cut short, a shard whose pickle calls what a state dict never calls
+# (disallowed, exit 5, as `amn scan` would say).
+bin=$src/fixtures/hf/qwen2-tiny-bin
+bin_dir() {
+  local d=$work/$1
+  cp -r "$bin" "$d"
+  echo "$d"
+}
+d=$(bin_dir bin-nomap)
+echo '{"metadata": {"total_size": 1}}' >"$d/pytorch_model.bin.index.json"
+refused bin-nomap "$d" 1 "weight_map"
+d=$(bin_dir bin-missing)
+rm "$d/pytorch_model-00002-of-00002.bin"
+refused bin-missing "$d" 1 "shard pytorch_model-00002-of-00002.bin does not exist"
+# shards without their index are read in name order, as the converter
+# reads them, but not beside a pytorch_model.bin (transformers' one file)
+d=$(bin_dir bin-noindex)
+rm "$d/pytorch_model.bin.index.json"
+expect bin-noindex 0 convert "$d" --to gguf -o "$work/bin-noindex.gguf"
+expect bin-indexed 0 convert "$bin" --to gguf -o "$work/bin-indexed.gguf"
+same bin-noindex "$work/bin-noindex.gguf" "$work/bin-indexed.gguf"
+cp "$d/pytorch_model-00001-of-00002.bin" "$d/pytorch_model.bin"
+refused bin-single "$d" 3 "pytorch_model.bin beside 2 other"
+d=$(bin_dir bin-cut)
+truncate -s 3000 "$d/pytorch_model-00001-of-00002.bin"
+refused bin-cut "$d" 1 "pytorch_model-00001-of-00002.bin"
+d=$(bin_dir bin-evil)
+$py - "$d/pytorch_model-00002-of-00002.bin" <<'PY'
+import sys, zipfile
+path = sys.argv[1]
+members = [(i, zipfile.ZipFile(path).read(i.filename)) for i in zipfile.ZipFile(path).infolist()]
+evil = b"\x80\x02cos\nsystem\nq\x00X\x04\x00\x00\x00trueq\x01\x85q\x02Rq\x03."
+with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+    for info, data in members:
+        z.writestr(info, evil if info.filename.endswith("/data.pkl") else data)
+PY
+refused bin-evil "$d" 5 "os.system"
+
 # Quantized folders are no longer refused: they are dequantized on the way
 # (hf_onepass.sh compares them with their dequantized copies).
 
