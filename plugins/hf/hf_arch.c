@@ -59,10 +59,37 @@ static const hf_tensor_map gemma2_norms[] = {
     {NULL, NULL, 0},
 };
 
-/* Mixtral's router (its experts are stacked, HF_A_STACK_EXPERTS). */
+/* Mixtral's router (its experts are stacked: mixtral_experts). */
 static const hf_tensor_map moe_router[] = {
     {"model.layers.{bid}.block_sparse_moe.gate", "blk.{bid}.ffn_gate_inp", HF_X_NONE},
     {NULL, NULL, 0},
+};
+
+/* Qwen MoE's router, and Qwen2-MoE's shared expert with its gate. */
+static const hf_tensor_map qwen_moe[] = {
+    {"model.layers.{bid}.mlp.gate", "blk.{bid}.ffn_gate_inp", HF_X_NONE},
+    {"model.layers.{bid}.mlp.shared_expert_gate", "blk.{bid}.ffn_gate_inp_shexp", HF_X_NONE},
+    {"model.layers.{bid}.mlp.shared_expert.gate_proj", "blk.{bid}.ffn_gate_shexp", HF_X_NONE},
+    {"model.layers.{bid}.mlp.shared_expert.up_proj", "blk.{bid}.ffn_up_shexp", HF_X_NONE},
+    {"model.layers.{bid}.mlp.shared_expert.down_proj", "blk.{bid}.ffn_down_shexp", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+static const hf_experts mixtral_experts = {
+    "block_sparse_moe.experts",
+    "block_sparse_moe.experts.",
+    {"w1", "w2", "w3"},
+    {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"},
+    (const char *const[]){"num_local_experts", NULL},
+};
+
+/* Qwen2MoeModel.modify_tensors: any name holding "experts" */
+static const hf_experts qwen_experts = {
+    "experts",
+    "mlp.experts.",
+    {"down_proj", "gate_proj", "up_proj"},
+    {"ffn_down_exps", "ffn_gate_exps", "ffn_up_exps"},
+    (const char *const[]){"num_local_experts", "num_experts", NULL},
 };
 
 /* Phi-3: fused q/k/v and gate/up projections. */
@@ -89,6 +116,13 @@ static const hf_tensor_map *const qwen2_maps[] = {decoder_common, qk_plain, NULL
 static const char *const qwen3_names[] = {"Qwen3ForCausalLM", NULL};
 static const hf_tensor_map *const qwen3_maps[] = {decoder_common, qk_plain, qk_norms, NULL};
 
+static const char *const qwen2moe_names[] = {"Qwen2MoeForCausalLM", NULL};
+static const hf_tensor_map *const qwen2moe_maps[] = {decoder_common, qk_plain, qwen_moe, NULL};
+
+static const char *const qwen3moe_names[] = {"Qwen3MoeForCausalLM", NULL};
+static const hf_tensor_map *const qwen3moe_maps[] = {decoder_common, qk_plain, qk_norms, qwen_moe,
+                                                     NULL};
+
 static const char *const gemma_names[] = {"GemmaForCausalLM", NULL};
 static const hf_tensor_map *const gemma_maps[] = {decoder_common, gemma_norms, NULL};
 
@@ -103,16 +137,20 @@ static const char *const phi3_names[] = {"Phi3ForCausalLM", NULL};
 static const hf_tensor_map *const phi3_maps[] = {phi3_tensors, NULL};
 
 static const hf_arch archs[] = {
-    {"llama", llama_names, llama_maps,
-     HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE | HF_A_STACK_EXPERTS, "llama",
-     HF_P_TEXT},
-    {"qwen2", qwen2_names, qwen2_maps, 0, "qwen2", HF_P_TEXT},
-    {"qwen3", qwen3_names, qwen3_maps, 0, "qwen2", HF_P_TEXT},
-    {"gemma", gemma_names, gemma_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma", HF_P_GEMMA},
+    {"llama", llama_names, llama_maps, HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE,
+     "llama", HF_P_TEXT, &mixtral_experts},
+    {"qwen2", qwen2_names, qwen2_maps, 0, "qwen2", HF_P_TEXT, NULL},
+    {"qwen3", qwen3_names, qwen3_maps, 0, "qwen2", HF_P_TEXT, NULL},
+    /* Qwen2MoeModel is a TextModel: _set_vocab_gpt2, no SentencePiece */
+    {"qwen2moe", qwen2moe_names, qwen2moe_maps, 0, "gpt2", HF_P_QWENMOE, &qwen_experts},
+    {"qwen3moe", qwen3moe_names, qwen3moe_maps, 0, "gpt2", HF_P_QWENMOE, &qwen_experts},
+    {"gemma", gemma_names, gemma_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma", HF_P_GEMMA,
+     NULL},
     {"gemma2", gemma2_names, gemma2_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma2",
-     HF_P_GEMMA2},
-    {"gemma3", gemma3_names, gemma3_maps, HF_A_NORM_PLUS1 | HF_A_TRIM_VOCAB, "gemma3", HF_P_GEMMA3},
-    {"phi3", phi3_names, phi3_maps, 0, "phi3", HF_P_PHI3},
+     HF_P_GEMMA2, NULL},
+    {"gemma3", gemma3_names, gemma3_maps, HF_A_NORM_PLUS1 | HF_A_TRIM_VOCAB, "gemma3", HF_P_GEMMA3,
+     NULL},
+    {"phi3", phi3_names, phi3_maps, 0, "phi3", HF_P_PHI3, NULL},
 };
 
 const hf_arch *hf_arch_find(const char *hf_name) {

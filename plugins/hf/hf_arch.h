@@ -34,15 +34,27 @@ typedef struct hf_tensor_map {
 #define HF_A_NORM_PLUS1    (1u << 3) /* every "*norm.weight" + 1 (Gemma's RMSNorm) */
 #define HF_A_SKIP_LM_HEAD  (1u << 4) /* lm_head.weight left out (Gemma, Gemma 2) */
 #define HF_A_TRIM_VOCAB    (1u << 5) /* token_embd cut to the tokenizer's size (Gemma 3) */
-#define HF_A_STACK_EXPERTS (1u << 6) /* Mixtral's experts stacked per layer (LlamaModel) */
+
+/* Routed experts as checkpoints hold them, one tensor per expert
+ * ("model.layers.{bid}.<mid>{xid}.<proj>.weight"), stacked per layer into
+ * one 3-D tensor per projection, in the converter's stacking order
+ * (LlamaModel.modify_tensors for Mixtral, Qwen2MoeModel's for Qwen MoE). */
+typedef struct hf_experts {
+    const char *detect;            /* a source name holding this is an expert ("experts") */
+    const char *mid;               /* "block_sparse_moe.experts." */
+    const char *proj[3];           /* "w1", "w2", "w3", in stacking order */
+    const char *gguf[3];           /* their stacks' names: "ffn_gate_exps", ... */
+    const char *const *count_keys; /* config.json's expert count, NULL-terminated */
+} hf_experts;
 
 /* Which set_gguf_parameters the family runs (hf_params.c). */
 typedef enum hf_recipe {
-    HF_P_TEXT,   /* TextModel's, with the HF_A_* additions */
-    HF_P_GEMMA,  /* GemmaModel's own list */
-    HF_P_GEMMA2, /* Gemma2Model's */
-    HF_P_GEMMA3, /* TextModel's, then Gemma3Model's defaults over it */
-    HF_P_PHI3,   /* Phi3MiniModel's own list */
+    HF_P_TEXT,    /* TextModel's, with the HF_A_* additions */
+    HF_P_GEMMA,   /* GemmaModel's own list */
+    HF_P_GEMMA2,  /* Gemma2Model's */
+    HF_P_GEMMA3,  /* TextModel's, then Gemma3Model's defaults over it */
+    HF_P_PHI3,    /* Phi3MiniModel's own list */
+    HF_P_QWENMOE, /* TextModel's, then Qwen2MoeModel's expert FFN lengths */
 } hf_recipe;
 
 typedef struct hf_arch {
@@ -52,6 +64,7 @@ typedef struct hf_arch {
     uint32_t flags;                   /* HF_A_* */
     const char *vocab_family;         /* the converter's set_vocab variant (hf_vocab.h) */
     hf_recipe recipe;
+    const hf_experts *experts; /* stacked routed experts, or NULL */
 } hf_arch;
 
 /* The family that takes this Hugging Face architecture name, or NULL. */

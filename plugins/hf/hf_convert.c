@@ -87,7 +87,9 @@ static bool ends_with(const char *s, const char *suffix) {
  * not split into blocks of 32. */
 static void choose_type(hf_out *o, hf_outtype t) {
     const bool f32 = o->ndim <= 1 || ends_with(o->name, "_norm.weight") ||
-                     strstr(o->name, ".ffn_gate_inp.weight") || !ends_with(o->name, ".weight");
+                     strstr(o->name, ".ffn_gate_inp.weight") ||
+                     strstr(o->name, ".ffn_gate_inp_shexp.weight") ||
+                     !ends_with(o->name, ".weight");
     uint64_t numel = 1;
     for (uint32_t d = 0; d < o->ndim; d++) numel *= o->shape[d];
     if (f32 || t == HF_OUT_F32) {
@@ -181,18 +183,57 @@ static int guess_outtype(hf_conv *c, const char *dir, amn_error *err) {
     return rc;
 }
 
-/* "model.layers.B.block_sparse_moe.experts.X.wK.weight": folded into the
- * layer's stacked output (LlamaModel.modify_tensors). */
+/* A decimal number as the converter formats one (no sign, no leading
+ * zero), at most 9 digits; *p moves past it. */
+static bool number(const char **p, int *v) {
+    const char *s = *p;
+    int n = 0;
+    while (s[n] >= '0' && s[n] <= '9') n++;
+    if (n == 0 || n > 9 || (n > 1 && s[0] == '0')) return false;
+    *v = 0;
+    for (int k = 0; k < n; k++) *v = *v * 10 + (s[k] - '0');
+    *p = s + n;
+    return true;
+}
+
+static bool skip(const char **p, const char *lit) {
+    const size_t n = strlen(lit);
+    if (strncmp(*p, lit, n) != 0) return false;
+    *p += n;
+    return true;
+}
+
+/* "model.layers.B.<mid>X.<proj>.weight": layer, expert, projection (1..3). */
+static bool expert_name(const hf_experts *e, const char *name, int *b, int *x, int *w) {
+    const char *p = name;
+    if (!skip(&p, "model.layers.") || !number(&p, b) || !skip(&p, ".") || !skip(&p, e->mid) ||
+        !number(&p, x) || !skip(&p, "."))
+        return false;
+    for (int k = 0; k < 3; k++) {
+        const char *q = p;
+        if (skip(&q, e->proj[k]) && strcmp(q, ".weight") == 0) {
+            *w = k + 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One expert's tensor: folded into its layer's stacked output
+ * (LlamaModel.modify_tensors, Qwen2MoeModel.modify_tensors). */
 static int expert_source(hf_conv *c, hf_out *o, const amn_encode_source *s, amn_error *err) {
-    int b, x, w, end = 0;
-    if (sscanf(s->name, "model.layers.%d.block_sparse_moe.experts.%d.w%d.weight%n", &b, &x, &w,
-               &end) != 3 ||
-        s->name[end] != '\0' || b < 0 || x < 0 || w < 1 || w > 3 || (uint32_t)b >= c->n_layers ||
-        (uint64_t)x >= c->n_experts)
+    const hf_experts *e = c->arch->experts;
+    int b, x, w;
+    if (!expert_name(e, s->name, &b, &x, &w))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: tensor %s: not one expert's %s, %s or %s weight "
+                             "(model.layers.N.%sX.%s.weight)",
+                             s->name, e->proj[0], e->proj[1], e->proj[2], e->mid, e->proj[0]);
+    if ((uint32_t)b >= c->n_layers || (uint64_t)x >= c->n_experts)
         return amn_error_set(err, AMN_E_PARSE,
                              "tensor %s: not an expert of a layer below %u and an expert below "
-                             "%llu (num_local_experts)",
-                             s->name, c->n_layers, (unsigned long long)c->n_experts);
+                             "%llu (config.json's %s)",
+                             s->name, c->n_layers, (unsigned long long)c->n_experts, c->expert_key);
     if (s->ndim != 2 ||
         (s->dtype != AMN_DTYPE_F32 && s->dtype != AMN_DTYPE_F16 && s->dtype != AMN_DTYPE_BF16))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: expert tensor %s (%s, %u-D)",
@@ -229,12 +270,12 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
         o->drop = true;
         return AMN_OK;
     }
-    if (strstr(s->name, "block_sparse_moe.experts") && (c->arch->flags & HF_A_STACK_EXPERTS)) {
+    if (c->arch->experts && strstr(s->name, c->arch->experts->detect)) {
         if (!c->n_experts)
             return amn_error_set(err, AMN_E_PARSE,
-                                 "tensor %s is an expert but config.json's num_local_experts x "
+                                 "tensor %s is an expert but config.json's %s x "
                                  "num_hidden_layers does not fit the folder's tensors",
-                                 s->name);
+                                 s->name, c->arch->experts->count_keys[0]);
         return expert_source(c, o, s, err);
     }
     /* ModelBase.filter_tensors: a multimodal wrapper's "language_model."
@@ -288,20 +329,21 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
     return rc;
 }
 
-/* Layer b's stacked output for w (1..3), from its experts' sources. */
+/* Layer b's stacked output for projection w (1..3), from its experts'
+ * sources. */
 static int stack_layer(hf_conv *c, uint32_t b, int w, const size_t *srcs, hf_out *t,
                        amn_error *err) {
-    static const char *const names[4] = {"", "ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"};
+    const hf_experts *ex = c->arch->experts;
     const hf_out *e0 = &c->outs[srcs[0]];
     for (uint64_t x = 1; x < c->n_experts; x++) {
         const hf_out *e = &c->outs[srcs[x]];
         if (e->shape[0] != e0->shape[0] || e->shape[1] != e0->shape[1] || e->src != e0->src)
             return amn_error_set(err, AMN_E_PARSE,
-                                 "layer %u: experts 0 and %llu of w%d differ in shape or dtype", b,
-                                 (unsigned long long)x, w);
+                                 "layer %u: experts 0 and %llu of %s differ in shape or dtype", b,
+                                 (unsigned long long)x, ex->proj[w - 1]);
     }
     memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "blk.%u.%s.weight", b, names[w]);
+    snprintf(t->name, sizeof t->name, "blk.%u.%s.weight", b, ex->gguf[w - 1]);
     t->src = e0->src;
     t->ndim = 3;
     t->shape[0] = c->n_experts;
@@ -324,7 +366,8 @@ static int place_expert(hf_conv *c, size_t i, uint32_t *seen_in_layer, amn_error
     size_t *srcs = c->stack_src + (size_t)b * 3 * c->n_experts;
     size_t *at = &srcs[(size_t)(o->wid - 1) * c->n_experts + (size_t)o->xid];
     if (*at != SIZE_MAX)
-        return amn_error_set(err, AMN_E_PARSE, "layer %u: expert %d w%d twice", b, o->xid, o->wid);
+        return amn_error_set(err, AMN_E_PARSE, "layer %u: expert %d's %s twice", b, o->xid,
+                             c->arch->experts->proj[o->wid - 1]);
     *at = i;
     if (++seen_in_layer[b] < 3 * c->n_experts) return AMN_OK;
     for (int w = 1; w <= 3; w++) {
@@ -427,15 +470,23 @@ static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src,
     return rc;
 }
 
-/* Per-source slots, and room for Mixtral's stacked experts. */
+/* Per-source slots, and room for the family's stacked experts. */
 static int plan_experts(hf_conv *c, const hf_params *p, size_t n, amn_error *err) {
     c->n_layers = p->block_count;
     if (!(c->slots = calloc(n ? n : 1, sizeof *c->slots)))
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    const hf_experts *ex = c->arch->experts;
+    if (!ex) return AMN_OK;
     uint32_t ne = 0;
-    const int r = hf_get_u32(p->cfg, (const char *const[]){"num_local_experts", NULL}, &ne, err);
+    const int r = hf_get_u32(p->cfg, ex->count_keys, &ne, err);
     if (r < 0) return r;
-    if (!(c->arch->flags & HF_A_STACK_EXPERTS) || ne == 0) return AMN_OK;
+    c->expert_key = ex->count_keys[0];
+    for (const char *const *k = ex->count_keys; r == 1 && *k; k++)
+        if (json_object_object_get_ex(p->cfg, *k, NULL)) {
+            c->expert_key = *k;
+            break;
+        }
+    if (ne == 0) return AMN_OK;
     if (ne > 4096 || p->block_count > 65536)
         return amn_error_set(err, AMN_E_LIMIT, "config.json: %u experts x %u layers", ne,
                              p->block_count);

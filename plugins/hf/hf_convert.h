@@ -34,9 +34,9 @@ typedef struct hf_out {
     uint64_t nbytes;
     const float *values; /* a generated tensor (rope_freqs): its values, else NULL */
     bool drop;           /* no output of its own (filtered, or an expert stacked) */
-    /* Mixtral's experts: a source expert's place, or (n_stack > 0) a
-     * stacked output whose dim-0 slices are those sources' values */
-    int32_t bid, xid, wid; /* wid 1..3 for w1 / w2 / w3; 0: not an expert */
+    /* routed experts (hf_experts): a source expert's place, or (n_stack >
+     * 0) a stacked output whose dim-0 slices are those sources' values */
+    int32_t bid, xid, wid; /* wid 1..3: the family's projection; 0: not an expert */
     uint32_t n_stack;
     const size_t *stack_src;
 } hf_out;
@@ -63,6 +63,7 @@ typedef struct hf_conv {
     uint64_t vocab_rows;                  /* HF_A_TRIM_VOCAB: the tokenizer's size, else 0 */
     uint32_t n_layers;                    /* block count */
     uint64_t n_experts;                   /* experts stacked per layer, else 0 */
+    const char *expert_key;               /* config.json's key of their count */
     hf_out *stacks;                       /* stacked experts: 3 per layer */
     size_t *stack_src;                    /* their sources: n_experts per stacked output */
     uint64_t expert_count, expert_params; /* for the size label */

@@ -448,6 +448,19 @@ static int phi3_params(hf_kvs *l, const hf_params *p, uint32_t ftype, amn_error 
     return rc;
 }
 
+/* Qwen2MoeModel.set_gguf_parameters: TextModel's, then the experts' and
+ * the shared expert's FFN lengths where config.json has them. */
+static int qwen_moe_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype,
+                           amn_error *err) {
+    int rc = text_params(l, a, p, ftype, err);
+    if (!rc)
+        rc = u32_kv(l, p->cfg, KEYS("moe_intermediate_size"), "expert_feed_forward_length", err);
+    if (!rc)
+        rc = u32_kv(l, p->cfg, KEYS("shared_expert_intermediate_size"),
+                    "expert_shared_feed_forward_length", err);
+    return rc;
+}
+
 int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype, amn_error *err) {
     switch (a->recipe) {
     case HF_P_GEMMA:
@@ -458,6 +471,8 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype
         return gemma3_params(l, a, p, ftype, err);
     case HF_P_PHI3:
         return phi3_params(l, p, ftype, err);
+    case HF_P_QWENMOE:
+        return qwen_moe_params(l, a, p, ftype, err);
     default:
         return text_params(l, a, p, ftype, err);
     }

@@ -133,6 +133,55 @@ with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
 PY
 refused bin-evil "$d" 5 "os.system"
 
+# Qwen MoE (Qwen2MoeModel): experts named other than one per tensor, a
+# missing expert, a count in config.json the tensors do not hold.
+moe=$src/fixtures/hf/Qwen3-MoE-Tiny-Instruct
+# moe_dir NAME PYTHON-EDIT: a copy whose first shard's tensors (t: name ->
+# [dtype, shape, bytes], in file order) the statement edits; the index follows.
+moe_dir() {
+  local d=$work/$1
+  cp -r "$moe" "$d"
+  $py - "$d" "$2" <<'PY'
+import json, os, struct, sys
+d, edit = sys.argv[1], sys.argv[2]
+path = os.path.join(d, "model-00001-of-00002.safetensors")
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+t = {k: [v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]]
+     for k, v in h.items() if k != "__metadata__"}
+exec(edit)
+hdr, blobs, off = {}, [], 0
+for k, (dt, shape, b) in t.items():
+    hdr[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
+    blobs.append(b)
+    off += len(b)
+hb = json.dumps(hdr).encode()
+hb += b" " * (-len(hb) % 8)
+open(path, "wb").write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+ix = os.path.join(d, "model.safetensors.index.json")
+j = json.load(open(ix))
+j["weight_map"] = {k: v for k, v in j["weight_map"].items() if v != os.path.basename(path) or k in t}
+j["weight_map"].update({k: os.path.basename(path) for k in t})
+json.dump(j, open(ix, "w"))
+PY
+  echo "$d"
+}
+e0=model.layers.0.mlp.experts
+d=$(moe_dir moe-fused "t['$e0.gate_up_proj'] = t.pop('$e0.0.gate_proj.weight')")
+refused moe-fused "$d" 3 "$e0.gate_up_proj: not one expert's down_proj, gate_proj or up_proj"
+d=$(moe_dir moe-zero "t['$e0.00.up_proj.weight'] = t.pop('$e0.0.up_proj.weight')")
+refused moe-zero "$d" 3 "$e0.00.up_proj.weight"
+d=$(moe_dir moe-missing "del t['$e0.3.down_proj.weight']")
+refused moe-missing "$d" 1 "layer 0 has 11 of its 12 expert tensors"
+d=$(moe_dir moe-count 'pass')
+$py - "$d/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["num_experts"] = 3
+json.dump(c, open(sys.argv[1], "w"))
+PY
+refused moe-count "$d" 1 "below 3 (config.json's num_experts)"
+
 # Quantized folders are no longer refused: they are dequantized on the way
 # (hf_onepass.sh compares them with their dequantized copies).
 

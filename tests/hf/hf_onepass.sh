@@ -48,6 +48,8 @@ for type in Q4_K_M Q8_0 Q6_K IQ4_XS Q4_0 Q3_K_M Q5_K_M; do
   check Qwen2.5-Tiny-Instruct f16 "$type"
   check gemma-tiny-it f16 "$type"
   check Mixtral-Tiny-4x1K f16 "$type" # experts stacked
+  check Qwen3-MoE-Tiny-Instruct bf16 "$type" # experts stacked down, gate, up
+  check Qwen1.5-MoE-Tiny-Chat f16 "$type"    # and a shared expert
 done
 for type in IQ2_XXS Q2_K Q3_K_S Q4_K_S Q5_0 Q5_1 Q4_1 IQ4_NL IQ3_S IQ3_M TQ1_0 TQ2_0 MXFP4_MOE BF16 F16; do
   check Mixtral-Tiny-4x1K f16 "$type"
