@@ -773,23 +773,30 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
     memcpy(&eo, enc, enc->struct_size < sizeof eo ? enc->struct_size : sizeof eo);
     eo.struct_size = sizeof eo;
     eo.model = up && meta ? meta : m;
+    eo.max_outs = AMN_ENCODE_OUTS_CAP;
     rc = run->e->begin(&eo, srcs, n, &run->ms, err);
     if (rc) {
         run->ms = NULL;
         return rc;
     }
-    size_t cap = n + 8, k2 = 0;
+    size_t cap = n + 8, k2 = 0, used = AMN_ENCODE_OUTS_CAP;
     out_entry *outv = calloc(cap, sizeof *outv);
-    if (!outv) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    amn_encode_out *eouts = malloc(AMN_ENCODE_OUTS_CAP * sizeof *eouts);
+    if (!outv || !eouts) {
+        free(outv);
+        free(eouts);
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    }
     for (size_t k = 0; !rc && k < n; k++) {
-        amn_encode_out eouts[AMN_ENCODE_MAX_OUTS];
-        memset(eouts, 0, sizeof eouts);
-        for (size_t j = 0; j < AMN_ENCODE_MAX_OUTS; j++) eouts[j].struct_size = sizeof *eouts;
+        /* cleared as far as the previous call wrote (all of it at first) */
+        memset(eouts, 0, used * sizeof *eouts);
+        for (size_t j = 0; j < used; j++) eouts[j].struct_size = sizeof *eouts;
         size_t no = 0;
         rc = run->e->tensor(run->ms, k, eouts, &no, &run->src[k].state, err);
+        used = no == AMN_ENCODE_DROP ? 0 : no > AMN_ENCODE_OUTS_CAP ? AMN_ENCODE_OUTS_CAP : no;
         if (rc) break;
         if (no == AMN_ENCODE_DROP) continue;
-        if (no > AMN_ENCODE_MAX_OUTS) {
+        if (no > AMN_ENCODE_OUTS_CAP) {
             rc = amn_error_set(err, AMN_E_INVALID, "encoder: too many outputs for %s",
                                in[k].out.name);
             break;
@@ -833,6 +840,7 @@ static int encode_outputs(const amn_ctx *ctx, const amn_plan *p, const amn_model
             memcpy(e->out.shape, eo2->shape, sizeof e->out.shape);
         }
     }
+    free(eouts);
     if (!rc) rc = check_unique(outv, k2, err);
     if (rc) {
         free(outv);

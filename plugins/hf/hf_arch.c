@@ -81,6 +81,7 @@ static const hf_experts mixtral_experts = {
     {"w1", "w2", "w3"},
     {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"},
     (const char *const[]){"num_local_experts", NULL},
+    "num_local_experts",
 };
 
 /* Qwen2MoeModel.modify_tensors: any name holding "experts" */
@@ -90,6 +91,7 @@ static const hf_experts qwen_experts = {
     {"down_proj", "gate_proj", "up_proj"},
     {"ffn_down_exps", "ffn_gate_exps", "ffn_up_exps"},
     (const char *const[]){"num_local_experts", "num_experts", NULL},
+    "num_experts",
 };
 
 /* Phi-3: fused q/k/v and gate/up projections. */
@@ -226,8 +228,8 @@ bool hf_arch_unmap(const hf_arch *a, const char *gguf_name, char *out, size_t si
 }
 
 /* The families a GGUF converts back from: one table entry each. */
-static const char *const reversible[] = {"llama", "qwen2",  "qwen3",  "phi3",
-                                         "gemma", "gemma2", "gemma3", NULL};
+static const char *const reversible[] = {"llama", "qwen2", "qwen3",  "qwen2moe", "qwen3moe",
+                                         "phi3",  "gemma", "gemma2", "gemma3",   NULL};
 
 const hf_arch *hf_arch_by_gguf(const char *gguf_arch) {
     for (const char *const *r = reversible; *r; r++)

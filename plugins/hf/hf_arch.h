@@ -45,6 +45,7 @@ typedef struct hf_experts {
     const char *proj[3];           /* "w1", "w2", "w3", in stacking order */
     const char *gguf[3];           /* their stacks' names: "ffn_gate_exps", ... */
     const char *const *count_keys; /* config.json's expert count, NULL-terminated */
+    const char *config_key;        /* the count's key in transformers' config class */
 } hf_experts;
 
 /* Which set_gguf_parameters the family runs (hf_params.c). */

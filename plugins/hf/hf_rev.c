@@ -10,6 +10,7 @@
 
 void hf_rev_free(hf_rev *r) {
     if (!r) return;
+    for (size_t i = 0; r->slots && i < r->n_src; i++) free(r->slots[i].o);
     free(r->slots);
     free(r);
 }
@@ -68,36 +69,44 @@ static int set_shape(hf_rout *t, const amn_encode_source *s, uint64_t rows, amn_
     return AMN_OK;
 }
 
-/* blk.N.ffn_{gate,down,up}_exps: Mixtral's experts, one output each. */
-/* 1 when s is not an expert stack. */
+/* n outputs for one slot. */
+static int slot_alloc(hf_rslot *sl, size_t n, amn_error *err) {
+    if (!(sl->o = calloc(n, sizeof *sl->o)))
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    sl->n = n;
+    return AMN_OK;
+}
+
+/* blk.N.<stack>.weight of the family's experts (hf_experts): one output per
+ * expert. 1 when s is not an expert stack. */
 static int plan_experts(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, amn_error *err) {
-    static const char *const kinds[][2] = {
-        {"ffn_gate_exps", "w1"}, {"ffn_down_exps", "w2"}, {"ffn_up_exps", "w3"}};
+    const hf_experts *ex = r->arch->experts;
     unsigned bid;
     char kind[32], suffix[16];
-    if (sscanf(s->name, "blk.%u.%31[a-z_].%15s", &bid, kind, suffix) != 3)
+    if (!ex || sscanf(s->name, "blk.%u.%31[a-z_].%15s", &bid, kind, suffix) != 3)
         return 1; /* not an expert stack */
     const char *w = NULL;
     for (size_t k = 0; k < 3; k++)
-        if (strcmp(kind, kinds[k][0]) == 0) w = kinds[k][1];
+        if (strcmp(kind, ex->gguf[k]) == 0) w = ex->proj[k];
     if (!w || strcmp(suffix, "weight") != 0) return 1; /* not an expert stack */
-    if (s->ndim != 3 || s->shape[0] == 0 || s->shape[0] > AMN_ENCODE_MAX_OUTS)
-        return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: %llu experts (at most %d convert back)",
-                             s->name, (unsigned long long)s->shape[0], AMN_ENCODE_MAX_OUTS);
+    if (s->ndim != 3 || s->shape[0] == 0 || s->shape[0] > r->max_outs)
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: %llu experts (at most %zu convert back)",
+                             s->name, (unsigned long long)s->shape[0], r->max_outs);
+    if (r->n_experts && r->n_experts != s->shape[0])
+        return amn_error_set(err, AMN_E_PARSE, "%s: %llu experts, an earlier stack %llu", s->name,
+                             (unsigned long long)s->shape[0], (unsigned long long)r->n_experts);
     r->n_experts = s->shape[0];
-    sl->n = (size_t)s->shape[0];
-    for (size_t e = 0; e < sl->n; e++) {
+    int rc = slot_alloc(sl, (size_t)s->shape[0], err);
+    for (size_t e = 0; !rc && e < sl->n; e++) {
         hf_rout *t = &sl->o[e];
-        snprintf(t->name, sizeof t->name, "model.layers.%u.block_sparse_moe.experts.%zu.%s.weight",
-                 bid, e, w);
+        snprintf(t->name, sizeof t->name, "model.layers.%u.%s%zu.%s.weight", bid, ex->mid, e, w);
         t->dtype = r->dtype;
         const amn_encode_source one = {
             .name = s->name, .ndim = 2, .shape = {s->shape[1], s->shape[2]}};
-        int rc = set_shape(t, &one, 0, err);
-        if (rc) return rc;
+        rc = set_shape(t, &one, 0, err);
         t->row0 = e * s->shape[1];
     }
-    return AMN_OK;
+    return rc;
 }
 
 static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_t nh, uint32_t nkv,
@@ -109,7 +118,9 @@ static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_
         return AMN_OK;
     int rc = plan_experts(r, s, sl, err);
     if (rc <= 0) return rc;
-    hf_rout *t = &sl->o[0];
+    hf_rout one;
+    hf_rout *t = &one;
+    memset(t, 0, sizeof *t);
     uint8_t x = 0;
     if (!hf_arch_unmap(r->arch, s->name, t->name, sizeof t->name, &x))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: no Hugging Face name for this %s tensor",
@@ -126,7 +137,8 @@ static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_
         return amn_error_set(err, AMN_E_PARSE, "%s: %llu rows do not split into %u heads", s->name,
                              (unsigned long long)t->rows, t->n_head);
     if (strcmp(s->name, "token_embd.weight") == 0) r->vocab_rows = t->rows;
-    sl->n = 1;
+    if ((rc = slot_alloc(sl, 1, err))) return rc;
+    sl->o[0] = one;
     return AMN_OK;
 }
 
@@ -144,6 +156,10 @@ int hf_rev_new(const amn_encode_options *o, const amn_encode_source *src, size_t
     hf_rev *r = calloc(1, sizeof *r);
     if (!r) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     r->model = o->model;
+    r->max_outs =
+        AMN_HAS_FIELD(o, amn_encode_options, max_outs) && o->max_outs > AMN_ENCODE_MAX_OUTS
+            ? o->max_outs
+            : AMN_ENCODE_MAX_OUTS;
     r->arch = hf_arch_by_gguf(arch);
     int rc = AMN_OK;
     if (!r->arch) {

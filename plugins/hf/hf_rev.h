@@ -3,8 +3,8 @@
  * list with the same family tables (hf_arch.h).
  *
  * Each GGUF tensor becomes its Hugging Face tensor (the llama q / k row
- * permutation undone; Mixtral's stacked experts split back into one tensor
- * per expert); generated tensors (rope_freqs) are left out. The folder's
+ * permutation undone; stacked experts (Mixtral, Qwen MoE) split back into
+ * one tensor per expert); generated tensors (rope_freqs) are left out. The folder's
  * other files (config.json, generation_config.json, tokenizer_config.json,
  * tokenizer.json) come from the key/values (hf_rev_files.c). */
 #ifndef HF_REV_H
@@ -36,8 +36,8 @@ typedef struct hf_rout {
 } hf_rout;
 
 typedef struct hf_rslot {
-    hf_rout o[AMN_ENCODE_MAX_OUTS];
-    size_t n; /* 0: dropped */
+    hf_rout *o; /* n of them */
+    size_t n;   /* 0: dropped */
 } hf_rslot;
 
 typedef struct hf_rev {
@@ -47,7 +47,8 @@ typedef struct hf_rev {
     hf_rslot *slots;        /* per source tensor */
     size_t n_src;
     uint64_t vocab_rows; /* token_embd's rows */
-    uint64_t n_experts;  /* Mixtral: experts per layer, else 0 */
+    uint64_t n_experts;  /* stacked experts per layer (hf_experts), else 0 */
+    size_t max_outs;     /* outputs one source may give (the core's) */
     bool tied;           /* no output.weight: lm_head tied to the embeddings */
 } hf_rev;
 

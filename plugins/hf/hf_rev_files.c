@@ -105,18 +105,28 @@ static const char *torch_name(amn_dtype d) {
     return d == AMN_DTYPE_F32 ? "float32" : d == AMN_DTYPE_F16 ? "float16" : "bfloat16";
 }
 
-/* The Hugging Face class and model_type of the GGUF's family. */
+/* The Hugging Face class and model_type of a GGUF family (with stacked
+ * experts or not) where they are not its first name and the GGUF name. */
+static const struct {
+    const char *arch;
+    bool experts;
+    const char *cls, *type;
+} classes[] = {
+    {"llama", true, "MixtralForCausalLM", "mixtral"},
+    {"llama", false, "LlamaForCausalLM", "llama"},
+    {"gemma3", false, "Gemma3ForCausalLM", "gemma3_text"},
+    {"qwen2moe", true, "Qwen2MoeForCausalLM", "qwen2_moe"},
+    {"qwen3moe", true, "Qwen3MoeForCausalLM", "qwen3_moe"},
+};
+
 static void class_of(const hf_rev *r, const char **cls, const char **type) {
     const char *a = r->arch->gguf_arch;
-    if (strcmp(a, "llama") == 0 && r->n_experts) {
-        *cls = "MixtralForCausalLM", *type = "mixtral";
-    } else if (strcmp(a, "llama") == 0) {
-        *cls = "LlamaForCausalLM", *type = "llama";
-    } else if (strcmp(a, "gemma3") == 0) {
-        *cls = "Gemma3ForCausalLM", *type = "gemma3_text";
-    } else {
-        *cls = r->arch->hf_names[0], *type = a;
-    }
+    *cls = r->arch->hf_names[0], *type = a;
+    for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
+        if (strcmp(classes[i].arch, a) == 0 && classes[i].experts == (r->n_experts != 0)) {
+            *cls = classes[i].cls, *type = classes[i].type;
+            return;
+        }
 }
 
 /* A 1-D F32 tensor of the GGUF (Phi-3's rope factors) as a JSON array, or
@@ -249,9 +259,15 @@ static json_object *config_json(const hf_rev *r) {
     if (strcmp(r->arch->gguf_arch, "gemma2") == 0) /* not in the GGUF: Gemma 2's usual value */
         put_int(c, r, "attention.key_length", "query_pre_attn_scalar");
     if (r->n_experts) {
-        put_int(c, r, "expert_count", "num_local_experts");
+        put_int(c, r, "expert_count", r->arch->experts->config_key);
         put_int(c, r, "expert_used_count", "num_experts_per_tok");
+        put_int(c, r, "expert_feed_forward_length", "moe_intermediate_size");
+        put_int(c, r, "expert_shared_feed_forward_length", "shared_expert_intermediate_size");
     }
+    /* llama.cpp normalises Qwen3-MoE's top-k routing weights and not
+     * Qwen2-MoE's (llama-model.cpp); transformers' defaults differ */
+    if (strcmp(r->arch->gguf_arch, "qwen3moe") == 0)
+        json_object_object_add(c, "norm_topk_prob", json_object_new_boolean(1));
     if (strcmp(r->arch->gguf_arch, "phi3") == 0)
         put_int(c, r, "rope.scaling.original_context_length", "original_max_position_embeddings");
     json_object_object_add(c, "vocab_size", json_object_new_int64((int64_t)r->vocab_rows));

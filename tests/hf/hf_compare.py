@@ -61,9 +61,11 @@ def main():
     for k in ("architectures", "hidden_size", "intermediate_size", "num_attention_heads",
               "num_key_value_heads", "num_hidden_layers", "max_position_embeddings",
               "rms_norm_eps", "rope_theta", "vocab_size", "num_local_experts",
-              "num_experts_per_tok", "head_dim"):
+              "num_experts_per_tok", "head_dim", "model_type", "num_experts",
+              "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob"):
         if k in cfg_o and k in cfg_n and cfg_o[k] != cfg_n[k]:
-            if k == "architectures" and cfg_o[k] == ["MistralForCausalLM"] and cfg_n[k] == ["LlamaForCausalLM"]:
+            if k in ("architectures", "model_type") and cfg_o[k] in (["MistralForCausalLM"], "mistral") \
+                    and cfg_n[k] in (["LlamaForCausalLM"], "llama"):
                 continue  # a GGUF does not tell Mistral from Llama
             print("config.json %s: original %r, written %r" % (k, cfg_o[k], cfg_n[k]))
             bad += 1

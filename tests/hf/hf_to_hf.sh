@@ -17,7 +17,7 @@ need_plugin hf "scheme hfdir "
 need_python torch
 for c in qwen2-tiny Qwen2.5-Tiny-Instruct qwen3-tiny-noindex Qwen3-Tiny-Base Mistral-Tiny-v0.3 \
     Mixtral-Tiny-4x1K Phi-3-mini-4k-instruct Phi-3-mini-128k-instruct TinyLlama-1.1B-Chat-v1.0 \
-    Llama-3.1-8B-Instruct \
+    Llama-3.1-8B-Instruct Qwen3-MoE-Tiny-Instruct Qwen1.5-MoE-Tiny-Chat \
     Gemma-2-Tiny-2B Gemma-3-Tiny-it gemma-tiny-it gemma-3-tiny-mm; do
   mkdir -p "$work/$c/out"
   a=$work/$c/a.gguf b=$work/$c/b.gguf out=$work/$c/out/$c
@@ -42,7 +42,8 @@ for c in qwen2-tiny Qwen2.5-Tiny-Instruct qwen3-tiny-noindex Qwen3-Tiny-Base Mis
 done
 # A BF16 GGUF of BF16 weights (and F16 of F16) comes back in that dtype (the
 # default: the GGUF's float type), its tensors the original's bytes.
-for ct in qwen2-tiny/bf16 Mistral-Tiny-v0.3/f16 Mixtral-Tiny-4x1K/bf16; do
+for ct in qwen2-tiny/bf16 Mistral-Tiny-v0.3/f16 Mixtral-Tiny-4x1K/bf16 Qwen3-MoE-Tiny-Instruct/bf16 \
+    Qwen1.5-MoE-Tiny-Chat/f16; do
   c=${ct%/*} t=${ct#*/}
   a=$work/$c-$t.gguf out=$work/$c/same/$c
   mkdir -p "$work/$c/same"
@@ -54,4 +55,47 @@ for ct in qwen2-tiny/bf16 Mistral-Tiny-v0.3/f16 Mixtral-Tiny-4x1K/bf16; do
     fail "$c $t: amn failed"; indent "$work/log"
   fi
 done
+# More experts per layer than an encoder's outputs once were (8): the Qwen3-MoE
+# folder with its four experts repeated to 20 (a real Qwen3-30B-A3B has 128).
+c=Qwen3-MoE-20x
+mkdir -p "$work/$c/out" && cp -r "$src/fixtures/hf/Qwen3-MoE-Tiny-Instruct" "$work/$c/in"
+/usr/bin/python3 - "$work/$c/in" <<'PY'
+import json, os, re, struct, sys
+d = sys.argv[1]
+ix = json.load(open(os.path.join(d, "model.safetensors.index.json")))
+for shard in sorted(set(ix["weight_map"].values())):
+    path = os.path.join(d, shard)
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    t = {k: (v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+         for k, v in h.items() if k != "__metadata__"}
+    for k in list(t):
+        m = re.match(r"(.*\.experts\.)(\d+)(\..*)", k)
+        for x in range(4, 20) if m and m.group(2) == str(0) else ():
+            src = "%s%d%s" % (m.group(1), x % 4, m.group(3))
+            t["%s%d%s" % (m.group(1), x, m.group(3))] = t[src]
+            ix["weight_map"]["%s%d%s" % (m.group(1), x, m.group(3))] = shard
+    hdr, blobs, off = {}, [], 0
+    for k in sorted(t):
+        dt, shape, b = t[k]
+        hdr[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    hb = json.dumps(hdr).encode()
+    hb += b" " * (-len(hb) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+json.dump(ix, open(os.path.join(d, "model.safetensors.index.json"), "w"))
+c = json.load(open(os.path.join(d, "config.json")))
+c["num_experts"] = 20
+json.dump(c, open(os.path.join(d, "config.json"), "w"))
+PY
+if "$amn" convert "$work/$c/in" --to gguf --out-dtype f32 -o "$work/$c/a.gguf" --quiet >"$work/log" 2>&1 &&
+    "$amn" convert "$work/$c/a.gguf" --to hf -o "$work/$c/out/$c/" --quiet >>"$work/log" 2>&1; then
+  /usr/bin/python3 "$src/tests/hf/hf_compare.py" "$work/$c/in" "$work/$c/out/$c" >"$work/log" &&
+    grep -q "^in: 1[0-9][0-9] tensors compared" "$work/log" && pass ||
+    { fail "$c: not the original tensors"; indent "$work/log"; }
+else
+  fail "$c: amn failed"; indent "$work/log"
+fi
 finish hf_to_hf need-passes

@@ -143,6 +143,11 @@ typedef struct amn_encode_options {
      * them, so callers pass none to such a target. */
     const char *const *params;
     size_t n_params;
+    /* Appended (check AMN_HAS_FIELD; a core without it takes
+     * AMN_ENCODE_MAX_OUTS): how many outputs one tensor() call may give,
+     * at least AMN_ENCODE_MAX_OUTS (a GGUF's stacked experts split back into
+     * one tensor per expert: 128 for Qwen3-30B-A3B). */
+    size_t max_outs;
 } amn_encode_options;
 
 /* One output tensor an encoded tensor turns into. */
@@ -158,7 +163,8 @@ typedef struct amn_encode_out {
     const char *encoding_name;
 } amn_encode_out;
 
-#define AMN_ENCODE_MAX_OUTS 8
+#define AMN_ENCODE_MAX_OUTS 8    /* outputs per tensor() any core takes */
+#define AMN_ENCODE_OUTS_CAP 4096 /* this core's amn_encode_options.max_outs */
 #define AMN_ENCODE_DROP     ((size_t)-1)
 
 typedef struct amn_encoder {
@@ -167,7 +173,7 @@ typedef struct amn_encoder {
     /* src[0..n) (and the names in it) stay valid until end(). */
     int (*begin)(const amn_encode_options *o, const amn_encode_source *src, size_t n,
                  void **model_state, amn_error *err);
-    /* Up to AMN_ENCODE_MAX_OUTS outputs of source i (their struct_size set
+    /* Up to max_outs outputs of source i (their struct_size set
      * by the core); *n_outs = 0 passes it through; AMN_ENCODE_DROP (ABI
      * 2.5) writes nothing for it (a source another output is assembled
      * from, or one a converter leaves out). */
