@@ -723,6 +723,41 @@ static const member *split_first(const amni_archive *A) {
     return first;
 }
 
+/* Every chosen-to-be member whose name ends in ext (and, with prefix, whose
+ * base name starts with it), in name order. */
+static int choose_sorted(amni_archive *A, const char *prefix, const char *ext, size_t n,
+                         amn_error *err) {
+    member **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < A->n && k < n; i++)
+        if (A->m[i].weight && A->m[i].data && ends_with(A->m[i].name, ext) &&
+            (!prefix || strncmp(base_name(A->m[i].name), prefix, strlen(prefix)) == 0))
+            v[k++] = &A->m[i];
+    qsort(v, k, sizeof *v, cmp_member);
+    int rc = AMN_OK;
+    for (size_t i = 0; i < k && !rc; i++) rc = choose_add(A, v[i], err);
+    free(v);
+    return rc;
+}
+
+/* pytorch_model*.bin shards without their index (and no pytorch_model.bin,
+ * the one file transformers would take): how many, or 0 when the folder's
+ * other model files are not all such shards. */
+static size_t bin_parts(const amni_archive *A) {
+    size_t n = 0;
+    for (size_t i = 0; i < A->n; i++) {
+        const member *mb = &A->m[i];
+        if (!mb->weight || !mb->data) continue;
+        const char *b = base_name(mb->name);
+        if (strncmp(b, "pytorch_model", 13) != 0 || !ends_with(b, ".bin") ||
+            strcmp(b, "pytorch_model.bin") == 0)
+            return 0;
+        n++;
+    }
+    return n;
+}
+
 /* The weight files of the shallowest folder, as a folder's are chosen. */
 static int choose(amni_archive *A, amn_error *err) {
     const member *first = NULL, *ix = NULL, *bix = NULL, *other = NULL;
@@ -763,20 +798,10 @@ static int choose(amni_archive *A, amn_error *err) {
                              "*.npz, *.pth, *.bin)",
                              A->path);
     if (ix) return choose_indexed(A, ix, ".safetensors", err);
-    if (n_st) {
-        member **v = malloc(n_st * sizeof *v);
-        if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-        size_t k = 0;
-        for (size_t i = 0; i < A->n; i++)
-            if (A->m[i].weight && A->m[i].data && ends_with(A->m[i].name, ".safetensors"))
-                v[k++] = &A->m[i];
-        qsort(v, k, sizeof *v, cmp_member);
-        int rc = AMN_OK;
-        for (size_t i = 0; i < k && !rc; i++) rc = choose_add(A, v[i], err);
-        free(v);
-        return rc;
-    }
+    if (n_st) return choose_sorted(A, NULL, ".safetensors", n_st, err);
     if (bix) return choose_indexed(A, bix, ".bin", err);
+    if (n_other > 1 && bin_parts(A) == n_other)
+        return choose_sorted(A, "pytorch_model", ".bin", n_other, err);
     const member *shard = n_other > 1 ? split_first(A) : NULL;
     if (shard) return choose_add(A, shard, err); /* it opens its siblings */
     if (n_other > 1)

@@ -53,6 +53,7 @@ typedef struct wstate {
     size_t n;
     uint32_t align;
     bool big_endian;
+    bool ggml_dims;           /* written as ggml writes (llama-quantize, llama-gguf-split) */
     uint8_t *stage;           /* big-endian: STAGE_BYTES being swapped */
     uint8_t carry[CARRY_MAX]; /* an element or block split between two pieces */
     size_t carry_n;
@@ -427,9 +428,14 @@ static int build(const amn_write_args *a, const gguf_kvlist *l, const size_t *pe
             return amn_error_set(err, AMN_E_UNSUPPORTED,
                                  "unsupported: tensor %s has %u dimensions; GGUF holds at most %u",
                                  t->name, t->ndim, GGUF_MAX_DIMS);
+        /* ggml's gguf writer counts dimensions as ggml_n_dims does: outer
+         * ones of size 1 (trailing ne) are not written; gguf-py writes
+         * every one (the converter's [1, n] stays 2-D) */
+        uint32_t first = 0;
+        while (s->ggml_dims && first + 1 < t->ndim && t->shape[first] == 1) first++;
         put_str(b, t->name, strlen(t->name));
-        put_u32(b, t->ndim);
-        for (uint32_t d = t->ndim; d-- > 0;) {
+        put_u32(b, t->ndim - first);
+        for (uint32_t d = t->ndim; d-- > first;) {
             if (t->shape[d] > INT64_MAX)
                 return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: dimension too large",
                                      t->name);
@@ -534,6 +540,7 @@ static int begin(const amn_write_args *a, void **state, size_t *order, amn_error
     b.swap = s && s->big_endian != gguf_host_big_endian();
     split_spec split;
     const char *sv = option_of(a, "split");
+    if (s) s->ggml_dims = sv || option_of(a, "llama_ftype");
     if (!rc && sv) rc = parse_split(sv, &split, err);
     if (!rc) rc = gather_metadata(a, sv ? &split : NULL, &l, err);
     if (!rc) rc = alignment_of(&l, &s->align, err);

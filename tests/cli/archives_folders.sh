@@ -50,6 +50,12 @@ if have "scheme hf "; then
       clean_tmp "$a to gguf"
     done
   done
+  # .bin shards without their index: read in name order, as a folder's.
+  c=qwen2-tiny-bin
+  mkdir -p noix && cp -r packs/$c noix/ && rm noix/$c/pytorch_model.bin.index.json
+  (cd noix && tar cf ../$c-noix.tar $c) || fail "tar $c-noix"
+  expect "$c-noix.tar to gguf" 0 convert $c-noix.tar --to gguf -o noix.gguf --quiet
+  same "$c-noix.tar to gguf" ref-$c.gguf noix.gguf
   # Another output type, and a GGUF file type in one pass.
   c=Qwen3-Tiny-Base
   expect "$c/ q8_0" 0 convert packs/$c --to gguf --out-dtype q8_0 -o ref-q8.gguf --quiet

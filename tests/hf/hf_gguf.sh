@@ -2,16 +2,22 @@
 # Every folder of fixtures/hf converted with `amn convert DIR --to gguf
 # --out-dtype T` must have the sha256 llama.cpp's convert_hf_to_gguf.py
 # --outtype T output has (fixtures/hf/expected.sha256), with one thread and
-# with several; no --out-dtype is f16, as the converter's default.
+# with several; no --out-dtype is f16, as the converter's default. Lines
+# NAME/gguf-TYPE hold llama-quantize's output of the converter's f16 file:
+# what the one pass `--to gguf-TYPE` must write.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init hf "$1" "$2"
 need_plugin hf "scheme hf "
 while read -r want case_type; do
   c=${case_type%/*} t=${case_type#*/}
+  case $t in
+    gguf-*) args=(--to "$t") ;; # llama-quantize's output of the converter's f16
+    *) args=(--to gguf --out-dtype "$t") ;;
+  esac
   for threads in 1 3; do
     out=$work/$c-$t-$threads.gguf
-    if ! "$amn" convert "$src/fixtures/hf/$c" --to gguf --out-dtype "$t" --threads "$threads" \
+    if ! "$amn" convert "$src/fixtures/hf/$c" "${args[@]}" --threads "$threads" \
         -o "$out" --quiet >"$work/log" 2>&1; then
       fail "$c $t (threads $threads): amn failed"; indent "$work/log"; continue
     fi
