@@ -136,35 +136,12 @@ refused bin-evil "$d" 5 "os.system"
 # Qwen MoE (Qwen2MoeModel): experts named other than one per tensor, a
 # missing expert, a count in config.json the tensors do not hold.
 moe=$src/fixtures/hf/Qwen3-MoE-Tiny-Instruct
-# moe_dir NAME PYTHON-EDIT: a copy whose first shard's tensors (t: name ->
-# [dtype, shape, bytes], in file order) the statement edits; the index follows.
+# moe_dir NAME PYTHON-EDIT: a copy whose first shard's tensors the statement
+# edits (hf_st_edit.py: t, name -> [dtype, shape, bytes]); the index follows.
 moe_dir() {
   local d=$work/$1
   cp -r "$moe" "$d"
-  $py - "$d" "$2" <<'PY'
-import json, os, struct, sys
-d, edit = sys.argv[1], sys.argv[2]
-path = os.path.join(d, "model-00001-of-00002.safetensors")
-raw = open(path, "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-h = json.loads(raw[8:8 + n])
-t = {k: [v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]]
-     for k, v in h.items() if k != "__metadata__"}
-exec(edit)
-hdr, blobs, off = {}, [], 0
-for k, (dt, shape, b) in t.items():
-    hdr[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
-    blobs.append(b)
-    off += len(b)
-hb = json.dumps(hdr).encode()
-hb += b" " * (-len(hb) % 8)
-open(path, "wb").write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
-ix = os.path.join(d, "model.safetensors.index.json")
-j = json.load(open(ix))
-j["weight_map"] = {k: v for k, v in j["weight_map"].items() if v != os.path.basename(path) or k in t}
-j["weight_map"].update({k: os.path.basename(path) for k in t})
-json.dump(j, open(ix, "w"))
-PY
+  $py "$src/tests/hf/hf_st_edit.py" "$d" "if shard.startswith('model-00001'): $2"
   echo "$d"
 }
 e0=model.layers.0.mlp.experts

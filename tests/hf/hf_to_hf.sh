@@ -59,36 +59,14 @@ done
 # folder with its four experts repeated to 20 (a real Qwen3-30B-A3B has 128).
 c=Qwen3-MoE-20x
 mkdir -p "$work/$c/out" && cp -r "$src/fixtures/hf/Qwen3-MoE-Tiny-Instruct" "$work/$c/in"
-/usr/bin/python3 - "$work/$c/in" <<'PY'
-import json, os, re, struct, sys
-d = sys.argv[1]
-ix = json.load(open(os.path.join(d, "model.safetensors.index.json")))
-for shard in sorted(set(ix["weight_map"].values())):
-    path = os.path.join(d, shard)
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n])
-    t = {k: (v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-         for k, v in h.items() if k != "__metadata__"}
-    for k in list(t):
-        m = re.match(r"(.*\.experts\.)(\d+)(\..*)", k)
-        for x in range(4, 20) if m and m.group(2) == str(0) else ():
-            src = "%s%d%s" % (m.group(1), x % 4, m.group(3))
-            t["%s%d%s" % (m.group(1), x, m.group(3))] = t[src]
-            ix["weight_map"]["%s%d%s" % (m.group(1), x, m.group(3))] = shard
-    hdr, blobs, off = {}, [], 0
-    for k in sorted(t):
-        dt, shape, b = t[k]
-        hdr[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    hb = json.dumps(hdr).encode()
-    hb += b" " * (-len(hb) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
-json.dump(ix, open(os.path.join(d, "model.safetensors.index.json"), "w"))
-c = json.load(open(os.path.join(d, "config.json")))
-c["num_experts"] = 20
-json.dump(c, open(os.path.join(d, "config.json"), "w"))
+$py "$src/tests/hf/hf_st_edit.py" "$work/$c/in" '
+for k in [k for k in t if re.match(r".*[.]experts[.]0[.]", k)]:
+    for x in range(4, 20):
+        t[k.replace(".experts.0.", ".experts.%d." % x)] = t[k.replace(".experts.0.", ".experts.%d." % (x % 4))]'
+$py - "$work/$c/in/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["num_experts"] = 20
+json.dump(c, open(sys.argv[1], "w"))
 PY
 if "$amn" convert "$work/$c/in" --to gguf --out-dtype f32 -o "$work/$c/a.gguf" --quiet >"$work/log" 2>&1 &&
     "$amn" convert "$work/$c/a.gguf" --to hf -o "$work/$c/out/$c/" --quiet >>"$work/log" 2>&1; then
