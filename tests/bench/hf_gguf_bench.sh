@@ -30,7 +30,9 @@
 #   env: ROUNDS=N, QROUNDS=N, SETTINGS="warm tmpfs cold" (f16's; a subset),
 #        QSETTINGS="warm" (Q4_K_M's), BASE=BUILD_DIR (another build of amn,
 #        e.g. of the main branch, whose f16 `--no-sync` run is timed in the
-#        same rounds: an A/B comparison one loaded machine can give)
+#        same rounds: an A/B comparison one loaded machine can give),
+#        MOE=1 (a Qwen3-MoE-shaped folder, its 64 experts per layer stacked;
+#        give it a WORK_DIR of its own)
 set -euo pipefail
 build=$(cd "$1" && pwd) llama=$(cd "$2" && pwd) work=${3:-/tmp/amn-hf-bench}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -42,7 +44,7 @@ settings=${SETTINGS:-"warm tmpfs cold"} qsettings=${QSETTINGS:-warm}
 [ -x "$quantize" ] || { echo "no $quantize"; exit 1; }
 mkdir -p "$work"
 [ -f "$work/model/config.json" ] || $py "$src/fixtures/hf/gen_fixtures.py" --llama-cpp "$llama" \
-  --make-bench "$work/model"
+  --make-bench "$work/model" ${MOE:+--moe}
 echo "model: $(du -sh "$work/model" | cut -f1), $(nproc) CPUs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 drop() { # drop the folder's pages from the page cache
