@@ -70,10 +70,13 @@ static int read_rows(const hf_out *t, uint64_t r0, uint64_t n, const amn_values 
             return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: the core cannot read other sources",
                                  t->name);
         int rc = AMN_OK;
-        for (uint64_t r = 0; !rc && r < n; r++) {
-            const uint64_t g = r0 + r;
-            rc = v->read_source(v->all, t->stack_src[g / per], (g % per) * cols, cols,
-                                tmp + r * cols, err);
+        /* one read per run of rows of one expert: each read checks the
+         * input files (a syscall), a row at a time cost more than the rows */
+        for (uint64_t r = 0, k; !rc && r < n; r += k) {
+            const uint64_t g = r0 + r, in = g % per;
+            k = per - in < n - r ? per - in : n - r;
+            rc = v->read_source(v->all, t->stack_src[g / per], in * cols, k * cols, tmp + r * cols,
+                                err);
         }
         return rc;
     }
