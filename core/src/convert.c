@@ -443,7 +443,7 @@ static int produce_cast(const void *vctx, uint64_t e0, uint64_t n, uint8_t *dst,
     (void)acc;
     const cast_ctx *c = vctx;
     const amn_tensor *t = c->t;
-    int rc = amni_model_check_inputs(c->m, err); /* views are read through the mapping */
+    int rc = amni_model_check_tensor(c->m, t, err); /* views are read through the mapping */
     if (rc) return rc;
     /* A plain tensor is fetched (the way input.c finds cheapest, and no
      * more of the input left mapped than a piece), also when it is copied. */
@@ -534,7 +534,7 @@ static int read_values(const void *vctx, uint64_t e0, uint64_t n, float *dst, am
 static int read_le_values(const values_ctx *c, uint64_t e0, uint64_t n, float *dst,
                           amn_error *err) {
     if (n == 0) return AMN_OK;
-    int rc = amni_model_check_inputs(c->m, err);
+    int rc = c->g ? amni_model_check_inputs(c->m, err) : amni_model_check_tensor(c->m, c->t, err);
     if (rc) return rc;
     if (c->g) {
         /* Whole rows through the scheme, then the asked-for span. */
@@ -587,7 +587,7 @@ static int read_values_as(const void *vctx, uint64_t e0, uint64_t n, amn_dtype t
         t && amn_tensor_is_plain(t) && t->dtype != to &&
         (t->dtype == AMN_DTYPE_F32 || t->dtype == AMN_DTYPE_F16 || t->dtype == AMN_DTYPE_BF16);
     if (direct) {
-        int rc = amni_model_check_inputs(c->m, err);
+        int rc = amni_model_check_tensor(c->m, t, err);
         if (rc) return rc;
         const uint8_t *from = (const uint8_t *)t->data + e0 * amn_dtype_size(t->dtype);
         amn_convert_elems(t->dtype, from, to, dst, (size_t)n);

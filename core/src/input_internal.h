@@ -33,6 +33,10 @@ int amni_input_pass(const amn_model *m, const uint8_t *p, size_t n, amn_sink *si
  * racing with the read itself can still raise the signal; the CLI catches
  * that). */
 int amni_model_check_inputs(const amn_model *m, amn_error *err);
+/* The same for a read of tensor t only: the file its bytes are in (the
+ * whole extent a view reaches), or every file when no one map holds them:
+ * one fstat per read rather than one per shard of a sharded model. */
+int amni_model_check_tensor(const amn_model *m, const amn_tensor *t, amn_error *err);
 int amni_map_check(const amn_map *map, amn_error *err);
 
 /* Free the calling thread's read buffers (they are freed at thread exit

@@ -310,6 +310,12 @@ int amni_model_check_inputs(const amn_model *m, amn_error *err) {
     return AMN_OK;
 }
 
+int amni_model_check_tensor(const amn_model *m, const amn_tensor *t, amn_error *err) {
+    const uint64_t span = t->extent > t->nbytes ? t->extent : t->nbytes;
+    const amn_map *map = t->data && span ? amni_model_map_for(m, t->data, span) : NULL;
+    return map ? amni_map_check(map, err) : amni_model_check_inputs(m, err);
+}
+
 /* ---- typed key/values: deep copies live in model-owned memory ----------- */
 
 size_t amn_kv_type_size(amn_kv_type t) {
