@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "amn/checked.h"
+#include "amn/format.h"
 
 void hf_rev_free(hf_rev *r) {
     if (!r) return;
@@ -69,11 +70,17 @@ static int set_shape(hf_rout *t, const amn_encode_source *s, uint64_t rows, amn_
     return AMN_OK;
 }
 
-/* n outputs for one slot. */
-static int slot_alloc(hf_rslot *sl, size_t n, amn_error *err) {
+/* n outputs for one slot, within the folder's cap on tensors (a hostile
+ * GGUF's tiny stacks of thousands of experts would otherwise plan more
+ * outputs than memory holds). */
+static int slot_alloc(hf_rev *r, hf_rslot *sl, size_t n, amn_error *err) {
+    if (n > r->cap_outs - r->n_outs)
+        return amn_error_set(err, AMN_E_LIMIT, "more than %llu tensors to write (--max-items)",
+                             (unsigned long long)r->cap_outs);
     if (!(sl->o = calloc(n, sizeof *sl->o)))
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     sl->n = n;
+    r->n_outs += n;
     return AMN_OK;
 }
 
@@ -96,7 +103,7 @@ static int plan_experts(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, amn
         return amn_error_set(err, AMN_E_PARSE, "%s: %llu experts, an earlier stack %llu", s->name,
                              (unsigned long long)s->shape[0], (unsigned long long)r->n_experts);
     r->n_experts = s->shape[0];
-    int rc = slot_alloc(sl, (size_t)s->shape[0], err);
+    int rc = slot_alloc(r, sl, (size_t)s->shape[0], err);
     for (size_t e = 0; !rc && e < sl->n; e++) {
         hf_rout *t = &sl->o[e];
         snprintf(t->name, sizeof t->name, "model.layers.%u.%s%zu.%s.weight", bid, ex->mid, e, w);
@@ -137,7 +144,7 @@ static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_
         return amn_error_set(err, AMN_E_PARSE, "%s: %llu rows do not split into %u heads", s->name,
                              (unsigned long long)t->rows, t->n_head);
     if (strcmp(s->name, "token_embd.weight") == 0) r->vocab_rows = t->rows;
-    if ((rc = slot_alloc(sl, 1, err))) return rc;
+    if ((rc = slot_alloc(r, sl, 1, err))) return rc;
     sl->o[0] = one;
     return AMN_OK;
 }
@@ -160,6 +167,8 @@ int hf_rev_new(const amn_encode_options *o, const amn_encode_source *src, size_t
         AMN_HAS_FIELD(o, amn_encode_options, max_outs) && o->max_outs > AMN_ENCODE_MAX_OUTS
             ? o->max_outs
             : AMN_ENCODE_MAX_OUTS;
+    const amn_limits *lim = amn_model_limits(o->model);
+    r->cap_outs = lim && lim->max_tensors ? lim->max_tensors : (uint64_t)1 << 20;
     r->arch = hf_arch_by_gguf(arch);
     int rc = AMN_OK;
     if (!r->arch) {

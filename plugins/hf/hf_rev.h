@@ -46,10 +46,11 @@ typedef struct hf_rev {
     amn_dtype dtype;        /* the folder's torch_dtype */
     hf_rslot *slots;        /* per source tensor */
     size_t n_src;
-    uint64_t vocab_rows; /* token_embd's rows */
-    uint64_t n_experts;  /* stacked experts per layer (hf_experts), else 0 */
-    size_t max_outs;     /* outputs one source may give (the core's) */
-    bool tied;           /* no output.weight: lm_head tied to the embeddings */
+    uint64_t vocab_rows;       /* token_embd's rows */
+    uint64_t n_experts;        /* stacked experts per layer (hf_experts), else 0 */
+    size_t max_outs;           /* outputs one source may give (the core's) */
+    uint64_t n_outs, cap_outs; /* outputs planned, and at most (the model's max_tensors) */
+    bool tied;                 /* no output.weight: lm_head tied to the embeddings */
 } hf_rev;
 
 /* Plan the reverse conversion (target "hfdir", "hfdir-f32", "hfdir-f16",

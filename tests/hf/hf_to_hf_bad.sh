@@ -56,6 +56,10 @@ assert data.count(old) == 1
 open(sys.argv[2], "wb").write(data.replace(old, key + struct.pack("<IQ", 8, 5) + b"llamb"))
 PY
 cp "$good" "$work/dtype.gguf" && refused dtype 2 "f32, f16 or bf16" --out-dtype q8_0
+# Stacked experts split back count against --max-items: the Qwen3-MoE
+# GGUF's 27 tensors open within 40, its 45 outputs do not fit.
+"$amn" convert "$src/fixtures/hf/Qwen3-MoE-Tiny-Instruct" --to gguf --out-dtype f32 \
+  -o "$work/moe.gguf" --quiet && refused moe 4 "more than 40 tensors to write" --max-items 40
 # The good one, for contrast, makes a folder.
 cp "$good" "$work/ok.gguf"
 if "$amn" convert "$work/ok.gguf" --to hf -o "$work/out-ok/" --quiet >"$work/log" 2>&1 &&
