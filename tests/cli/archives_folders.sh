@@ -56,6 +56,12 @@ if have "scheme hf "; then
   (cd noix && tar cf ../$c-noix.tar $c) || fail "tar $c-noix"
   expect "$c-noix.tar to gguf" 0 convert $c-noix.tar --to gguf -o noix.gguf --quiet
   same "$c-noix.tar to gguf" ref-$c.gguf noix.gguf
+  # beside a pytorch_model.bin (transformers' one file) they are refused
+  cp noix/$c/pytorch_model-00001-of-00002.bin noix/$c/pytorch_model.bin
+  (cd noix && tar cf ../$c-both.tar $c) || fail "tar $c-both"
+  expect "$c-both.tar to gguf" 3 convert $c-both.tar --to gguf -o both.gguf --quiet
+  says "$c-both.tar to gguf" "model files beside"
+  [ ! -e both.gguf ] && pass || fail "$c-both.tar: an output was written"
   # Another output type, and a GGUF file type in one pass.
   c=Qwen3-Tiny-Base
   expect "$c/ q8_0" 0 convert packs/$c --to gguf --out-dtype q8_0 -o ref-q8.gguf --quiet
