@@ -82,9 +82,16 @@ static const hf_experts mixtral_experts = {
     {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"},
     (const char *const[]){"num_local_experts", NULL},
     "num_local_experts",
+    NULL,
 };
 
-/* Qwen2MoeModel.modify_tensors: any name holding "experts" */
+/* Qwen2MoeModel.modify_tensors: any name holding "experts"; a 3-D
+ * "down_proj" and "gate_up_proj" (gate, then up) are taken as they are */
+static const hf_fused_experts qwen_fused[] = {
+    {"down_proj", 1, {0, 0}},
+    {"gate_up_proj", 2, {1, 2}},
+    {NULL, 0, {0, 0}},
+};
 static const hf_experts qwen_experts = {
     "experts",
     "mlp.experts.",
@@ -92,6 +99,7 @@ static const hf_experts qwen_experts = {
     {"ffn_down_exps", "ffn_gate_exps", "ffn_up_exps"},
     (const char *const[]){"num_local_experts", "num_experts", NULL},
     "num_experts",
+    qwen_fused,
 };
 
 /* Phi-3: fused q/k/v and gate/up projections. */

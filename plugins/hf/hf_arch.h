@@ -35,6 +35,17 @@ typedef struct hf_tensor_map {
 #define HF_A_SKIP_LM_HEAD  (1u << 4) /* lm_head.weight left out (Gemma, Gemma 2) */
 #define HF_A_TRIM_VOCAB    (1u << 5) /* token_embd cut to the tokenizer's size (Gemma 3) */
 
+/* transformers 5's layout of the same experts: one 3-D tensor per layer,
+ * "model.layers.{bid}.<mid><name>" (".weight" optional) of shape [experts,
+ * rows, cols], already stacked; two projections fused in one are the
+ * halves of each expert's rows, the first projection first
+ * (Qwen2MoeModel.modify_tensors splits "gate_up_proj" so). */
+typedef struct hf_fused_experts {
+    const char *name; /* "gate_up_proj" */
+    uint8_t n;        /* projections held: 1, or 2 (halves of the rows) */
+    uint8_t proj[2];  /* which: indices of hf_experts.proj / .gguf */
+} hf_fused_experts;
+
 /* Routed experts as checkpoints hold them, one tensor per expert
  * ("model.layers.{bid}.<mid>{xid}.<proj>.weight"), stacked per layer into
  * one 3-D tensor per projection, in the converter's stacking order
@@ -46,6 +57,7 @@ typedef struct hf_experts {
     const char *gguf[3];           /* their stacks' names: "ffn_gate_exps", ... */
     const char *const *count_keys; /* config.json's expert count, NULL-terminated */
     const char *config_key;        /* the count's key in transformers' config class */
+    const hf_fused_experts *fused; /* NULL-name-terminated, or NULL: none taken */
 } hf_experts;
 
 /* Which set_gguf_parameters the family runs (hf_params.c). */

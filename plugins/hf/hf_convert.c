@@ -40,6 +40,8 @@ void hf_conv_free(hf_conv *c) {
     if (!c) return;
     amn_model_free(c->kv);
     free(c->outs);
+    free(c->outs2);
+    free(c->layer_exps);
     free(c->slots);
     free(c->stacks);
     free(c->stack_src);
@@ -219,23 +221,108 @@ static bool expert_name(const hf_experts *e, const char *name, int *b, int *x, i
     return false;
 }
 
-/* One expert's tensor: folded into its layer's stacked output
- * (LlamaModel.modify_tensors, Qwen2MoeModel.modify_tensors). */
-static int expert_source(hf_conv *c, hf_out *o, const amn_encode_source *s, amn_error *err) {
+/* "model.layers.B.<mid><fused name>[.weight]": layer, and which of the
+ * family's fused tensors (-1: none). */
+static int fused_name(const hf_experts *e, const char *name, int *b) {
+    const char *p = name;
+    if (!e->fused || !skip(&p, "model.layers.") || !number(&p, b) || !skip(&p, ".") ||
+        !skip(&p, e->mid))
+        return -1;
+    for (int f = 0; e->fused[f].name; f++) {
+        const char *q = p;
+        if (skip(&q, e->fused[f].name) && (!*q || strcmp(q, ".weight") == 0)) return f;
+    }
+    return -1;
+}
+
+static bool float_dtype(amn_dtype d) {
+    return d == AMN_DTYPE_F32 || d == AMN_DTYPE_F16 || d == AMN_DTYPE_BF16;
+}
+
+/* Layer b's projection w (0..2) written: once only, however the folder
+ * holds it (one tensor per expert, or stacked). */
+static int once(hf_conv *c, int b, unsigned w, amn_error *err) {
+    uint8_t *done = &c->layer_exps[b];
+    if (*done & (1u << w))
+        return amn_error_set(err, AMN_E_PARSE,
+                             "layer %d holds its experts' %s twice (one tensor per expert and "
+                             "stacked)",
+                             b, c->arch->experts->proj[w]);
+    *done |= (uint8_t)(1u << w);
+    return AMN_OK;
+}
+
+/* A layer's experts already stacked in one 3-D tensor [experts, rows,
+ * cols], holding one projection or two (halves of each expert's rows):
+ * an output per projection, in the table's order (gate, then up). */
+static int fused_source(hf_conv *c, size_t i, const amn_encode_source *s, int b, int f,
+                        amn_error *err) {
     const hf_experts *e = c->arch->experts;
+    const hf_fused_experts *fx = &e->fused[f];
+    if ((uint32_t)b >= c->n_layers)
+        return amn_error_set(err, AMN_E_PARSE, "tensor %s: no layer %d below %u", s->name, b,
+                             c->n_layers);
+    if (s->ndim != 3 || !float_dtype(s->dtype))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: expert tensor %s (%s, %u-D; 3-D F32, F16 or BF16 "
+                             "[experts, rows, columns] expected)",
+                             s->name, amn_dtype_name(s->dtype), s->ndim);
+    if (!c->cfg_experts || s->shape[0] != c->cfg_experts)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "config.json says %llu experts (%s) but %s stacks %llu",
+                             (unsigned long long)c->cfg_experts, c->expert_key, s->name,
+                             (unsigned long long)s->shape[0]);
+    if (s->shape[1] == 0 || s->shape[1] % fx->n != 0 || s->shape[2] == 0)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "tensor %s: %llu rows per expert do not split into %u projections",
+                             s->name, (unsigned long long)s->shape[1], fx->n);
+    for (uint32_t k = 0; k < fx->n; k++) {
+        int rc = once(c, b, fx->proj[k], err);
+        if (rc) return rc;
+        hf_out *o = k ? &c->outs2[i] : &c->outs[i];
+        memset(o, 0, sizeof *o);
+        snprintf(o->name, sizeof o->name, "blk.%d.%s.weight", b, e->gguf[fx->proj[k]]);
+        o->src = stored_dtype(c, s);
+        o->ndim = 3;
+        o->shape[0] = s->shape[0];
+        o->shape[1] = s->shape[1] / fx->n;
+        o->shape[2] = s->shape[2];
+        o->cols = o->shape[2];
+        o->rows = o->shape[0] * o->shape[1];
+        o->split_n = fx->n > 1 ? fx->n : 0;
+        o->split_i = k;
+        choose_type(o, c->outtype);
+        c->slots[i].o[c->slots[i].n++] = o;
+    }
+    return AMN_OK;
+}
+
+/* One expert's tensor: folded into its layer's stacked output
+ * (LlamaModel.modify_tensors, Qwen2MoeModel.modify_tensors); or a fused
+ * layer's (fused_source). */
+static int expert_source(hf_conv *c, size_t i, const amn_encode_source *s, amn_error *err) {
+    const hf_experts *e = c->arch->experts;
+    hf_out *o = &c->outs[i];
     int b, x, w;
+    const int f = fused_name(e, s->name, &b);
+    if (f >= 0) return fused_source(c, i, s, b, f, err);
     if (!expert_name(e, s->name, &b, &x, &w))
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: tensor %s: not one expert's %s, %s or %s weight "
-                             "(model.layers.N.%sX.%s.weight)",
-                             s->name, e->proj[0], e->proj[1], e->proj[2], e->mid, e->proj[0]);
+                             "(model.layers.N.%sX.%s.weight)%s",
+                             s->name, e->proj[0], e->proj[1], e->proj[2], e->mid, e->proj[0],
+                             e->fused ? " nor a layer's stacked ones" : "");
+    if (!c->n_experts)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "tensor %s is an expert but config.json's %s x "
+                             "num_hidden_layers does not fit the folder's tensors",
+                             s->name, e->count_keys[0]);
     if ((uint32_t)b >= c->n_layers || (uint64_t)x >= c->n_experts)
         return amn_error_set(err, AMN_E_PARSE,
                              "tensor %s: not an expert of a layer below %u and an expert below "
                              "%llu (config.json's %s)",
                              s->name, c->n_layers, (unsigned long long)c->n_experts, c->expert_key);
-    if (s->ndim != 2 ||
-        (s->dtype != AMN_DTYPE_F32 && s->dtype != AMN_DTYPE_F16 && s->dtype != AMN_DTYPE_BF16))
+    if (s->ndim != 2 || !float_dtype(s->dtype))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: expert tensor %s (%s, %u-D)",
                              s->name, amn_dtype_name(s->dtype), s->ndim);
     o->drop = true;
@@ -270,14 +357,8 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
         o->drop = true;
         return AMN_OK;
     }
-    if (c->arch->experts && strstr(s->name, c->arch->experts->detect)) {
-        if (!c->n_experts)
-            return amn_error_set(err, AMN_E_PARSE,
-                                 "tensor %s is an expert but config.json's %s x "
-                                 "num_hidden_layers does not fit the folder's tensors",
-                                 s->name, c->arch->experts->count_keys[0]);
-        return expert_source(c, o, s, err);
-    }
+    if (c->arch->experts && strstr(s->name, c->arch->experts->detect))
+        return expert_source(c, i, s, err);
     /* ModelBase.filter_tensors: a multimodal wrapper's "language_model."
      * parts dropped from the name */
     char name[512];
@@ -287,7 +368,7 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: tensor %s has no GGUF name in llama.cpp's %s mapping",
                              s->name, c->arch->gguf_arch);
-    if (s->dtype != AMN_DTYPE_F32 && s->dtype != AMN_DTYPE_F16 && s->dtype != AMN_DTYPE_BF16)
+    if (!float_dtype(s->dtype))
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "unsupported: tensor %s is %s (the converter takes F32, F16, BF16)",
                              s->name, amn_dtype_name(s->dtype));
@@ -354,7 +435,6 @@ static int stack_layer(hf_conv *c, uint32_t b, int w, const size_t *srcs, hf_out
     t->n_stack = (uint32_t)c->n_experts;
     t->stack_src = srcs;
     choose_type(t, c->outtype);
-    c->expert_params += t->shape[1] * t->shape[2];
     return AMN_OK;
 }
 
@@ -372,7 +452,8 @@ static int place_expert(hf_conv *c, size_t i, uint32_t *seen_in_layer, amn_error
     if (++seen_in_layer[b] < 3 * c->n_experts) return AMN_OK;
     for (int w = 1; w <= 3; w++) {
         hf_out *t = &c->stacks[(size_t)b * 3 + (size_t)(w - 1)];
-        int rc = stack_layer(c, b, w, srcs + (size_t)(w - 1) * c->n_experts, t, err);
+        int rc = once(c, (int)b, (unsigned)(w - 1), err);
+        if (!rc) rc = stack_layer(c, b, w, srcs + (size_t)(w - 1) * c->n_experts, t, err);
         if (rc) return rc;
         c->slots[i].o[c->slots[i].n++] = t;
     }
@@ -441,7 +522,7 @@ static int plan_order(hf_conv *c, const char *dir, const amn_encode_source *src,
         if ((rc = map_source(c, i, &src[i], p, err))) break;
         if (c->outs[i].wid)
             rc = place_expert(c, i, in_layer, err);
-        else if (!c->outs[i].drop)
+        else if (!c->outs[i].drop && !sl->n) /* (a fused source's are placed) */
             sl->o[sl->n++] = &c->outs[i];
         if (!rc && sl->n && !host && c->n_extra) { /* the first output carries them */
             host = true;
@@ -490,16 +571,19 @@ static int plan_experts(hf_conv *c, const hf_params *p, size_t n, amn_error *err
     if (ne > 4096 || p->block_count > 65536)
         return amn_error_set(err, AMN_E_LIMIT, "config.json: %u experts x %u layers", ne,
                              p->block_count);
+    c->cfg_experts = ne;
+    if (!(c->layer_exps = calloc(p->block_count ? p->block_count : 1, 1)))
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     const size_t n_stack = (size_t)p->block_count * 3, n_src = n_stack * ne;
     /* the stacks cannot hold more sources than the folder has: a config
-     * claiming more is only a key/value unless expert tensors come */
+     * claiming more is only a key/value unless expert tensors come (a
+     * fused folder's, fused_source, need no stacks) */
     if (n_src > n) return AMN_OK;
     c->n_experts = ne;
     c->stacks = calloc(n_stack ? n_stack : 1, sizeof *c->stacks);
     c->stack_src = malloc((n_src ? n_src : 1) * sizeof *c->stack_src);
     if (!c->stacks || !c->stack_src) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     for (size_t k = 0; k < n_src; k++) c->stack_src[k] = SIZE_MAX;
-    c->expert_count = ne;
     return AMN_OK;
 }
 
@@ -539,21 +623,28 @@ static int find_arch(hf_conv *c, json_object *cfg, amn_error *err) {
 /* The key/values in the order ModelBase.write() sets them. */
 static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_params *p,
                    amn_error *err) {
-    /* gguf-py's get_total_parameter_count over what is written */
-    uint64_t total = 0, shared = 0;
+    /* gguf-py's get_total_parameter_count over what is written: a tensor
+     * named "*_exps.*" of 3 or more dimensions counts one expert's share */
+    uint64_t total = 0, shared = 0, expert = 0, expert_sum = 0, n_exps = 0;
     for (size_t i = 0; i < c->n_src; i++)
         for (size_t j = 0; j < c->slots[i].n; j++) {
             const hf_out *t = c->slots[i].o[j];
             uint64_t numel = 1;
             for (uint32_t d = 0; d < t->ndim; d++) numel *= t->shape[d];
             total += numel;
-            if (!t->n_stack) shared += numel;
+            if (strstr(t->name, "_exps.") && t->ndim >= 3 && t->shape[0]) {
+                expert += numel / t->shape[0];
+                expert_sum += t->shape[0];
+                n_exps++;
+            } else {
+                shared += numel;
+            }
         }
     char label[64];
-    if (c->expert_count) {
+    if (n_exps && expert_sum / n_exps) {
         char one[48];
-        hf_meta_size_label(shared + c->expert_params, one, sizeof one);
-        snprintf(label, sizeof label, "%llux%s", (unsigned long long)c->expert_count, one);
+        hf_meta_size_label(shared + expert, one, sizeof one);
+        snprintf(label, sizeof label, "%llux%s", (unsigned long long)(expert_sum / n_exps), one);
     } else {
         hf_meta_size_label(total, label, sizeof label);
     }
@@ -629,7 +720,8 @@ int hf_conv_new(const amn_encode_options *o, const amn_encode_source *src, size_
     json_object *cfg = NULL;
     hf_params p = {0};
     rc = parse_outtype(o->target, &c->outtype, &c->outtype_auto, err);
-    if (!rc && !(c->outs = calloc(n ? n : 1, sizeof *c->outs)))
+    if (!rc && (!(c->outs = calloc(n ? n : 1, sizeof *c->outs)) ||
+                !(c->outs2 = calloc(n ? n : 1, sizeof *c->outs2))))
         rc = amn_error_set(err, AMN_E_NOMEM, "out of memory");
     if (!rc) rc = read_json(dir, "config.json", true, c->lim, &cfg, err);
     if (!rc) rc = find_arch(c, cfg, err);

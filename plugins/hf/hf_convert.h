@@ -39,6 +39,10 @@ typedef struct hf_out {
     int32_t bid, xid, wid; /* wid 1..3: the family's projection; 0: not an expert */
     uint32_t n_stack;
     const size_t *stack_src;
+    /* part split_i of split_n (> 1) a fused 3-D source holds: output row
+     * r is source row ((r / shape[1]) * split_n + split_i) * shape[1] +
+     * r % shape[1] (each expert's rows, the parts one after another) */
+    uint32_t split_n, split_i;
 } hf_out;
 
 /* What one source tensor becomes: up to 6 outputs (none when dropped). */
@@ -53,6 +57,7 @@ typedef struct hf_conv {
     hf_outtype outtype;
     bool outtype_auto; /* --outtype auto: outtype from the tensors (hf_convert.c) */
     hf_out *outs;      /* per source tensor, in the model's order */
+    hf_out *outs2;     /* per source tensor: the second part of a fused one */
     hf_slot *slots;    /* per source tensor: its outputs */
     size_t n_src;
     hf_out extra[2];     /* generated tensors (rope_freqs; Phi-3's rope factors) */
@@ -60,17 +65,18 @@ typedef struct hf_conv {
     size_t n_extra;
     bool has_attn_factor; /* Phi-3 long context: rope.scaling.attn_factor */
     float attn_factor;
-    uint64_t vocab_rows;                  /* HF_A_TRIM_VOCAB: the tokenizer's size, else 0 */
-    uint32_t n_layers;                    /* block count */
-    uint64_t n_experts;                   /* experts stacked per layer, else 0 */
-    const char *expert_key;               /* config.json's key of their count */
-    hf_out *stacks;                       /* stacked experts: 3 per layer */
-    size_t *stack_src;                    /* their sources: n_experts per stacked output */
-    uint64_t expert_count, expert_params; /* for the size label */
-    amn_model *kv;                        /* format "hf": the GGUF key/values */
-    char *order;                          /* tensor_order=NAME,... as the converter writes */
-    amn_limits lim_own;                   /* the caps of every file read (the model's) */
-    const amn_limits *lim;                /* &lim_own */
+    uint64_t vocab_rows;    /* HF_A_TRIM_VOCAB: the tokenizer's size, else 0 */
+    uint32_t n_layers;      /* block count */
+    uint64_t cfg_experts;   /* config.json's expert count, else 0 */
+    uint64_t n_experts;     /* experts stacked per layer, else 0 */
+    const char *expert_key; /* config.json's key of their count */
+    hf_out *stacks;         /* stacked experts: 3 per layer */
+    size_t *stack_src;      /* their sources: n_experts per stacked output */
+    uint8_t *layer_exps;    /* per layer: projections written (bit 0..2) */
+    amn_model *kv;          /* format "hf": the GGUF key/values */
+    char *order;            /* tensor_order=NAME,... as the converter writes */
+    amn_limits lim_own;     /* the caps of every file read (the model's) */
+    const amn_limits *lim;  /* &lim_own */
     const char *writer_opts[1];
 } hf_conv;
 

@@ -21,6 +21,22 @@ static uint64_t source_row(const hf_out *t, uint64_t r) {
     return h * 2 * half + (rem % 2) * half + rem / 2;
 }
 
+/* The source row of output row r, and into *run how many of the next
+ * rows (at most max) follow it there: one read each run. */
+static uint64_t source_run(const hf_out *t, uint64_t r, uint64_t max, uint64_t *run) {
+    if (t->split_n > 1) {
+        const uint64_t per = t->shape[1], in = r % per;
+        *run = per - in < max ? per - in : max;
+        return ((r / per) * t->split_n + t->split_i) * per + in;
+    }
+    if (t->xform == HF_X_PERMUTE_Q || t->xform == HF_X_PERMUTE_K) {
+        *run = 1;
+        return source_row(t, r);
+    }
+    *run = max;
+    return r;
+}
+
 /* x + 1 as the converter computes it: in the dtype the tensor has when
  * modify_tensors runs, i.e. F16 stays F16 (the sum rounded to F16) while
  * BF16 was already widened to F32 (prepare_tensors), so its sum is F32. */
@@ -55,7 +71,8 @@ static void q8_0_row(const float *x, uint64_t n, uint8_t *dst) {
 }
 
 /* Rows [r0, r0 + n) of t as F32 into tmp: generated values, rows of stacked
- * experts, permuted rows, or one contiguous span. */
+ * experts, or the source's rows (permuted, a part of a fused tensor, or
+ * one contiguous span). */
 static int read_rows(const hf_out *t, uint64_t r0, uint64_t n, const amn_values *v, float *tmp,
                      amn_error *err) {
     const uint64_t cols = t->cols;
@@ -80,18 +97,17 @@ static int read_rows(const hf_out *t, uint64_t r0, uint64_t n, const amn_values 
         }
         return rc;
     }
-    if (t->xform == HF_X_PERMUTE_Q || t->xform == HF_X_PERMUTE_K) {
-        int rc = AMN_OK;
-        for (uint64_t r = 0; !rc && r < n; r++)
-            rc = v->read(v->ctx, source_row(t, r0 + r) * cols, cols, tmp + r * cols, err);
-        return rc;
+    int rc = AMN_OK;
+    for (uint64_t r = 0, k; !rc && r < n; r += k) {
+        const uint64_t s = source_run(t, r0 + r, n - r, &k);
+        rc = v->read(v->ctx, s * cols, k * cols, tmp + r * cols, err);
     }
-    return v->read(v->ctx, r0 * cols, n * cols, tmp, err);
+    return rc;
 }
 
 /* Whether t's rows can be read straight into the output type (the core's
  * amn_values.read_as, ABI 2.6): a stored F16 or BF16 tensor, rows taken as
- * they are or permuted, into another float type. The bytes are those of
+ * they are, permuted or a fused tensor's part, into another float type. The bytes are those of
  * the F32 route below (the widening is exact, the rounding the same); one
  * pass skips the F32 tile, a third of the conversion's time. */
 static bool direct(const hf_out *t, const amn_values *v) {
@@ -108,11 +124,11 @@ static bool direct(const hf_out *t, const amn_values *v) {
 static int fill_direct(const hf_out *t, uint64_t r0, uint64_t n, const amn_values *v, uint8_t *dst,
                        amn_error *err) {
     const uint64_t cols = t->cols, row_bytes = hf_unit_bytes(t);
-    if (t->xform == HF_X_NONE) return v->read_as(v->ctx, r0 * cols, n * cols, t->dtype, dst, err);
     int rc = AMN_OK;
-    for (uint64_t r = 0; !rc && r < n; r++)
-        rc = v->read_as(v->ctx, source_row(t, r0 + r) * cols, cols, t->dtype, dst + r * row_bytes,
-                        err);
+    for (uint64_t r = 0, k; !rc && r < n; r += k) {
+        const uint64_t s = source_run(t, r0 + r, n - r, &k);
+        rc = v->read_as(v->ctx, s * cols, k * cols, t->dtype, dst + r * row_bytes, err);
+    }
     return rc;
 }
 

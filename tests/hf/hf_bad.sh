@@ -145,8 +145,13 @@ moe_dir() {
   echo "$d"
 }
 e0=model.layers.0.mlp.experts
-d=$(moe_dir moe-fused "t['$e0.gate_up_proj'] = t.pop('$e0.0.gate_proj.weight')")
-refused moe-fused "$d" 3 "$e0.gate_up_proj: not one expert's down_proj, gate_proj or up_proj"
+d=$(moe_dir moe-fused-2d "t['$e0.gate_up_proj'] = t.pop('$e0.0.gate_proj.weight')")
+refused moe-fused-2d "$d" 3 "expert tensor $e0.gate_up_proj (BF16, 2-D; 3-D"
+d=$(moe_dir moe-stacked-up "t['$e0.up_proj'] = t.pop('$e0.0.up_proj.weight')")
+refused moe-stacked-up "$d" 3 "$e0.up_proj: not one expert's down_proj, gate_proj or up_proj"
+# a layer's experts both one per tensor and stacked (transformers 5's layout)
+d=$(moe_dir moe-both "dt, sh, b = t['$e0.0.down_proj.weight']; t['$e0.down_proj'] = [dt, [4] + sh, b * 4]")
+refused moe-both "$d" 1 "layer 0 holds its experts' down_proj twice"
 d=$(moe_dir moe-zero "t['$e0.00.up_proj.weight'] = t.pop('$e0.0.up_proj.weight')")
 refused moe-zero "$d" 3 "$e0.00.up_proj.weight"
 d=$(moe_dir moe-missing "del t['$e0.3.down_proj.weight']")
@@ -158,6 +163,31 @@ c = json.load(open(sys.argv[1])); c["num_experts"] = 3
 json.dump(c, open(sys.argv[1], "w"))
 PY
 refused moe-count "$d" 1 "below 3 (config.json's num_experts)"
+
+# transformers 5's stacked experts: a count config.json does not say,
+# rows that do not halve into gate and up; ".weight" or not, the same file.
+fused=$src/fixtures/hf/Qwen3-MoE-Tiny-Fused
+fused_dir() { # (named as the original: the folder's name is the model's)
+  local d=$work/$1/${fused##*/}
+  mkdir "$work/$1" && cp -r "$fused" "$d"
+  $py "$src/tests/hf/hf_st_edit.py" "$d" "$2"
+  echo "$d"
+}
+d=$(fused_dir fused-count 'pass')
+$py - "$d/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["num_experts"] = 5
+json.dump(c, open(sys.argv[1], "w"))
+PY
+refused fused-count "$d" 1 "config.json says 5 experts (num_experts) but $e0.down_proj stacks 4"
+d=$(fused_dir fused-odd "k = '$e0.gate_up_proj'
+if k in t: dt, sh, b = t[k]; t[k] = [dt, [sh[0], sh[1] - 1, sh[2]], b[:sh[0] * (sh[1] - 1) * sh[2] * 2]]")
+refused fused-odd "$d" 1 "$e0.gate_up_proj: 63 rows per expert do not split into 2 projections"
+d=$(fused_dir fused-suffix "for k in [k for k in list(t) if k.endswith('_proj')]: t[k + '.weight'] = t.pop(k)")
+"$amn" convert "$fused" --to gguf -o "$work/fused-plain.gguf" --quiet &&
+  "$amn" convert "$d" --to gguf -o "$work/fused-suffix.gguf" --quiet &&
+  cmp -s "$work/fused-plain.gguf" "$work/fused-suffix.gguf" && pass ||
+  fail "stacked experts named .weight convert otherwise"
 
 # Quantized folders are no longer refused: they are dequantized on the way
 # (hf_onepass.sh compares them with their dequantized copies).

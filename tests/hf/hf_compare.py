@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Compare a Hugging Face folder written from a GGUF with the folder the
 GGUF was made from: every tensor's values (the original's upcast to F32,
-the written F32 folder's as they are) byte for byte, and config.json's
+the written F32 folder's as they are; experts stacked in the original are
+compared one by one) byte for byte, and config.json's
 fields. With --same-dtype the written tensors must have the original's
 dtype and bytes (a BF16 / F16 GGUF of the same dtype). Usage: hf_compare.py
 [--same-dtype] ORIGINAL_DIR WRITTEN_DIR. Exit 0 when equal."""
 import json
 import os
+import re
 import struct
 import sys
 
@@ -35,11 +37,27 @@ def tensors(folder):
     return out
 
 
+def unstack(t):
+    """transformers 5's stacked experts (experts.gate_up_proj [experts, 2 x
+    ff, hidden], gate rows first, and experts.down_proj) as one tensor per
+    expert, the layout the written folder has."""
+    for name in [n for n in t if re.search(r"\.experts\.(gate_up|down)_proj(\.weight)?$", n)]:
+        a = t.pop(name)
+        base = re.sub(r"(gate_up|down)_proj(\.weight)?$", "", name)
+        for x in range(a.shape[0]):
+            if "gate_up" in name:
+                gate, up = a[x].chunk(2, dim=0)
+                t[f"{base}{x}.gate_proj.weight"], t[f"{base}{x}.up_proj.weight"] = gate, up
+            else:
+                t[f"{base}{x}.down_proj.weight"] = a[x]
+    return t
+
+
 def main():
     args = sys.argv[1:]
     same = args[0] == "--same-dtype"
     orig_dir, new_dir = args[1:3] if same else args[0:2]
-    orig, new = tensors(orig_dir), tensors(new_dir)
+    orig, new = unstack(tensors(orig_dir)), tensors(new_dir)
     cfg_o = json.load(open(os.path.join(orig_dir, "config.json")))
     cfg_n = json.load(open(os.path.join(new_dir, "config.json")))
     bad = 0
