@@ -69,7 +69,7 @@ static int folder_to_gguf(const amn_ctx *ctx, const cli_args *a) {
         if (!cli_is_encode_target(ctx, "hf-f16")) return -1; /* no amn-hf: as before */
         fprintf(stderr,
                 "amn %s: --out-dtype %s: a model folder converts to GGUF as f32, f16, "
-                "bf16, q8_0 or auto\n",
+                "bf16, q8_0, tq1_0, tq2_0 or auto\n",
                 a->command, dt);
         return EXIT_USAGE;
     }

@@ -13,6 +13,7 @@
 
 #include "amn/byteorder.h"
 #include "amn/error.h"
+#include "amn/kit/ternary.h"
 #include "gguf_dequant.h"
 #include "gguf_kernels.h"
 #include "gguf_quant.h"
@@ -287,44 +288,21 @@ static void q_mxfp4_avx2(const float *restrict x, uint8_t *restrict y) {
 
 /* ---- ternary: TQ1_0 (base-3 digits, 5 per byte) and TQ2_0 (2 bits) ------ */
 
-/* The block's codes -1, 0, 1 as 0, 1, 2: ggml's lroundf(x * id) + 1. Only
- * the low byte of an out-of-range one (a NaN's, an infinity's) is kept: the
- * bytes below are built in uint8_t arithmetic, as ggml's are. */
-static void trits(const float *x, float id, int8_t *t) {
-    for (int i = 0; i < 256; i++) t[i] = (int8_t)((int)lroundf(x[i] * id) + 1);
-}
-
-/* n codes at stride `stride` as base-3 digits, first most significant,
- * scaled to a byte by ceiling division (ggml's q * 256 / 243 rounded up). */
-static uint8_t trits_byte(const int8_t *t, size_t stride, int n, int shift_one) {
-    uint8_t q = 0;
-    for (int k = 0; k < n; k++) q = (uint8_t)(q * 3 + t[k * stride]);
-    if (shift_one) q = (uint8_t)(q * 3);
-    return (uint8_t)(((uint16_t)q * 256 + 242) / 243);
-}
-
+/* The packings are the kit's (amn-hf's --outtype tq1_0 / tq2_0 writes the
+ * same blocks); d follows the codes, as ggml rounds it to F16. */
 static void tq1_0_pack(const int8_t *t, float d, uint8_t *y) {
-    for (int m = 0; m < 32; m++) y[m] = trits_byte(t + m, 32, 5, 0);
-    t += 160;
-    for (int m = 0; m < 16; m++) y[32 + m] = trits_byte(t + m, 16, 5, 0);
-    t += 80;
-    for (int j = 0; j < 4; j++) y[48 + j] = trits_byte(t + j, 4, 4, 1);
-    gq_put_f16(y + 52, d);
+    kit_tq1_0_pack(t, y);
+    gq_put_f16(y + KIT_TQ1_0_CODES, d);
 }
 
 static void tq2_0_pack(const int8_t *t, float d, uint8_t *y) {
-    for (int j = 0; j < 64; j += 32, t += 128)
-        for (int m = 0; m < 32; m++) {
-            uint8_t q = 0;
-            for (int n = 0; n < 4; n++) q = (uint8_t)(q + ((t[m + n * 32] & 3) << 2 * n));
-            y[j + m] = q;
-        }
-    gq_put_f16(y + 64, d);
+    kit_tq2_0_pack(t, y);
+    gq_put_f16(y + KIT_TQ2_0_CODES, d);
 }
 
 static float ternary_codes(const float *x, int8_t *t) {
     const float d = abs_max(x, 256);
-    trits(x, d != 0.0f ? 1.0f / d : 0.0f, t);
+    kit_tq_codes(x, d != 0.0f ? 1.0f / d : 0.0f, t);
     return d;
 }
 

@@ -31,6 +31,10 @@ static uint32_t ftype_of(hf_outtype t) {
         return 1;
     case HF_OUT_Q8_0:
         return 7;
+    case HF_OUT_TQ1_0:
+        return 36;
+    case HF_OUT_TQ2_0:
+        return 37;
     default:
         return 32;
     }
@@ -85,23 +89,37 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 /* prepare_tensors' choice of type: F32 for 1-D tensors, norms, routers
- * and non-weights; else the outtype, Q8_0 falling back to F16 when rows do
- * not split into blocks of 32. */
+ * and non-weights; F16 for the embeddings and the output under the
+ * ternary types; else the outtype, a block type falling back to F16 when
+ * rows do not split into its blocks (gguf-py's QuantError). */
 static void choose_type(hf_out *o, hf_outtype t) {
+    static const struct {
+        hf_outtype t;
+        uint32_t block, values, bytes;
+    } blocks[] = {{HF_OUT_Q8_0, HF_Q8_0, 32, 34},
+                  {HF_OUT_TQ1_0, HF_TQ1_0, 256, 54},
+                  {HF_OUT_TQ2_0, HF_TQ2_0, 256, 66}};
     const bool f32 = o->ndim <= 1 || ends_with(o->name, "_norm.weight") ||
                      strstr(o->name, ".ffn_gate_inp.weight") ||
                      strstr(o->name, ".ffn_gate_inp_shexp.weight") ||
                      !ends_with(o->name, ".weight");
+    const bool ternary = t == HF_OUT_TQ1_0 || t == HF_OUT_TQ2_0;
+    if (ternary &&
+        (strcmp(o->name, "token_embd.weight") == 0 || strcmp(o->name, "output.weight") == 0))
+        t = HF_OUT_F16; /* "TODO: use Q4_K and Q6_K" there */
     uint64_t numel = 1;
     for (uint32_t d = 0; d < o->ndim; d++) numel *= o->shape[d];
+    for (size_t k = 0; !f32 && k < sizeof blocks / sizeof *blocks; k++)
+        if (t == blocks[k].t && o->shape[o->ndim - 1] % blocks[k].values == 0) {
+            o->dtype = AMN_DTYPE_BLOCK;
+            o->block = blocks[k].block;
+            o->nbytes = numel / blocks[k].values * blocks[k].bytes;
+            return;
+        }
     if (f32 || t == HF_OUT_F32) {
         o->dtype = AMN_DTYPE_F32;
     } else if (t == HF_OUT_BF16) {
         o->dtype = AMN_DTYPE_BF16;
-    } else if (t == HF_OUT_Q8_0 && o->shape[o->ndim - 1] % 32 == 0) {
-        o->dtype = AMN_DTYPE_BLOCK;
-        o->nbytes = numel / 32 * 34;
-        return;
     } else {
         o->dtype = AMN_DTYPE_F16;
     }
@@ -591,10 +609,8 @@ static int parse_outtype(const char *target, hf_outtype *t, bool *guess, amn_err
     static const struct {
         const char *name;
         hf_outtype t;
-    } types[] = {{"hf-f32", HF_OUT_F32},
-                 {"hf-f16", HF_OUT_F16},
-                 {"hf-bf16", HF_OUT_BF16},
-                 {"hf-q8_0", HF_OUT_Q8_0}};
+    } types[] = {{"hf-f32", HF_OUT_F32},   {"hf-f16", HF_OUT_F16},     {"hf-bf16", HF_OUT_BF16},
+                 {"hf-q8_0", HF_OUT_Q8_0}, {"hf-tq1_0", HF_OUT_TQ1_0}, {"hf-tq2_0", HF_OUT_TQ2_0}};
     *guess = strcmp(target, "hf-auto") == 0;
     if (*guess) return AMN_OK;
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)

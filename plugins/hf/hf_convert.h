@@ -16,15 +16,26 @@
 #include "hf_arch.h"
 
 /* --outtype */
-typedef enum hf_outtype { HF_OUT_F32, HF_OUT_F16, HF_OUT_BF16, HF_OUT_Q8_0 } hf_outtype;
+typedef enum hf_outtype {
+    HF_OUT_F32,
+    HF_OUT_F16,
+    HF_OUT_BF16,
+    HF_OUT_Q8_0,
+    HF_OUT_TQ1_0,
+    HF_OUT_TQ2_0
+} hf_outtype;
 
 #define HF_NAME_MAX 128
-#define HF_Q8_0     8u /* ggml's GGML_TYPE_Q8_0 */
+/* ggml's block types the converter writes (GGML_TYPE_*) */
+#define HF_Q8_0  8u
+#define HF_TQ1_0 34u
+#define HF_TQ2_0 35u
 
 /* One output tensor. */
 typedef struct hf_out {
     char name[HF_NAME_MAX];
-    amn_dtype dtype; /* F32, F16, BF16, or BLOCK (Q8_0) */
+    amn_dtype dtype; /* F32, F16, BF16, or BLOCK (Q8_0, TQ1_0, TQ2_0) */
+    uint32_t block;  /* BLOCK: which (HF_Q8_0, ...) */
     amn_dtype src;   /* the source's dtype (the +1 of Gemma's norms depends on it) */
     uint8_t xform;   /* HF_X_* */
     uint32_t n_head; /* rows are permuted in n_head groups (HF_X_PERMUTE_*) */

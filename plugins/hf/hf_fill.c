@@ -1,7 +1,8 @@
 /* Writing one output's rows (hf_convert.h): read the source rows as F32
  * (permuted for llama's q / k), apply the family's transform, store as the
- * output type: F32, F16 or BF16 rounded to nearest even, or Q8_0 as
- * gguf-py's quants.py (and ggml's reference quantize_row_q8_0) makes it. */
+ * output type: F32, F16 or BF16 rounded to nearest even, or Q8_0, TQ1_0,
+ * TQ2_0 as gguf-py's quants.py (and ggml's reference quantize_row_*)
+ * makes them. */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include "amn/byteorder.h"
 #include "amn/dtype.h"
+#include "amn/kit/ternary.h"
 #include "hf_convert.h"
 
 /* The source row of output row r (LlamaModel.permute: the halves of each
@@ -58,16 +60,57 @@ static float roundf_np(float v) {
     return v < 0 ? -b : (v > 0 ? b : 0.0f * b);
 }
 
+/* abs(x).max() as numpy computes it: NaN where any value is NaN. */
+static float np_absmax(const float *x, int n) {
+    float amax = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (isnan(x[j])) return x[j];
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
+    }
+    return amax;
+}
+
+/* A float cast to int8 as numpy casts it on x86-64: the low byte of its
+ * truncation to int32 (cvttss2si), 0 for NaN and what lies out of range. */
+static uint8_t np_int8(float f) {
+    if (!(f >= -2147483648.0f && f < 2147483648.0f)) return 0;
+    return (uint8_t)(int32_t)f;
+}
+
+/* gguf-py's Q8_0.quantize_blocks. */
 static void q8_0_row(const float *x, uint64_t n, uint8_t *dst) {
     for (uint64_t b = 0; b < n / 32; b++, x += 32, dst += 34) {
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
-        const float d = amax / 127.0f;
+        const float d = np_absmax(x, 32) / 127.0f;
         const float id = d == 0.0f ? 0.0f : 1.0f / d;
         amn_store_le16(dst, amn_f32_to_f16(d)); /* GGUF blocks are little-endian */
-        for (int j = 0; j < 32; j++) dst[2 + j] = (uint8_t)(int8_t)roundf_np(x[j] * id);
+        for (int j = 0; j < 32; j++) dst[2 + j] = np_int8(roundf_np(x[j] * id));
     }
+}
+
+/* gguf-py's TQ1_0 / TQ2_0.quantize_blocks: d the largest magnitude, codes
+ * np_roundf(x / d) + 1 (every |x / d| is at most 1, where that is the
+ * kit's lroundf; a NaN block's codes are 1 either way), ggml's packing. */
+static void tq_row(const float *x, uint64_t n, uint32_t type, uint8_t *dst) {
+    const bool one = type == HF_TQ1_0;
+    const size_t codes = one ? KIT_TQ1_0_CODES : KIT_TQ2_0_CODES;
+    const size_t bytes = one ? KIT_TQ1_0_BYTES : KIT_TQ2_0_BYTES;
+    int8_t t[KIT_TQ_BLOCK];
+    for (uint64_t b = 0; b < n / KIT_TQ_BLOCK; b++, x += KIT_TQ_BLOCK, dst += bytes) {
+        const float d = np_absmax(x, KIT_TQ_BLOCK);
+        kit_tq_codes(x, d == 0.0f ? 0.0f : 1.0f / d, t);
+        if (one)
+            kit_tq1_0_pack(t, dst);
+        else
+            kit_tq2_0_pack(t, dst);
+        amn_store_le16(dst + codes, amn_f32_to_f16(d));
+    }
+}
+
+static void block_row(const hf_out *t, const float *x, uint8_t *dst) {
+    if (t->block == HF_Q8_0)
+        q8_0_row(x, t->cols, dst);
+    else
+        tq_row(x, t->cols, t->block, dst);
 }
 
 /* Rows [r0, r0 + n) of t as F32 into tmp: generated values, rows of stacked
@@ -155,7 +198,7 @@ int hf_fill(const hf_out *t, uint64_t unit0, uint64_t n, const amn_values *v, vo
         if (!rc && t->xform == HF_X_PLUS1) plus_one(tmp, k * cols, t->src);
         if (rc) break;
         if (t->dtype == AMN_DTYPE_BLOCK) {
-            for (uint64_t i = 0; i < k; i++) q8_0_row(tmp + i * cols, cols, out + i * row_bytes);
+            for (uint64_t i = 0; i < k; i++) block_row(t, tmp + i * cols, out + i * row_bytes);
         } else if (amn_store_f32(tmp, t->dtype, out, (size_t)(k * cols))) {
             rc = amn_error_set(err, AMN_E_INVALID, "%s: cannot store as %s", t->name,
                                amn_dtype_name(t->dtype));

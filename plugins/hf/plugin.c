@@ -2,7 +2,8 @@
  * convert_hf_to_gguf.py writes, byte for byte.
  *
  * It registers a scheme "hf" that claims nothing and encodes: its targets
- * hf-f32, hf-f16, hf-bf16, hf-q8_0 and hf-auto are the converter's --outtype values
+ * hf-f32, hf-f16, hf-bf16, hf-q8_0, hf-tq1_0, hf-tq2_0 and hf-auto are the
+ * converter's --outtype values
  * (`amn convert DIR --to gguf --out-dtype T` picks them). begin() plans
  * the whole conversion from the folder (config.json, the shards' tensor
  * lists) before any output exists; each source tensor becomes one output
@@ -43,8 +44,11 @@ static void set_out(amn_encode_out *e, const hf_out *t) {
     memcpy(e->shape, t->shape, sizeof e->shape);
     e->nbytes = t->nbytes;
     e->unit_bytes = hf_unit_bytes(t);
-    e->encoding = t->dtype == AMN_DTYPE_BLOCK ? HF_Q8_0 : 0;
-    e->encoding_name = t->dtype == AMN_DTYPE_BLOCK ? "Q8_0" : NULL;
+    e->encoding = t->dtype == AMN_DTYPE_BLOCK ? t->block : 0;
+    e->encoding_name = t->dtype != AMN_DTYPE_BLOCK ? NULL
+                       : t->block == HF_TQ1_0      ? "TQ1_0"
+                       : t->block == HF_TQ2_0      ? "TQ2_0"
+                                                   : "Q8_0";
 }
 
 /* The tensor state is the source's slot: its outputs, in order. */
@@ -93,7 +97,8 @@ static int metadata(void *ms, const amn_model **kvs, amn_error *err) {
     return AMN_OK;
 }
 
-static const char *const targets[] = {"hf-f32", "hf-f16", "hf-bf16", "hf-q8_0", "hf-auto", NULL};
+static const char *const targets[] = {"hf-f32",   "hf-f16",   "hf-bf16", "hf-q8_0",
+                                      "hf-tq1_0", "hf-tq2_0", "hf-auto", NULL};
 
 static const amn_encoder hf_encoder = {
     .struct_size = sizeof(amn_encoder),

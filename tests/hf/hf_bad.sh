@@ -78,7 +78,7 @@ rc=$?
 [ $rc -ne 0 ] && pass || fail "notjson: accepted"
 [ ! -e "$work/notjson.gguf" ] && pass || fail "notjson: output left behind"
 
-refused outtype "$base" 2 "f32, f16, bf16, q8_0 or auto" --out-dtype q4_0
+refused outtype "$base" 2 "f32, f16, bf16, q8_0, tq1_0, tq2_0 or auto" --out-dtype q4_0
 
 # Mixtral whose config claims more experts than its tensors hold, or fewer.
 mix=$src/fixtures/hf/Mixtral-Tiny-4x1K
