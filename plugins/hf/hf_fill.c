@@ -60,11 +60,12 @@ static float roundf_np(float v) {
     return v < 0 ? -b : (v > 0 ? b : 0.0f * b);
 }
 
-/* abs(x).max() as numpy computes it: NaN where any value is NaN. */
+/* abs(x).max() as numpy computes it: where any value is NaN, its default
+ * NaN (0x7FC00000, whatever the NaNs' signs and payloads). */
 static float np_absmax(const float *x, int n) {
     float amax = 0.0f;
     for (int j = 0; j < n; j++) {
-        if (isnan(x[j])) return x[j];
+        if (isnan(x[j])) return amn_bits_f32(0x7FC00000u);
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
     }
     return amax;
