@@ -70,6 +70,7 @@ run() {
   : >"$work/$label.rounds"
   for ((i = 1; i <= rounds; i++)); do
     $prep
+    sync # (untimed) no round pays for the writeback of an earlier one's output
     local cmd=("$@")
     [ "$(type -t "$1")" = function ] && cmd=(bash -c '"$@"' _ "$@") # time sees a program
     /usr/bin/time -o "$work/$label.time" -f "%e %U %S %M" "${cmd[@]}" >/dev/null 2>"$work/$label.err" ||
