@@ -27,6 +27,7 @@
 #include "gguf_quant.h"
 #include "gguf_quant_model.h"
 #include "gguf_types.h"
+#include "gguf_validate.h"
 
 /* llama-quantize's QUANT_OPTIONS names (matched case-insensitively by the
  * core). The importance-matrix types are listed so that asking for one gets
@@ -623,7 +624,9 @@ static int enc_tensor_plan(void *state, size_t i, amn_encode_out *outs, size_t *
     }
     const amn_tensor *t = mm->gguf_input ? amn_model_tensor(mm->m, mm->tensor_of[i]) : NULL;
     uint32_t type, own;
-    if (!source_type(mm, i, strcmp(name, s->name) != 0, &type, &own)) return AMN_OK;
+    if (!source_type(mm, i, strcmp(name, s->name) != 0, &type, &own))
+        /* written as stored; llama-quantize checks it as it loads it */
+        return t && !mm->q.dry_run ? gguf_check_tensor(t, err) : AMN_OK;
     const gguf_type_traits *tr = gguf_type_traits_get(type);
     if (!tr || s->ndim == 0)
         return amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot write GGUF type %u",
@@ -687,6 +690,34 @@ static int add_error(const enc_tensor *et, const float *x, const uint8_t *q, uin
     return AMN_OK;
 }
 
+/* Bytes just written for et, checked as llama-quantize checks what it
+ * quantized ("quantized data validation failed"): a block's scale that
+ * overflowed F16 (values beyond what the type holds), a value beyond F16.
+ * first: the index of their first element in the tensor. */
+static int check_written(const enc_tensor *et, const uint8_t *q, uint64_t nbytes, uint64_t first,
+                         amn_error *err) {
+    const gguf_type_traits *tr = gguf_type_traits_get(et->type);
+    uint64_t at;
+    const char *what;
+    if (gguf_valid_bytes(et->type, q, nbytes, &at, &what)) return AMN_OK;
+    return amn_error_set(err, AMN_E_PARSE,
+                         "tensor %s quantized to %s holds %s (value %llu): llama-quantize "
+                         "refuses it (quantized data validation failed); its values exceed "
+                         "what %s holds",
+                         et->name, tr->name, what,
+                         (unsigned long long)(first + at * tr->block_elems), tr->name);
+}
+
+/* Values just read for et, checked as llama-quantize checks what it loads. */
+static int check_read(const enc_tensor *et, const float *x, uint64_t n, uint64_t first,
+                      amn_error *err) {
+    uint64_t at;
+    const char *what;
+    return gguf_valid_floats(x, n, &at, &what)
+               ? AMN_OK
+               : gguf_invalid_input(et->name, what, first + at, err);
+}
+
 /* Values read from the core per call: whole rows when they are short, as
  * many as make GGUF_QREAD, so that the checks of each read (the input's
  * size, against a file cut short underneath) are paid per 256 KiB of values,
@@ -712,12 +743,15 @@ static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t r
     for (uint64_t c = 0; !rc && c < total; c += GGUF_QREAD) {
         const uint64_t k = total - c < GGUF_QREAD ? total - c : GGUF_QREAD;
         rc = v->read(v->ctx, base + c, k, x, err);
+        if (!rc) rc = check_read(et, x, k, base + c, err);
         if (rc) break;
+        const uint64_t bytes = k / tr->block_elems * tr->block_bytes;
         if (gguf_quantize_simd(et->type, x, k, dst, level))
             rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s", et->name,
                                tr->name);
+        if (!rc) rc = check_written(et, dst, bytes, base + c, err);
         if (!rc && abs_err) rc = add_error(et, x, dst, k, y, &sum, err);
-        dst += k / tr->block_elems * tr->block_bytes;
+        dst += bytes;
     }
     free(x);
     if (abs_err) *abs_err += sum;
@@ -742,6 +776,7 @@ static int quantize_values_w(const enc_tensor *et, const amn_values *v, uint64_t
     for (uint64_t r = 0; !rc && r < n; r += per) {
         const uint64_t m = n - r < per ? n - r : per;
         rc = v->read(v->ctx, (row0 + r) * et->ne0, m * et->ne0, x, err);
+        if (!rc) rc = check_read(et, x, m * et->ne0, (row0 + r) * et->ne0, err);
         for (uint64_t i = 0; !rc && i < m; i++, dst += et->row_bytes) {
             const uint64_t row = row0 + r + i;
             const float *xr = x + i * et->ne0;
@@ -749,6 +784,7 @@ static int quantize_values_w(const enc_tensor *et, const amn_values *v, uint64_t
             if (gguf_quantize_rows(et->type, xr, 1, (int64_t)et->ne0, w, dst, level))
                 rc = amn_error_set(err, AMN_E_UNSUPPORTED, "tensor %s: cannot quantize to %s",
                                    et->name, tr->name);
+            if (!rc) rc = check_written(et, dst, et->row_bytes, row * et->ne0, err);
             if (!rc && abs_err) rc = add_error(et, xr, dst, et->ne0, y, &sum, err);
         }
     }
@@ -798,6 +834,7 @@ static int enc_fill(const void *tstate, size_t out, uint64_t row0, uint64_t n, c
                    ? quantize_values_w(et, v, row0, n, dst, abs_err, err)
                    : quantize_values(et, v, row0, n, dst, abs_err, err);
     int rc = gguf_quantize_tensor_rows_w(et->t, et->type, row0, n, et->qw, dst, err);
+    if (!rc) rc = check_written(et, dst, n * et->row_bytes, row0 * et->ne0, err);
     if (!rc && abs_err) rc = abs_error(et, v, row0, n, dst, abs_err, err);
     return rc;
 }

@@ -386,7 +386,10 @@ int gguf_qopts_enc_param(gguf_qopts_enc *q, size_t i, const char *p, bool *taken
     if (key_is(p, "tensor_type_file", &v)) return add_file(q, i, v, err);
     if (key_is(p, "include_weights", &v)) return push_copy(&q->include, &q->n_include, v, err);
     if (key_is(p, "exclude_weights", &v)) return push_copy(&q->exclude, &q->n_exclude, v, err);
-    if (key_is(p, "dry_run", &v)) return AMN_OK;
+    if (key_is(p, "dry_run", &v)) {
+        q->dry_run = true;
+        return AMN_OK;
+    }
     *taken = false;
     return AMN_OK;
 }

@@ -76,6 +76,7 @@ typedef struct gguf_qopts_enc {
     gguf_qopts_file *files;
     size_t n_files;
     size_t n_file_words, file_bytes; /* totals over files, for the caller's overrides */
+    bool dry_run;                    /* --dry-run: no tensor's data is read */
 } gguf_qopts_enc;
 
 /* Take parameter number i, p, when it is one of the keys above: *taken

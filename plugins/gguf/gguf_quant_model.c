@@ -11,6 +11,7 @@
 #include "gguf_quant.h"
 #include "gguf_quant_model.h"
 #include "gguf_types.h"
+#include "gguf_validate.h"
 
 /* ---- metadata ------------------------------------------------------------- */
 
@@ -167,11 +168,24 @@ static int read_le_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_
                        amn_error *err);
 
 /* ... as host floats: tensors and kernels give little-endian bytes. */
+/* Values [e, e + n) of t as host floats, each finite (llama-quantize's
+ * check of what it loads). */
 static int read_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_t n, float *y,
                     amn_error *err) {
     const int rc = read_le_f32(t, src_type, e, n, y, err);
-    if (!rc) amn_le_to_host_n(y, 4, n);
-    return rc;
+    if (rc) return rc;
+    amn_le_to_host_n(y, 4, n);
+    uint64_t at;
+    const char *what;
+    return gguf_valid_floats(y, n, &at, &what) ? AMN_OK
+                                               : gguf_invalid_input(t->name, what, e + at, err);
+}
+
+int gguf_invalid_input(const char *name, const char *what, uint64_t at, amn_error *err) {
+    return amn_error_set(err, AMN_E_PARSE,
+                         "tensor %s holds %s (value %llu): llama-quantize refuses such a file "
+                         "(ggml_validate_row_data)",
+                         name, what, (unsigned long long)at);
 }
 
 static int read_le_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_t n, float *y,
@@ -185,7 +199,7 @@ static int read_le_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_
          * as the widening. */
         const uint8_t *src = NULL;
         uint16_t raw[GGUF_QCHUNK];
-        if (t->data && (!(t->flags & AMN_TENSOR_STRIDED) || amn_tensor_is_plain(t)) &&
+        if (t->data && amn_tensor_is_plain(t) && /* (a big-endian file's bytes are not) */
             e <= t->nbytes / es && n <= t->nbytes / es - e) {
             src = (const uint8_t *)t->data + e * es;
         } else {
@@ -228,6 +242,31 @@ static int copy_rows(const amn_tensor *t, const gguf_type_traits *tr, uint64_t e
     /* Written little-endian, as every block the core streams. */
     if (t->flags & AMN_TENSOR_BIG_ENDIAN) gguf_endian_swap_blocks(tr->id, dst, (size_t)len);
     return AMN_OK;
+}
+
+/* copy_rows, and the check llama-quantize makes of what it copies. */
+static int copy_checked(const amn_tensor *t, const gguf_type_traits *tr, uint64_t e0, uint64_t n,
+                        void *dst, amn_error *err) {
+    int rc = copy_rows(t, tr, e0, n, dst, err); /* little-endian bytes, whatever the file's */
+    uint64_t len = 0, at;
+    const char *what;
+    if (!rc && gguf_type_nbytes(tr, n, &len) && !gguf_valid_bytes(tr->id, dst, len, &at, &what))
+        rc = gguf_invalid_input(t->name, what, (e0 / tr->block_elems + at) * tr->block_elems, err);
+    return rc;
+}
+
+int gguf_check_tensor(const amn_tensor *t, amn_error *err) {
+    const uint32_t type = ggml_type_of(t);
+    const gguf_type_traits *tr = gguf_type_traits_get(type);
+    uint64_t numel;
+    if (!tr || !gguf_type_can_dequantize(tr) || !amn_tensor_numel(t, &numel)) return AMN_OK;
+    if (t->flags & AMN_TENSOR_BIG_ENDIAN && !gguf_endian_defined(type)) return AMN_OK;
+    float y[GGUF_QCHUNK];
+    int rc = AMN_OK;
+    for (uint64_t c = 0; !rc && c < numel; c += GGUF_QCHUNK)
+        rc = read_f32(t, type, c, (size_t)(numel - c < GGUF_QCHUNK ? numel - c : GGUF_QCHUNK), y,
+                      err);
+    return rc;
 }
 
 /* Rows with weights (or of a row-level type): each row read whole, then
@@ -293,7 +332,7 @@ int gguf_quantize_tensor_rows_w(const amn_tensor *t, uint32_t dst_type, uint64_t
                              (unsigned long long)ne0, out->name);
     e0 = row0 * ne0;
     n = nrows * ne0;
-    if (dst_type == src_type) return copy_rows(t, src, e0, n, dst, err);
+    if (dst_type == src_type) return copy_checked(t, src, e0, n, dst, err);
     if (qw && t->ndim == 4 && t->shape[0] > 1)
         return amn_error_set(err, AMN_E_UNSUPPORTED,
                              "tensor %s: importance-matrix weights for a 4-D tensor", t->name);

@@ -47,6 +47,10 @@ bool gguf_quant_row_bytes(uint32_t type, uint64_t ne0, uint64_t *out);
 int gguf_quantize_tensor_rows(const amn_tensor *t, uint32_t dst_type, uint64_t row0, uint64_t nrows,
                               void *dst, amn_error *err);
 
+/* Both refuse (AMN_E_PARSE, naming the tensor) rows holding a NaN or an
+ * infinity, or a block whose scale is one, as llama-quantize refuses them
+ * when it loads its input (gguf_validate.h). */
+
 /* The same with importance-matrix weights qw (NULL: none): ne0 values per
  * matrix of the tensor (ne0 * ne2 in all, expert e's at qw + e * ne0, as
  * llama-quantize hands each expert's to ggml; tensors of 4 dimensions
@@ -54,5 +58,15 @@ int gguf_quantize_tensor_rows(const amn_tensor *t, uint32_t dst_type, uint64_t r
  * whole (ggml's legacy types weigh by the whole row's mean square). */
 int gguf_quantize_tensor_rows_w(const amn_tensor *t, uint32_t dst_type, uint64_t row0,
                                 uint64_t nrows, const float *qw, void *dst, amn_error *err);
+
+/* Every value of t finite and every block scale valid (gguf_validate.h),
+ * for a tensor llama-quantize loads and writes as it is: AMN_E_PARSE
+ * naming it otherwise. Types gguf_dequantize does not read (integers) are
+ * not checked, as ggml does not. */
+int gguf_check_tensor(const amn_tensor *t, amn_error *err);
+
+/* The refusal of a tensor whose values are not finite: "tensor NAME holds
+ * WHAT at value AT ...". */
+int gguf_invalid_input(const char *name, const char *what, uint64_t at, amn_error *err);
 
 #endif
