@@ -461,6 +461,16 @@ bool gq_finite_absmax_avx2(const float *x, int n, float *amax) {
     return true;
 }
 
+bool gq_all_finite_avx2(const float *x, int n) {
+    const __m256i expo = _mm256_set1_epi32(0x7F800000);
+    __m256i bad = _mm256_setzero_si256();
+    for (int j = 0; j < n; j += 8) {
+        const __m256i e = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + j)), expo);
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, expo));
+    }
+    return _mm256_testz_si256(bad, bad);
+}
+
 /* gq_round per lane: ties away from zero below 2^23; from there on, and for
  * NaN, the truncating conversion (INT32_MIN out of range, as gq_cvtt). */
 ALWAYS_INLINE __m256i round_away(__m256 f) {

@@ -192,6 +192,8 @@ void gq_mxfp4_codes_avx2(const float *x, float d, uint8_t *qs);
 /* Q8_0 / TQ1_0 / TQ2_0: whether x[0..n) are all finite, and then their
  * largest magnitude; the low bytes of gq_round(x[i] * id) + add. */
 bool gq_finite_absmax_avx2(const float *x, int n, float *amax);
+/* Whether x[0..n) (a multiple of 8) are all finite (gguf_validate.c). */
+bool gq_all_finite_avx2(const float *x, int n);
 /* Q4_1 / Q5_1: whether the 32 values are finite with neither extreme 0, and
  * then their extremes; the codes of the four legacy types (see there). */
 bool gq_finite_min_max_avx2(const float *x, float *mn, float *mx);
