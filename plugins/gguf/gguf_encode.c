@@ -710,10 +710,10 @@ static int check_written(const enc_tensor *et, const uint8_t *q, uint64_t nbytes
 
 /* Values just read for et, checked as llama-quantize checks what it loads. */
 static int check_read(const enc_tensor *et, const float *x, uint64_t n, uint64_t first,
-                      amn_error *err) {
+                      amn_simd level, amn_error *err) {
     uint64_t at;
     const char *what;
-    return gguf_valid_floats(x, n, &at, &what)
+    return gguf_valid_floats(x, n, level, &at, &what)
                ? AMN_OK
                : gguf_invalid_input(et->name, what, first + at, err);
 }
@@ -743,7 +743,7 @@ static int quantize_values(const enc_tensor *et, const amn_values *v, uint64_t r
     for (uint64_t c = 0; !rc && c < total; c += GGUF_QREAD) {
         const uint64_t k = total - c < GGUF_QREAD ? total - c : GGUF_QREAD;
         rc = v->read(v->ctx, base + c, k, x, err);
-        if (!rc) rc = check_read(et, x, k, base + c, err);
+        if (!rc) rc = check_read(et, x, k, base + c, level, err);
         if (rc) break;
         const uint64_t bytes = k / tr->block_elems * tr->block_bytes;
         if (gguf_quantize_simd(et->type, x, k, dst, level))
@@ -776,7 +776,7 @@ static int quantize_values_w(const enc_tensor *et, const amn_values *v, uint64_t
     for (uint64_t r = 0; !rc && r < n; r += per) {
         const uint64_t m = n - r < per ? n - r : per;
         rc = v->read(v->ctx, (row0 + r) * et->ne0, m * et->ne0, x, err);
-        if (!rc) rc = check_read(et, x, m * et->ne0, (row0 + r) * et->ne0, err);
+        if (!rc) rc = check_read(et, x, m * et->ne0, (row0 + r) * et->ne0, level, err);
         for (uint64_t i = 0; !rc && i < m; i++, dst += et->row_bytes) {
             const uint64_t row = row0 + r + i;
             const float *xr = x + i * et->ne0;

@@ -171,14 +171,15 @@ static int read_le_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_
 /* Values [e, e + n) of t as host floats, each finite (llama-quantize's
  * check of what it loads). */
 static int read_f32(const amn_tensor *t, uint32_t src_type, uint64_t e, size_t n, float *y,
-                    amn_error *err) {
+                    amn_simd level, amn_error *err) {
     const int rc = read_le_f32(t, src_type, e, n, y, err);
     if (rc) return rc;
     amn_le_to_host_n(y, 4, n);
     uint64_t at;
     const char *what;
-    return gguf_valid_floats(y, n, &at, &what) ? AMN_OK
-                                               : gguf_invalid_input(t->name, what, e + at, err);
+    return gguf_valid_floats(y, n, level, &at, &what)
+               ? AMN_OK
+               : gguf_invalid_input(t->name, what, e + at, err);
 }
 
 int gguf_invalid_input(const char *name, const char *what, uint64_t at, amn_error *err) {
@@ -262,10 +263,11 @@ int gguf_check_tensor(const amn_tensor *t, amn_error *err) {
     if (!tr || !gguf_type_can_dequantize(tr) || !amn_tensor_numel(t, &numel)) return AMN_OK;
     if (t->flags & AMN_TENSOR_BIG_ENDIAN && !gguf_endian_defined(type)) return AMN_OK;
     float y[GGUF_QCHUNK];
+    const amn_simd level = amn_simd_level();
     int rc = AMN_OK;
     for (uint64_t c = 0; !rc && c < numel; c += GGUF_QCHUNK)
         rc = read_f32(t, type, c, (size_t)(numel - c < GGUF_QCHUNK ? numel - c : GGUF_QCHUNK), y,
-                      err);
+                      level, err);
     return rc;
 }
 
@@ -282,16 +284,17 @@ static int weighted_rows(const amn_tensor *t, uint32_t src_type, const gguf_type
         return amn_error_set(err, AMN_E_INVALID, "tensor %s: rows too long", t->name);
     float *y = malloc((size_t)ne0 * sizeof *y);
     if (!y) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    const amn_simd level = amn_simd_level();
     int rc = AMN_OK;
     for (uint64_t r = 0; !rc && r < nrows; r++, d += row_bytes) {
         const uint64_t row = row0 + r;
         for (uint64_t c = 0; !rc && c < ne0; c += GGUF_QCHUNK) {
             const size_t k = (size_t)(ne0 - c < GGUF_QCHUNK ? ne0 - c : GGUF_QCHUNK);
-            rc = read_f32(t, src_type, row * ne0 + c, k, y + c, err);
+            rc = read_f32(t, src_type, row * ne0 + c, k, y + c, level, err);
         }
         if (rc) break;
         const float *w = qw ? qw + (ne1 ? row / ne1 : 0) * ne0 : NULL;
-        rc = gguf_quantize_rows(out->id, y, 1, (int64_t)ne0, w, d, amn_simd_level());
+        rc = gguf_quantize_rows(out->id, y, 1, (int64_t)ne0, w, d, level);
         if (rc) rc = amn_error_set(err, rc, "tensor %s: cannot quantize to %s", t->name, out->name);
     }
     free(y);
@@ -342,13 +345,14 @@ int gguf_quantize_tensor_rows_w(const amn_tensor *t, uint32_t dst_type, uint64_t
      * runs never split a block of either type (a row is whole blocks of
      * both). */
     float y[GGUF_QCHUNK];
+    const amn_simd level = amn_simd_level();
     uint8_t *d = dst;
     for (uint64_t r = 0; r < nrows; r++)
         for (uint64_t c = 0; c < ne0; c += GGUF_QCHUNK) {
             const size_t k = (size_t)(ne0 - c < GGUF_QCHUNK ? ne0 - c : GGUF_QCHUNK);
-            int rc = read_f32(t, src_type, e0 + r * ne0 + c, k, y, err);
+            int rc = read_f32(t, src_type, e0 + r * ne0 + c, k, y, level, err);
             if (rc) return rc;
-            rc = gguf_quantize(dst_type, y, k, d);
+            rc = gguf_quantize_simd(dst_type, y, k, d, level);
             if (rc)
                 return amn_error_set(err, rc, "tensor %s: cannot quantize to %s", t->name,
                                      out->name);

@@ -5,7 +5,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "amn/simd.h"
 #include "gguf_quant_impl.h"
 #include "gguf_types.h"
 
@@ -128,10 +127,11 @@ static bool any_nonfinite_256(const float *x) {
     return acc & 0x80000000u;
 }
 
-bool gguf_valid_floats(const float *x, uint64_t n, uint64_t *at, const char **what) {
+bool gguf_valid_floats(const float *x, uint64_t n, amn_simd level, uint64_t *at,
+                       const char **what) {
     uint64_t i = 0;
 #if AMN_GGUF_QUANT_AVX2
-    if (amn_simd_level() >= AMN_SIMD_AVX2)
+    if (level >= AMN_SIMD_AVX2)
         while (i + 256 <= n && gq_all_finite_avx2(x + i, 256)) i += 256;
 #endif
     while (i + 256 <= n && !any_nonfinite_256(x + i)) i += 256;
