@@ -180,10 +180,11 @@ static json_object *llama3_rope(const hf_rev *r) {
     json_object *arr = f32_array(r->model, "rope_freqs.weight");
     const size_t n = arr ? json_object_array_length(arr) : 0;
     double base = 10000, hd = 0, emb = 0, nh = 0;
-    hf_rev_num(hf_rev_kv(r->model, "llama", "rope.freq_base"), &base);
-    if (!hf_rev_num(hf_rev_kv(r->model, "llama", "attention.key_length"), &hd) &&
-        hf_rev_num(hf_rev_kv(r->model, "llama", "embedding_length"), &emb) &&
-        hf_rev_num(hf_rev_kv(r->model, "llama", "attention.head_count"), &nh) && nh >= 1)
+    const char *a = r->arch->gguf_arch;
+    hf_rev_num(hf_rev_kv(r->model, a, "rope.freq_base"), &base);
+    if (!hf_rev_num(hf_rev_kv(r->model, a, "attention.key_length"), &hd) &&
+        hf_rev_num(hf_rev_kv(r->model, a, "embedding_length"), &emb) &&
+        hf_rev_num(hf_rev_kv(r->model, a, "attention.head_count"), &nh) && nh >= 1)
         hd = (double)((uint32_t)emb / (uint32_t)nh);
     const uint32_t dim = hd >= 2 && hd <= 65536 ? (uint32_t)hd : 0;
     if (!n || n > 4096 || !dim || (dim + 1) / 2 != n) {
@@ -219,8 +220,7 @@ static json_object *llama3_rope(const hf_rev *r) {
 
 static json_object *rope_scaling(const hf_rev *r) {
     if (strcmp(r->arch->gguf_arch, "phi3") == 0) return phi3_rope(r);
-    if (strcmp(r->arch->gguf_arch, "llama") == 0 &&
-        amn_model_find(r->model, "rope_freqs.weight") >= 0)
+    if ((r->arch->flags & HF_A_LLAMA3_ROPE) && amn_model_find(r->model, "rope_freqs.weight") >= 0)
         return llama3_rope(r);
     const amn_str *t = NULL;
     char key[96];
