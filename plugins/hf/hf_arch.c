@@ -124,6 +124,10 @@ static const hf_tensor_map *const llama_maps[] = {decoder_common, qk_permuted, m
  * skips RoPE in every fourth layer itself) */
 static const char *const smollm3_names[] = {"SmolLM3ForCausalLM", NULL};
 static const hf_tensor_map *const smollm3_maps[] = {decoder_common, qk_permuted, NULL};
+/* (Granite's too) */
+
+/* GraniteModel: LlamaModel's conversion, head_dim ignored, four scales */
+static const char *const granite_names[] = {"GraniteForCausalLM", NULL};
 
 static const char *const qwen2_names[] = {"Qwen2ForCausalLM", NULL};
 static const hf_tensor_map *const qwen2_maps[] = {decoder_common, qk_plain, NULL};
@@ -156,6 +160,8 @@ static const hf_arch archs[] = {
      "llama", HF_P_TEXT, &mixtral_experts},
     {"smollm3", smollm3_names, smollm3_maps,
      HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE, "llama", HF_P_TEXT, NULL},
+    {"granite", granite_names, smollm3_maps,
+     HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE, "llama", HF_P_GRANITE, NULL},
     {"qwen2", qwen2_names, qwen2_maps, 0, "qwen2", HF_P_TEXT, NULL},
     {"qwen3", qwen3_names, qwen3_maps, 0, "qwen2", HF_P_TEXT, NULL},
     /* Qwen2MoeModel is a TextModel: _set_vocab_gpt2, no SentencePiece */
@@ -243,9 +249,9 @@ bool hf_arch_unmap(const hf_arch *a, const char *gguf_name, char *out, size_t si
 }
 
 /* The families a GGUF converts back from: one table entry each. */
-static const char *const reversible[] = {"llama",    "smollm3",  "qwen2", "qwen3",
-                                         "qwen2moe", "qwen3moe", "phi3",  "gemma",
-                                         "gemma2",   "gemma3",   NULL};
+static const char *const reversible[] = {"llama", "smollm3",  "granite",  "qwen2",
+                                         "qwen3", "qwen2moe", "qwen3moe", "phi3",
+                                         "gemma", "gemma2",   "gemma3",   NULL};
 
 const hf_arch *hf_arch_by_gguf(const char *gguf_arch) {
     for (const char *const *r = reversible; *r; r++)

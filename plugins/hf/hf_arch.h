@@ -68,6 +68,7 @@ typedef enum hf_recipe {
     HF_P_GEMMA3,  /* TextModel's, then Gemma3Model's defaults over it */
     HF_P_PHI3,    /* Phi3MiniModel's own list */
     HF_P_QWENMOE, /* TextModel's, then Qwen2MoeModel's expert FFN lengths */
+    HF_P_GRANITE, /* LlamaModel's without head_dim, then GraniteModel's four scales */
 } hf_recipe;
 
 typedef struct hf_arch {

@@ -461,6 +461,37 @@ static int qwen_moe_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint
     return rc;
 }
 
+/* A scale GraniteModel writes `if` config.json has it: not when 0 or null. */
+static int granite_scale(hf_kvs *l, json_object *cfg, const char *key, const char *suffix,
+                         amn_error *err) {
+    json_object *j = hf_find(cfg, KEYS(key));
+    if (j && !json_object_is_type(j, json_type_int) && !json_object_is_type(j, json_type_double))
+        return amn_error_set(err, AMN_E_PARSE, "config.json: %s must be a number", key);
+    const double v = j ? json_object_get_double(j) : 0.0;
+    return v == 0.0 ? AMN_OK : hf_kv_arch_f32(l, suffix, (float)v, err);
+}
+
+/* GraniteModel.set_gguf_parameters: head_dim popped from the hparams, then
+ * LlamaModel's keys and the attention, embedding, residual and logit
+ * scales (config.json's *_multiplier and logits_scaling). */
+static int granite_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype,
+                          amn_error *err) {
+    hf_params q = *p;
+    if (!(q.cfg = json_object_new_object()))
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    json_object_object_foreach(p->cfg, k, v) if (strcmp(k, "head_dim") != 0)
+        json_object_object_add(q.cfg, k, json_object_get(v));
+    int rc = text_params(l, a, &q, ftype, err);
+    static const char *const scales[][2] = {{"attention_multiplier", "attention.scale"},
+                                            {"embedding_multiplier", "embedding_scale"},
+                                            {"residual_multiplier", "residual_scale"},
+                                            {"logits_scaling", "logit_scale"}};
+    for (size_t i = 0; !rc && i < sizeof scales / sizeof *scales; i++)
+        rc = granite_scale(l, p->cfg, scales[i][0], scales[i][1], err);
+    json_object_put(q.cfg);
+    return rc;
+}
+
 int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype, amn_error *err) {
     switch (a->recipe) {
     case HF_P_GEMMA:
@@ -473,6 +504,8 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype
         return phi3_params(l, p, ftype, err);
     case HF_P_QWENMOE:
         return qwen_moe_params(l, a, p, ftype, err);
+    case HF_P_GRANITE:
+        return granite_params(l, a, p, ftype, err);
     default:
         return text_params(l, a, p, ftype, err);
     }

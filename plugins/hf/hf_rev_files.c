@@ -270,6 +270,12 @@ static json_object *config_json(const hf_rev *r) {
         json_object_object_add(c, "norm_topk_prob", json_object_new_boolean(1));
     if (strcmp(r->arch->gguf_arch, "phi3") == 0)
         put_int(c, r, "rope.scaling.original_context_length", "original_max_position_embeddings");
+    if (strcmp(r->arch->gguf_arch, "granite") == 0) { /* GraniteModel's scales, named back */
+        put_float(c, r, "attention.scale", "attention_multiplier");
+        put_float(c, r, "embedding_scale", "embedding_multiplier");
+        put_float(c, r, "residual_scale", "residual_multiplier");
+        put_float(c, r, "logit_scale", "logits_scaling");
+    }
     json_object_object_add(c, "vocab_size", json_object_new_int64((int64_t)r->vocab_rows));
     json_object *rs = rope_scaling(r);
     if (rs) json_object_object_add(c, "rope_scaling", rs);

@@ -80,14 +80,18 @@ def main():
               "num_key_value_heads", "num_hidden_layers", "max_position_embeddings",
               "rms_norm_eps", "rope_theta", "vocab_size", "num_local_experts",
               "num_experts_per_tok", "head_dim", "model_type", "num_experts",
-              "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob"):
+              "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob",
+              "attention_multiplier", "embedding_multiplier", "residual_multiplier",
+              "logits_scaling"):
         if k in cfg_o and k in cfg_n and cfg_o[k] != cfg_n[k]:
             if k in ("architectures", "model_type") and cfg_o[k] in (["MistralForCausalLM"], "mistral") \
                     and cfg_n[k] in (["LlamaForCausalLM"], "llama"):
                 continue  # a GGUF does not tell Mistral from Llama
             print("config.json %s: original %r, written %r" % (k, cfg_o[k], cfg_n[k]))
             bad += 1
-        if k in ("hidden_size", "num_hidden_layers", "num_attention_heads") and k not in cfg_n:
+        if k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "attention_multiplier",
+                 "embedding_multiplier", "residual_multiplier", "logits_scaling") and \
+                k in cfg_o and k not in cfg_n:
             print("config.json lacks", k)
             bad += 1
     if not same and cfg_n.get("torch_dtype") != "float32":
