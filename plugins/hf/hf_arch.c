@@ -129,6 +129,27 @@ static const hf_tensor_map *const smollm3_maps[] = {decoder_common, qk_permuted,
 /* GraniteModel: LlamaModel's conversion, head_dim ignored, four scales */
 static const char *const granite_names[] = {"GraniteForCausalLM", NULL};
 
+/* Olmo2Model (OLMo 2 and 3): no norm before attention or the FFN, one
+ * after each (input_layernorm has no place in its tensor list); q / k norms
+ * over the whole projection. */
+static const hf_tensor_map olmo2_tensors[] = {
+    {"model.embed_tokens", "token_embd", HF_X_NONE},
+    {"model.norm", "output_norm", HF_X_NONE},
+    {"lm_head", "output", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.v_proj", "blk.{bid}.attn_v", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.o_proj", "blk.{bid}.attn_output", HF_X_NONE},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm", HF_X_NONE},
+    {"model.layers.{bid}.post_feedforward_layernorm", "blk.{bid}.post_ffw_norm", HF_X_NONE},
+    {"model.layers.{bid}.mlp.gate_proj", "blk.{bid}.ffn_gate", HF_X_NONE},
+    {"model.layers.{bid}.mlp.up_proj", "blk.{bid}.ffn_up", HF_X_NONE},
+    {"model.layers.{bid}.mlp.down_proj", "blk.{bid}.ffn_down", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+static const char *const olmo2_names[] = {"Olmo2ForCausalLM", "Olmo3ForCausalLM", NULL};
+static const hf_tensor_map *const olmo2_maps[] = {olmo2_tensors, qk_norms, NULL};
+
 static const char *const qwen2_names[] = {"Qwen2ForCausalLM", NULL};
 static const hf_tensor_map *const qwen2_maps[] = {decoder_common, qk_plain, NULL};
 
@@ -174,6 +195,8 @@ static const hf_arch archs[] = {
     {"gemma3", gemma3_names, gemma3_maps, HF_A_NORM_PLUS1 | HF_A_TRIM_VOCAB, "gemma3", HF_P_GEMMA3,
      NULL},
     {"phi3", phi3_names, phi3_maps, 0, "phi3", HF_P_PHI3, NULL},
+    /* a TextModel: _set_vocab_gpt2 */
+    {"olmo2", olmo2_names, olmo2_maps, 0, "gpt2", HF_P_OLMO2, NULL},
 };
 
 const hf_arch *hf_arch_find(const char *hf_name) {
@@ -249,9 +272,9 @@ bool hf_arch_unmap(const hf_arch *a, const char *gguf_name, char *out, size_t si
 }
 
 /* The families a GGUF converts back from: one table entry each. */
-static const char *const reversible[] = {"llama", "smollm3",  "granite",  "qwen2",
-                                         "qwen3", "qwen2moe", "qwen3moe", "phi3",
-                                         "gemma", "gemma2",   "gemma3",   NULL};
+static const char *const reversible[] = {"llama",    "smollm3",  "granite", "qwen2", "qwen3",
+                                         "qwen2moe", "qwen3moe", "phi3",    "gemma", "gemma2",
+                                         "gemma3",   "olmo2",    NULL};
 
 const hf_arch *hf_arch_by_gguf(const char *gguf_arch) {
     for (const char *const *r = reversible; *r; r++)

@@ -69,6 +69,7 @@ typedef enum hf_recipe {
     HF_P_PHI3,    /* Phi3MiniModel's own list */
     HF_P_QWENMOE, /* TextModel's, then Qwen2MoeModel's expert FFN lengths */
     HF_P_GRANITE, /* LlamaModel's without head_dim, then GraniteModel's four scales */
+    HF_P_OLMO2,   /* TextModel's, then (OLMo 3) the sliding window and its layers */
 } hf_recipe;
 
 typedef struct hf_arch {

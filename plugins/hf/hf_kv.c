@@ -82,6 +82,19 @@ int hf_kv_str(hf_kvs *l, const char *key, const char *s, amn_error *err) {
     return set(l, key, AMN_KV_STRING, &str, sizeof str, err);
 }
 
+/* Set key to an array of n elements of type t at v (arena memory). */
+static int set_array(hf_kvs *l, const char *key, amn_kv_type t, void *v, size_t n, amn_error *err) {
+    int rc = set(l, key, AMN_KV_ARRAY, NULL, 0, err);
+    if (rc) return rc;
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i].key, key) == 0) {
+            l->items[i].elem_type = t;
+            l->items[i].count = n;
+            l->items[i].data = v;
+        }
+    return AMN_OK;
+}
+
 int hf_kv_strs(hf_kvs *l, const char *key, char *const *items, size_t n, amn_error *err) {
     if (!n) return AMN_OK;
     amn_str *v = amn_model_alloc(l->arena, n * sizeof *v);
@@ -91,15 +104,17 @@ int hf_kv_strs(hf_kvs *l, const char *key, char *const *items, size_t n, amn_err
         if (!p) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
         v[i] = (amn_str){.ptr = p, .len = strlen(p)};
     }
-    int rc = set(l, key, AMN_KV_ARRAY, NULL, 0, err);
-    if (rc) return rc;
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->items[i].key, key) == 0) {
-            l->items[i].elem_type = AMN_KV_STRING;
-            l->items[i].count = n;
-            l->items[i].data = v;
-        }
-    return AMN_OK;
+    return set_array(l, key, AMN_KV_STRING, v, n, err);
+}
+
+int hf_kv_arch_bools(hf_kvs *l, const char *suffix, const bool *items, size_t n, amn_error *err) {
+    if (!n) return AMN_OK;
+    uint8_t *v = amn_model_alloc(l->arena, n);
+    if (!v) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) v[i] = items[i] ? 1 : 0;
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", l->arch, suffix);
+    return set_array(l, key, AMN_KV_BOOL, v, n, err);
 }
 
 #define ARCH_KEY(fn, type)                                                                         \

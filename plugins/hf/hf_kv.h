@@ -38,5 +38,7 @@ int hf_kv_arch_u32(hf_kvs *l, const char *suffix, uint32_t v, amn_error *err);
 int hf_kv_arch_f32(hf_kvs *l, const char *suffix, float v, amn_error *err);
 int hf_kv_arch_bool(hf_kvs *l, const char *suffix, bool v, amn_error *err);
 int hf_kv_arch_str(hf_kvs *l, const char *suffix, const char *s, amn_error *err);
+/* An array of booleans; skipped when n is 0, as add_array does. */
+int hf_kv_arch_bools(hf_kvs *l, const char *suffix, const bool *items, size_t n, amn_error *err);
 
 #endif

@@ -492,6 +492,37 @@ static int granite_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint3
     return rc;
 }
 
+/* Olmo2Model.set_gguf_parameters: TextModel's; where config.json has a
+ * sliding_window (OLMo 3), it and the layers that slide: layer_types'
+ * "sliding_attention" entries, else all but every fourth. */
+static int olmo2_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype,
+                        amn_error *err) {
+    int rc = text_params(l, a, p, ftype, err);
+    if (rc || !json_object_object_get_ex(p->cfg, "sliding_window", NULL)) return rc;
+    uint32_t sw;
+    int r = hf_get_u32(p->cfg, KEYS("sliding_window"), &sw, err);
+    if (r <= 0)
+        return r < 0 ? r : amn_error_set(err, AMN_E_PARSE, "config.json: sliding_window is null");
+    rc = hf_kv_arch_u32(l, "attention.sliding_window", sw, err);
+    json_object *types = NULL;
+    const bool listed = json_object_object_get_ex(p->cfg, "layer_types", &types);
+    if (listed && !json_object_is_type(types, json_type_array))
+        return amn_error_set(err, AMN_E_PARSE, "config.json: layer_types is not a list");
+    const size_t n = listed ? json_object_array_length(types) : p->block_count;
+    if (n > 65536) return amn_error_set(err, AMN_E_LIMIT, "config.json: %zu layers", n);
+    bool *pat = malloc(n ? n : 1);
+    if (!pat) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = listed ? json_object_array_get_idx(types, i) : NULL;
+        pat[i] = listed ? json_object_is_type(t, json_type_string) &&
+                              strcmp(json_object_get_string(t), "sliding_attention") == 0
+                        : (i + 1) % 4 != 0;
+    }
+    if (!rc) rc = hf_kv_arch_bools(l, "attention.sliding_window_pattern", pat, n, err);
+    free(pat);
+    return rc;
+}
+
 int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype, amn_error *err) {
     switch (a->recipe) {
     case HF_P_GEMMA:
@@ -506,6 +537,8 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype
         return qwen_moe_params(l, a, p, ftype, err);
     case HF_P_GRANITE:
         return granite_params(l, a, p, ftype, err);
+    case HF_P_OLMO2:
+        return olmo2_params(l, a, p, ftype, err);
     default:
         return text_params(l, a, p, ftype, err);
     }

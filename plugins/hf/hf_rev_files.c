@@ -122,6 +122,10 @@ static const struct {
 static void class_of(const hf_rev *r, const char **cls, const char **type) {
     const char *a = r->arch->gguf_arch;
     *cls = r->arch->hf_names[0], *type = a;
+    if (strcmp(a, "olmo2") == 0 && hf_rev_kv(r->model, a, "attention.sliding_window")) {
+        *cls = "Olmo3ForCausalLM", *type = "olmo3"; /* OLMo 3: OLMo 2 with a sliding window */
+        return;
+    }
     for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
         if (strcmp(classes[i].arch, a) == 0 && classes[i].experts == (r->n_experts != 0)) {
             *cls = classes[i].cls, *type = classes[i].type;
@@ -232,7 +236,26 @@ static json_object *rope_scaling(const hf_rev *r) {
     json_object_object_add(o, "type", str_of(t));
     put_float(o, r, "rope.scaling.factor", "factor");
     put_int(o, r, "rope.scaling.original_context_length", "original_max_position_embeddings");
+    /* yarn's own parameters, under transformers' names */
+    put_float(o, r, "rope.scaling.yarn_ext_factor", "extrapolation_factor");
+    put_float(o, r, "rope.scaling.yarn_attn_factor", "attention_factor");
+    put_float(o, r, "rope.scaling.yarn_beta_fast", "beta_fast");
+    put_float(o, r, "rope.scaling.yarn_beta_slow", "beta_slow");
     return o;
+}
+
+/* OLMo 3's layer_types from the GGUF's sliding_window_pattern (bools). */
+static void layer_types(json_object *c, const hf_rev *r) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", r->arch->gguf_arch);
+    const amn_kv *kv = amn_model_find_kv(r->model, key);
+    if (!kv || kv->type != AMN_KV_ARRAY || kv->elem_type != AMN_KV_BOOL) return;
+    json_object *a = json_object_new_array();
+    for (uint64_t i = 0; i < kv->count; i++)
+        json_object_array_add(a, json_object_new_string(((const uint8_t *)kv->data)[i]
+                                                            ? "sliding_attention"
+                                                            : "full_attention"));
+    json_object_object_add(c, "layer_types", a);
 }
 
 static json_object *config_json(const hf_rev *r) {
@@ -252,7 +275,12 @@ static json_object *config_json(const hf_rev *r) {
     put_float(c, r, "attention.layer_norm_rms_epsilon", "rms_norm_eps");
     put_float(c, r, "rope.freq_base", "rope_theta");
     put_int(c, r, "attention.key_length", "head_dim");
-    put_int(c, r, "attention.sliding_window", "sliding_window");
+    /* 0 is the converter's writing of a null window (Phi-3): null again
+     * (transformers takes any number as a window's width) */
+    double sw;
+    if (hf_rev_num(hf_rev_kv(r->model, r->arch->gguf_arch, "attention.sliding_window"), &sw))
+        json_object_object_add(c, "sliding_window",
+                               sw == 0 ? NULL : json_object_new_int64((int64_t)sw));
     put_float(c, r, "rope.freq_base_swa", "rope_local_base_freq");
     put_float(c, r, "attn_logit_softcapping", "attn_logit_softcapping");
     put_float(c, r, "final_logit_softcapping", "final_logit_softcapping");
@@ -270,6 +298,7 @@ static json_object *config_json(const hf_rev *r) {
         json_object_object_add(c, "norm_topk_prob", json_object_new_boolean(1));
     if (strcmp(r->arch->gguf_arch, "phi3") == 0)
         put_int(c, r, "rope.scaling.original_context_length", "original_max_position_embeddings");
+    if (strcmp(r->arch->gguf_arch, "olmo2") == 0) layer_types(c, r);
     if (strcmp(r->arch->gguf_arch, "granite") == 0) { /* GraniteModel's scales, named back */
         put_float(c, r, "attention.scale", "attention_multiplier");
         put_float(c, r, "embedding_scale", "embedding_multiplier");

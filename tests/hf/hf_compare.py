@@ -82,7 +82,7 @@ def main():
               "num_experts_per_tok", "head_dim", "model_type", "num_experts",
               "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob",
               "attention_multiplier", "embedding_multiplier", "residual_multiplier",
-              "logits_scaling"):
+              "logits_scaling", "sliding_window", "layer_types"):
         if k in cfg_o and k in cfg_n and cfg_o[k] != cfg_n[k]:
             if k in ("architectures", "model_type") and cfg_o[k] in (["MistralForCausalLM"], "mistral") \
                     and cfg_n[k] in (["LlamaForCausalLM"], "llama"):
@@ -90,7 +90,8 @@ def main():
             print("config.json %s: original %r, written %r" % (k, cfg_o[k], cfg_n[k]))
             bad += 1
         if k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "attention_multiplier",
-                 "embedding_multiplier", "residual_multiplier", "logits_scaling") and \
+                 "embedding_multiplier", "residual_multiplier", "logits_scaling",
+                 "layer_types") and \
                 k in cfg_o and k not in cfg_n:
             print("config.json lacks", k)
             bad += 1

@@ -41,7 +41,7 @@ refused() {
     pass
   fi
 }
-patch arch qwen2 qwfoo && refused arch 3 "supported: llama, smollm3, granite, qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma, gemma2, gemma3"
+patch arch qwen2 qwfoo && refused arch 3 "supported: llama, smollm3, granite, qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma, gemma2, gemma3, olmo2"
 patch heads attention.head_count attention.heXd_count && refused heads 1 "head_count"
 patch tensor ffn_down ffn_dowX && refused tensor 3 "no Hugging Face name"
 # A vocabulary type without tokenizer files: Llama-2-Tiny-SPM's GGUF with
