@@ -133,6 +133,8 @@ bool gguf_valid_floats(const float *x, uint64_t n, amn_simd level, uint64_t *at,
 #if AMN_GGUF_QUANT_AVX2
     if (level >= AMN_SIMD_AVX2)
         while (i + 256 <= n && gq_all_finite_avx2(x + i, 256)) i += 256;
+#else
+    (void)level; /* one path off x86-64 */
 #endif
     while (i + 256 <= n && !any_nonfinite_256(x + i)) i += 256;
     for (; i < n; i++) {
