@@ -116,6 +116,46 @@ static const hf_tensor_map phi3_tensors[] = {
     {NULL, NULL, 0},
 };
 
+/* DeepseekV2Model (DeepSeek V2, V3): multi-head latent attention, routed
+ * and shared experts, the router's score correction bias
+ * (ModelBase.filter_tensors renames "e_score_correction_bias" to
+ * "e_score_correction.bias"). kv_b_proj becomes k_b_proj (transposed) and
+ * v_b_proj, mapped as those names are. */
+static const hf_tensor_map deepseek2_tensors[] = {
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.q_a_proj", "blk.{bid}.attn_q_a", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.q_a_layernorm", "blk.{bid}.attn_q_a_norm", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.q_b_proj", "blk.{bid}.attn_q_b", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.kv_a_proj_with_mqa", "blk.{bid}.attn_kv_a_mqa", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.kv_a_layernorm", "blk.{bid}.attn_kv_a_norm", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.kv_b_proj", "blk.{bid}.attn_kv_b", HF_X_MLA_KV_B},
+    {"model.layers.{bid}.self_attn.k_b_proj", "blk.{bid}.attn_k_b", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.v_b_proj", "blk.{bid}.attn_v_b", HF_X_NONE},
+    {"model.layers.{bid}.mlp.gate", "blk.{bid}.ffn_gate_inp", HF_X_NONE},
+    {"model.layers.{bid}.mlp.gate.e_score_correction", "blk.{bid}.exp_probs_b", HF_X_NONE},
+    {"model.layers.{bid}.mlp.shared_experts.gate_proj", "blk.{bid}.ffn_gate_shexp", HF_X_NONE},
+    {"model.layers.{bid}.mlp.shared_experts.up_proj", "blk.{bid}.ffn_up_shexp", HF_X_NONE},
+    {"model.layers.{bid}.mlp.shared_experts.down_proj", "blk.{bid}.ffn_down_shexp", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* DeepseekV2Model.modify_tensors: names holding "mlp.experts", stacked
+ * down, gate, up; no stacked layout taken */
+static const hf_experts deepseek2_experts = {
+    "mlp.experts",
+    "mlp.experts.",
+    {"down_proj", "gate_proj", "up_proj"},
+    {"ffn_down_exps", "ffn_gate_exps", "ffn_up_exps"},
+    (const char *const[]){"n_routed_experts", NULL},
+    "n_routed_experts",
+    NULL,
+};
+
+static const char *const deepseek2_names[] = {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+                                              NULL};
+static const hf_tensor_map *const deepseek2_maps[] = {decoder_common, deepseek2_tensors, NULL};
+
 static const char *const llama_names[] = {"LlamaForCausalLM", "LLaMAForCausalLM",
                                           "MistralForCausalLM", "MixtralForCausalLM", NULL};
 static const hf_tensor_map *const llama_maps[] = {decoder_common, qk_permuted, moe_router, NULL};
@@ -197,6 +237,9 @@ static const hf_arch archs[] = {
     {"phi3", phi3_names, phi3_maps, 0, "phi3", HF_P_PHI3, NULL},
     /* a TextModel: _set_vocab_gpt2 */
     {"olmo2", olmo2_names, olmo2_maps, 0, "gpt2", HF_P_OLMO2, NULL},
+    /* _set_vocab_gpt2 (Kimi K2's tiktoken vocabulary has no table) */
+    {"deepseek2", deepseek2_names, deepseek2_maps, HF_A_SKIP_MTP | HF_A_TIED_LM_HEAD, "gpt2",
+     HF_P_DEEPSEEK2, &deepseek2_experts},
 };
 
 const hf_arch *hf_arch_find(const char *hf_name) {

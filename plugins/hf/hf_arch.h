@@ -17,6 +17,8 @@ enum {
     HF_X_PERMUTE_Q, /* llama's q_proj row permutation (n_head) */
     HF_X_PERMUTE_K, /* k_proj's (n_head_kv) */
     HF_X_PLUS1,     /* Gemma's norm weights + 1, in the source dtype */
+    HF_X_MLA_KV_B,  /* DeepSeek's kv_b_proj: split into k_b (transposed) and v_b */
+    HF_X_TRANSPOSE, /* each group of a part's rows transposed (k_b: hf_out.part_*) */
 };
 
 /* "model.layers.{bid}.self_attn.q_proj" -> "blk.{bid}.attn_q": names without
@@ -34,6 +36,9 @@ typedef struct hf_tensor_map {
 #define HF_A_NORM_PLUS1    (1u << 3) /* every "*norm.weight" + 1 (Gemma's RMSNorm) */
 #define HF_A_SKIP_LM_HEAD  (1u << 4) /* lm_head.weight left out (Gemma, Gemma 2) */
 #define HF_A_TRIM_VOCAB    (1u << 5) /* token_embd cut to the tokenizer's size (Gemma 3) */
+#define HF_A_SKIP_MTP                                                                              \
+    (1u << 6) /* layers past num_hidden_layers left out (multi-token prediction) */
+#define HF_A_TIED_LM_HEAD (1u << 7) /* lm_head.weight left out when tie_word_embeddings */
 
 /* transformers 5's layout of the same experts: one 3-D tensor per layer,
  * "model.layers.{bid}.<mid><name>" (".weight" optional) of shape [experts,
@@ -62,14 +67,15 @@ typedef struct hf_experts {
 
 /* Which set_gguf_parameters the family runs (hf_params.c). */
 typedef enum hf_recipe {
-    HF_P_TEXT,    /* TextModel's, with the HF_A_* additions */
-    HF_P_GEMMA,   /* GemmaModel's own list */
-    HF_P_GEMMA2,  /* Gemma2Model's */
-    HF_P_GEMMA3,  /* TextModel's, then Gemma3Model's defaults over it */
-    HF_P_PHI3,    /* Phi3MiniModel's own list */
-    HF_P_QWENMOE, /* TextModel's, then Qwen2MoeModel's expert FFN lengths */
-    HF_P_GRANITE, /* LlamaModel's without head_dim, then GraniteModel's four scales */
-    HF_P_OLMO2,   /* TextModel's, then (OLMo 3) the sliding window and its layers */
+    HF_P_TEXT,      /* TextModel's, with the HF_A_* additions */
+    HF_P_GEMMA,     /* GemmaModel's own list */
+    HF_P_GEMMA2,    /* Gemma2Model's */
+    HF_P_GEMMA3,    /* TextModel's, then Gemma3Model's defaults over it */
+    HF_P_PHI3,      /* Phi3MiniModel's own list */
+    HF_P_QWENMOE,   /* TextModel's, then Qwen2MoeModel's expert FFN lengths */
+    HF_P_GRANITE,   /* LlamaModel's without head_dim, then GraniteModel's four scales */
+    HF_P_OLMO2,     /* TextModel's, then (OLMo 3) the sliding window and its layers */
+    HF_P_DEEPSEEK2, /* TextModel's with one KV head, then DeepseekV2Model's MLA and MoE keys */
 } hf_recipe;
 
 typedef struct hf_arch {

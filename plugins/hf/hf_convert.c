@@ -307,8 +307,11 @@ static int fused_source(hf_conv *c, size_t i, const amn_encode_source *s, int b,
         o->shape[2] = s->shape[2];
         o->cols = o->shape[2];
         o->rows = o->shape[0] * o->shape[1];
-        o->split_n = fx->n > 1 ? fx->n : 0;
-        o->split_i = k;
+        if (fx->n > 1) {
+            o->part_rows = o->shape[1];
+            o->part_stride = s->shape[1];
+            o->part_off = k * o->shape[1];
+        }
         choose_type(o, c->outtype);
         c->slots[i].o[c->slots[i].n++] = o;
     }
@@ -352,35 +355,116 @@ static int expert_source(hf_conv *c, size_t i, const amn_encode_source *s, amn_e
     return AMN_OK;
 }
 
-/* name with every "language_model." removed (str.replace) into out. */
-static bool strip_language_model(const char *name, char *out, size_t size) {
-    static const char cut[] = "language_model.";
+/* ModelBase.filter_tensors' renames into out: a trailing
+ * "e_score_correction_bias" as "e_score_correction.bias", and every
+ * "language_model." (a multimodal wrapper's) removed. */
+static bool filter_name(const char *name, char *out, size_t size) {
+    static const char cut[] = "language_model.", bias[] = "e_score_correction_bias";
+    const size_t n = strlen(name), nb = sizeof bias - 1;
+    const size_t at = n >= nb && strcmp(name + n - nb, bias) == 0 ? n - 5 : SIZE_MAX; /* "_bias" */
     size_t w = 0;
-    for (const char *r = name; *r;) {
+    for (const char *r = name; *r; r++) {
         if (strncmp(r, cut, sizeof cut - 1) == 0) {
-            r += sizeof cut - 1;
+            r += sizeof cut - 2;
             continue;
         }
         if (w + 1 >= size) return false;
-        out[w++] = *r++;
+        out[w++] = (size_t)(r - name) == at ? '.' : *r;
     }
     out[w] = '\0';
     return true;
 }
 
+/* What the family leaves out besides filtered(): multi-token prediction
+ * layers (DeepseekV2Model.modify_tensors: "model.layers.N" at or past the
+ * block count, experts included), a tied lm_head. */
+static bool skipped(const hf_conv *c, const char *name, const hf_params *p) {
+    const uint32_t f = c->arch->flags;
+    if ((f & HF_A_TIED_LM_HEAD) && p->tied &&
+        (strcmp(name, "lm_head.weight") == 0 || strcmp(name, "model.lm_head.weight") == 0))
+        return true;
+    const char *q = name;
+    int b;
+    return (f & HF_A_SKIP_MTP) && skip(&q, "model.layers.") && number(&q, &b) &&
+           (uint32_t)b >= c->n_layers;
+}
+
+/* The largest part of kv_b_proj transposed at once (a head's k rows x the
+ * latent rank, F32): real models hold 128 x 512. */
+#define MLA_GROUP_MAX (64u << 20)
+
+/* name with its first "kv_b_proj" as "k_b_proj" / "v_b_proj", mapped. */
+static int mla_name(const hf_conv *c, const char *name, const char *part, hf_out *o,
+                    amn_error *err) {
+    const char *at = strstr(name, "kv_b_proj");
+    char renamed[600];
+    snprintf(renamed, sizeof renamed, "%.*s%s%s", (int)(at - name), name, part, at + 9);
+    uint8_t x;
+    if (!hf_arch_map(c->arch, renamed, o->name, sizeof o->name, &x))
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: tensor %s has no GGUF name",
+                             renamed);
+    return AMN_OK;
+}
+
+/* DeepseekV2Model.modify_tensors: kv_b_proj [heads x (nope + v), rank],
+ * seen as [heads, nope + v, rank], becomes k_b = each head's first nope
+ * rows transposed ([heads, rank, nope]) and v_b = its other v rows
+ * ([heads, v, rank]). The head count is config.json's num_key_value_heads
+ * (tensors are planned before set_gguf_parameters writes one KV head). */
+static int mla_split(hf_conv *c, size_t i, const char *name, const char *filtered_name,
+                     const hf_params *p, amn_error *err) {
+    hf_out *k = &c->outs[i], *v = &c->outs2[i];
+    uint32_t nope = 0, vd = 0;
+    int r = hf_get_u32(p->cfg, (const char *const[]){"qk_nope_head_dim", NULL}, &nope, err);
+    if (r >= 0 && r) r = hf_get_u32(p->cfg, (const char *const[]){"v_head_dim", NULL}, &vd, err);
+    if (r < 0) return r;
+    if (!r || !p->has_head_kv || !nope || !vd)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "config.json: %s is split by num_key_value_heads, qk_nope_head_dim "
+                             "and v_head_dim, which it does not give",
+                             name);
+    const uint64_t per = (uint64_t)nope + vd, rank = k->ndim == 2 ? k->shape[1] : 0;
+    if (k->ndim != 2 || k->shape[0] != (uint64_t)p->n_head_kv * per)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "config.json says %u key/value heads of %u + %u rows "
+                             "(qk_nope_head_dim + v_head_dim) but %s has %llu rows",
+                             p->n_head_kv, nope, vd, name,
+                             (unsigned long long)(k->ndim ? k->shape[0] : 0));
+    if ((uint64_t)nope * rank > MLA_GROUP_MAX / sizeof(float))
+        return amn_error_set(err, AMN_E_LIMIT, "%s: a head's %u x %llu values to transpose", name,
+                             nope, (unsigned long long)rank);
+    *v = *k;
+    int rc = mla_name(c, filtered_name, "k_b_proj", k, err);
+    if (!rc) rc = mla_name(c, filtered_name, "v_b_proj", v, err);
+    if (rc) return rc;
+    k->ndim = v->ndim = 3;
+    k->shape[0] = v->shape[0] = p->n_head_kv;
+    k->shape[1] = rank, k->shape[2] = nope;
+    v->shape[1] = vd, v->shape[2] = rank;
+    k->xform = HF_X_TRANSPOSE, v->xform = HF_X_NONE;
+    k->part_rows = nope, v->part_rows = vd;
+    k->part_stride = v->part_stride = per;
+    k->part_off = 0, v->part_off = nope;
+    k->cols = nope, k->rows = (uint64_t)p->n_head_kv * rank;
+    v->cols = rank, v->rows = (uint64_t)p->n_head_kv * vd;
+    choose_type(k, c->outtype);
+    choose_type(v, c->outtype);
+    c->slots[i].o[c->slots[i].n++] = k;
+    c->slots[i].o[c->slots[i].n++] = v;
+    return AMN_OK;
+}
+
 static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf_params *p,
                       amn_error *err) {
     hf_out *o = &c->outs[i];
-    if (filtered(c->arch, s->name)) {
+    if (filtered(c->arch, s->name) || skipped(c, s->name, p)) {
         o->drop = true;
         return AMN_OK;
     }
     if (c->arch->experts && strstr(s->name, c->arch->experts->detect))
         return expert_source(c, i, s, err);
-    /* ModelBase.filter_tensors: a multimodal wrapper's "language_model."
-     * parts dropped from the name */
     char name[512];
-    if (!strip_language_model(s->name, name, sizeof name))
+    if (!filter_name(s->name, name, sizeof name))
         return amn_error_set(err, AMN_E_LIMIT, "tensor name %.100s... too long", s->name);
     if (!hf_arch_map(c->arch, name, o->name, sizeof o->name, &o->xform))
         return amn_error_set(err, AMN_E_UNSUPPORTED,
@@ -402,6 +486,10 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
             return amn_error_set(err, AMN_E_PARSE, "tensor %s: shape overflows", s->name);
     }
     if (numel == 0) return amn_error_set(err, AMN_E_PARSE, "tensor %s: no elements", s->name);
+    if (o->xform == HF_X_MLA_KV_B) {
+        if (ends_with(name, ".weight")) return mla_split(c, i, s->name, name, p, err);
+        o->xform = HF_X_NONE; /* only the weight is split */
+    }
     if ((c->arch->flags & HF_A_NORM_PLUS1) && ends_with(name, "norm.weight")) o->xform = HF_X_PLUS1;
     if ((c->arch->flags & HF_A_TRIM_VOCAB) && strstr(name, "embed_tokens.weight")) {
         if (c->vocab_rows == 0 || s->ndim < 1)
@@ -593,10 +681,11 @@ static int plan_experts(hf_conv *c, const hf_params *p, size_t n, amn_error *err
     if (!(c->layer_exps = calloc(p->block_count ? p->block_count : 1, 1)))
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     const size_t n_stack = (size_t)p->block_count * 3, n_src = n_stack * ne;
-    /* the stacks cannot hold more sources than the folder has: a config
-     * claiming more is only a key/value unless expert tensors come (a
-     * fused folder's, fused_source, need no stacks) */
-    if (n_src > n) return AMN_OK;
+    /* the stacks cannot hold many more sources than the folder has (some
+     * layers may be dense, DeepSeek's first ones): a config claiming more
+     * is only a key/value unless expert tensors come (a fused folder's,
+     * fused_source, need no stacks) */
+    if (n_src / 2 > n) return AMN_OK;
     c->n_experts = ne;
     c->stacks = calloc(n_stack ? n_stack : 1, sizeof *c->stacks);
     c->stack_src = malloc((n_src ? n_src : 1) * sizeof *c->stack_src);

@@ -50,10 +50,13 @@ typedef struct hf_out {
     int32_t bid, xid, wid; /* wid 1..3: the family's projection; 0: not an expert */
     uint32_t n_stack;
     const size_t *stack_src;
-    /* part split_i of split_n (> 1) a fused 3-D source holds: output row
-     * r is source row ((r / shape[1]) * split_n + split_i) * shape[1] +
-     * r % shape[1] (each expert's rows, the parts one after another) */
-    uint32_t split_n, split_i;
+    /* a part of the source's rows (part_rows > 0): the source is groups
+     * of part_stride rows (an expert's, a head's), the part part_rows of
+     * each from part_off on, so output row r is source row
+     * (r / part_rows) * part_stride + part_off + r % part_rows; with
+     * HF_X_TRANSPOSE each group's part is transposed (output [groups,
+     * shape[1] = source columns, part_rows]) */
+    uint64_t part_rows, part_stride, part_off;
 } hf_out;
 
 /* What one source tensor becomes: up to 6 outputs (none when dropped). */

@@ -26,10 +26,10 @@ static uint64_t source_row(const hf_out *t, uint64_t r) {
 /* The source row of output row r, and into *run how many of the next
  * rows (at most max) follow it there: one read each run. */
 static uint64_t source_run(const hf_out *t, uint64_t r, uint64_t max, uint64_t *run) {
-    if (t->split_n > 1) {
-        const uint64_t per = t->shape[1], in = r % per;
+    if (t->part_rows) {
+        const uint64_t per = t->part_rows, in = r % per;
         *run = per - in < max ? per - in : max;
-        return ((r / per) * t->split_n + t->split_i) * per + in;
+        return (r / per) * t->part_stride + t->part_off + in;
     }
     if (t->xform == HF_X_PERMUTE_Q || t->xform == HF_X_PERMUTE_K) {
         *run = 1;
@@ -114,6 +114,26 @@ static void block_row(const hf_out *t, const float *x, uint8_t *dst) {
         tq_row(x, t->cols, t->block, dst);
 }
 
+/* Rows [r0, r0 + n) of a transposed part (DeepSeek's k_b): output row r
+ * is column r % cols_src of group r / cols_src's part rows, one read of a
+ * group's part rows per group met. */
+static int read_transposed(const hf_out *t, uint64_t r0, uint64_t n, const amn_values *v,
+                           float *tmp, amn_error *err) {
+    const uint64_t src_cols = t->shape[1], k = t->part_rows;
+    float *grp = malloc((size_t)(k * src_cols) * sizeof *grp);
+    if (!grp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = AMN_OK;
+    for (uint64_t r = 0, m; !rc && r < n; r += m) {
+        const uint64_t g = (r0 + r) / src_cols, l0 = (r0 + r) % src_cols;
+        m = src_cols - l0 < n - r ? src_cols - l0 : n - r;
+        rc = v->read(v->ctx, (g * t->part_stride + t->part_off) * src_cols, k * src_cols, grp, err);
+        for (uint64_t i = 0; !rc && i < m; i++)
+            for (uint64_t j = 0; j < k; j++) tmp[(r + i) * k + j] = grp[j * src_cols + l0 + i];
+    }
+    free(grp);
+    return rc;
+}
+
 /* Rows [r0, r0 + n) of t as F32 into tmp: generated values, rows of stacked
  * experts, or the source's rows (permuted, a part of a fused tensor, or
  * one contiguous span). */
@@ -141,6 +161,7 @@ static int read_rows(const hf_out *t, uint64_t r0, uint64_t n, const amn_values 
         }
         return rc;
     }
+    if (t->xform == HF_X_TRANSPOSE) return read_transposed(t, r0, n, v, tmp, err);
     int rc = AMN_OK;
     for (uint64_t r = 0, k; !rc && r < n; r += k) {
         const uint64_t s = source_run(t, r0 + r, n - r, &k);

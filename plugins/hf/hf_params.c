@@ -98,6 +98,8 @@ int hf_params_read(json_object *cfg, const hf_arch *a, hf_params *p, amn_error *
     uint32_t vs = 0;
     if ((r = hf_get_u32(p->cfg, KEYS("vocab_size"), &vs, err)) < 0) return r;
     p->vocab_size = vs;
+    json_object *tied = hf_find(p->cfg, KEYS("tie_word_embeddings"));
+    p->tied = tied && json_object_is_type(tied, json_type_boolean) && json_object_get_boolean(tied);
     if (p->has_head && p->has_head_kv && p->n_head_kv && p->n_head % p->n_head_kv)
         return amn_error_set(err, AMN_E_PARSE,
                              "config.json: num_attention_heads %u is not a multiple of "
@@ -165,6 +167,26 @@ static int rope_scaling(hf_kvs *l, json_object *rp, amn_error *err) {
     return rc; /* dynamic, llama3 and unknown types write nothing here */
 }
 
+/* The expert score function (gguf-py's ExpertGatingFuncType). */
+static int gating_func(hf_kvs *l, json_object *cfg, amn_error *err) {
+    static const struct {
+        const char *name;
+        uint32_t type;
+    } funcs[] = {{"softmax", 1}, {"sigmoid", 2}, {"sqrtsoftplus", 4}};
+    json_object *f =
+        hf_find(cfg, KEYS("score_function", "scoring_func", "score_func", "moe_router_activation",
+                          "moe_router_activation_func", "expert_selection_fn"));
+    if (!f) return AMN_OK;
+    const char *name = json_object_is_type(f, json_type_string) ? json_object_get_string(f) : "";
+    for (size_t i = 0; i < sizeof funcs / sizeof *funcs; i++)
+        if (strcmp(name, funcs[i].name) == 0)
+            return hf_kv_arch_u32(l, "expert_gating_func", funcs[i].type, err);
+    return amn_error_set(err, AMN_E_PARSE,
+                         "config.json: unsupported expert score function %.100s (softmax, "
+                         "sigmoid or sqrtsoftplus)",
+                         json_object_to_json_string(f));
+}
+
 /* TextModel.set_gguf_parameters, then LlamaModel's additions (flags). */
 static int text_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype,
                        amn_error *err) {
@@ -215,10 +237,7 @@ static int text_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t
                     "expert_used_count", err);
     if (!rc) rc = u32_kv(l, cfg, KEYS("n_group"), "expert_group_count", err);
     if (!rc) rc = u32_kv(l, cfg, KEYS("topk_group"), "expert_group_used_count", err);
-    if (!rc &&
-        hf_find(cfg, KEYS("score_function", "scoring_func", "score_func", "moe_router_activation",
-                          "moe_router_activation_func", "expert_selection_fn")))
-        rc = amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: an expert score function");
+    if (!rc) rc = gating_func(l, cfg, err);
     uint32_t head_dim;
     int r = rc ? 0 : hf_get_u32(cfg, KEYS("head_dim"), &head_dim, err);
     if (r < 0) return r;
@@ -523,6 +542,81 @@ static int olmo2_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_
     return rc;
 }
 
+/* A required integer of config.json (the converter's hparams[key]). */
+static int need_cfg_u32(json_object *cfg, const char *key, uint32_t *v, amn_error *err) {
+    const int r = hf_get_u32(cfg, (const char *const[]){key, NULL}, v, err);
+    return r < 0 ? r : r ? AMN_OK : amn_error_set(err, AMN_E_PARSE, "config.json: no %s", key);
+}
+
+/* An integer key/value from config.json's key where it is there and not
+ * null, else def (has_def) or nothing. */
+static int u32_or(hf_kvs *l, json_object *cfg, const char *key, bool has_def, uint32_t def,
+                  const char *suffix, amn_error *err) {
+    uint32_t v = def;
+    const int r = hf_get_u32(cfg, (const char *const[]){key, NULL}, &v, err);
+    if (r < 0) return r;
+    return r || has_def ? hf_kv_arch_u32(l, suffix, v, err) : AMN_OK;
+}
+
+/* DeepseekV2Model.set_gguf_parameters: MLA is written as MQA (one KV
+ * head), rms_norm_eps defaults to 1e-6; then the latent ranks and head
+ * sizes, the leading dense layers, the experts, the rope dimension and
+ * yarn's log multiplier (0.1 x mscale_all_dim, kept as the converter's
+ * "legacy" value). */
+static int deepseek2_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype,
+                            amn_error *err) {
+    json_object *cfg = p->cfg, *j;
+    hf_params q = *p;
+    if (!(q.cfg = json_object_new_object()))
+        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    json_object_object_foreach(cfg, k, v) json_object_object_add(q.cfg, k, json_object_get(v));
+    json_object_object_add(q.cfg, "num_key_value_heads", json_object_new_int(1));
+    if (!json_object_object_get_ex(cfg, "rms_norm_eps", NULL))
+        json_object_object_add(q.cfg, "rms_norm_eps", json_object_new_double(1e-6));
+    int rc = text_params(l, a, &q, ftype, err);
+    json_object_put(q.cfg);
+    const bool moe = hf_find(cfg, KEYS("n_routed_experts")) != NULL;
+    if (!rc)
+        rc = u32_or(l, cfg, "first_k_dense_replace", true, moe ? 0 : p->block_count,
+                    "leading_dense_block_count", err);
+    uint32_t vocab, kv_rank = 512, rope, nope, vdim;
+    if (!rc) rc = need_cfg_u32(cfg, "vocab_size", &vocab, err);
+    if (!rc) rc = hf_kv_arch_u32(l, "vocab_size", vocab, err);
+    if (!rc) rc = u32_or(l, cfg, "q_lora_rank", false, 0, "attention.q_lora_rank", err);
+    if (!rc && (rc = hf_get_u32(cfg, KEYS("kv_lora_rank"), &kv_rank, err)) > 0) rc = AMN_OK;
+    if (!rc) rc = need_cfg_u32(cfg, "qk_rope_head_dim", &rope, err);
+    if (!rc) rc = need_cfg_u32(cfg, "qk_nope_head_dim", &nope, err);
+    if (!rc) rc = need_cfg_u32(cfg, "v_head_dim", &vdim, err);
+    if (!rc && ((uint64_t)kv_rank + rope > UINT32_MAX || (uint64_t)nope + rope > UINT32_MAX))
+        rc = amn_error_set(err, AMN_E_PARSE, "config.json: head sizes overflow");
+    if (!rc) rc = hf_kv_arch_u32(l, "attention.kv_lora_rank", kv_rank, err);
+    if (!rc) rc = hf_kv_arch_u32(l, "attention.key_length", kv_rank + rope, err);
+    if (!rc) rc = hf_kv_arch_u32(l, "attention.value_length", kv_rank, err);
+    if (!rc) rc = hf_kv_arch_u32(l, "attention.key_length_mla", nope + rope, err);
+    if (!rc) rc = hf_kv_arch_u32(l, "attention.value_length_mla", vdim, err);
+    uint32_t eff;
+    const int r =
+        rc ? 0 : hf_get_u32(cfg, KEYS("moe_intermediate_size", "intermediate_size"), &eff, err);
+    if (r < 0) return r;
+    if (!rc && r == 0)
+        return amn_error_set(err, AMN_E_PARSE, "config.json: no moe_intermediate_size");
+    if (!rc) rc = hf_kv_arch_u32(l, "expert_feed_forward_length", eff, err);
+    if (!rc) rc = u32_or(l, cfg, "n_routed_experts", false, 0, "expert_count", err);
+    if (!rc) rc = u32_or(l, cfg, "n_shared_experts", true, 0, "expert_shared_count", err);
+    if (!rc) rc = f32_kv(l, cfg, KEYS("routed_scaling_factor"), "expert_weights_scale", err);
+    if (!rc && (j = hf_find(cfg, KEYS("norm_topk_prob"))) &&
+        json_object_is_type(j, json_type_boolean) && json_object_get_boolean(j))
+        rc = hf_kv_arch_bool(l, "expert_weights_norm", true, err);
+    if (!rc) rc = hf_kv_arch_u32(l, "rope.dimension_count", rope, err);
+    if (!rc && (j = hf_find(p->rope, KEYS("mscale_all_dim")))) {
+        if (!json_object_is_type(j, json_type_int) && !json_object_is_type(j, json_type_double))
+            return amn_error_set(err, AMN_E_PARSE, "config.json: mscale_all_dim must be a number");
+        rc = hf_kv_arch_f32(l, "rope.scaling.yarn_log_multiplier",
+                            (float)(0.1 * json_object_get_double(j)), err);
+    }
+    return rc;
+}
+
 int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype, amn_error *err) {
     switch (a->recipe) {
     case HF_P_GEMMA:
@@ -539,6 +633,8 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype
         return granite_params(l, a, p, ftype, err);
     case HF_P_OLMO2:
         return olmo2_params(l, a, p, ftype, err);
+    case HF_P_DEEPSEEK2:
+        return deepseek2_params(l, a, p, ftype, err);
     default:
         return text_params(l, a, p, ftype, err);
     }

@@ -18,6 +18,7 @@ typedef struct hf_params {
     uint32_t n_head, n_head_kv, n_embd;
     bool has_head, has_head_kv, has_embd;
     uint64_t vocab_size; /* 0: absent */
+    bool tied;           /* tie_word_embeddings: true */
 } hf_params;
 
 int hf_params_read(json_object *cfg, const hf_arch *a, hf_params *p, amn_error *err);

@@ -189,6 +189,37 @@ d=$(fused_dir fused-suffix "for k in [k for k in list(t) if k.endswith('_proj')]
   cmp -s "$work/fused-plain.gguf" "$work/fused-suffix.gguf" && pass ||
   fail "stacked experts named .weight convert otherwise"
 
+# Family keys of the wrong kind: OLMo 3's sliding window and layer types,
+# Granite's scales (the converter fails on each when it packs the value).
+olmo3=$src/fixtures/hf/Olmo-3-Tiny-Think
+d=$(base=$olmo3 case_dir olmo-types 'c["layer_types"] = "sliding_attention"')
+refused olmo-types "$d" 1 "layer_types is not a list"
+d=$(base=$olmo3 case_dir olmo-window 'c["sliding_window"] = None')
+refused olmo-window "$d" 1 "sliding_window is null"
+d=$(base=$olmo3 case_dir olmo-window-str 'c["sliding_window"] = "4096"')
+refused olmo-window-str "$d" 1 "sliding_window"
+d=$(base=$src/fixtures/hf/Granite-3.3-Tiny-Instruct case_dir granite-scale 'c["residual_multiplier"] = "0.22"')
+refused granite-scale "$d" 1 "residual_multiplier must be a number"
+
+# DeepSeek (DeepseekV2Model): kv_b_proj split by a head count and sizes the
+# tensor does not hold, or config.json does not give; a score function the
+# converter does not know; a tied lm_head left out, as the converter does.
+ds=$src/fixtures/hf/DeepSeek-V2-Lite-Tiny-Chat
+d=$(base=$ds case_dir ds-heads 'c["num_key_value_heads"] = 2')
+refused ds-heads "$d" 1 "config.json says 2 key/value heads of 32 + 32 rows (qk_nope_head_dim + v_head_dim) but model.layers.0.self_attn.kv_b_proj.weight has 256 rows"
+d=$(base=$ds case_dir ds-nope 'del c["qk_nope_head_dim"]')
+refused ds-nope "$d" 1 "kv_b_proj.weight is split by num_key_value_heads, qk_nope_head_dim"
+d=$(base=$ds case_dir ds-score 'c["scoring_func"] = "relu"')
+refused ds-score "$d" 1 'unsupported expert score function "relu"'
+mkdir -p "$work/tied1" "$work/tied2" # (one folder name: the model's name)
+d=$(base=$ds case_dir tied1/ds 'c["tie_word_embeddings"] = True')
+d2=$(base=$ds case_dir tied2/ds 'c["tie_word_embeddings"] = True')
+$py "$src/tests/hf/hf_st_edit.py" "$d2" "del t['lm_head.weight']"
+"$amn" convert "$d" --to gguf -o "$work/ds-tied.gguf" --quiet &&
+  "$amn" convert "$d2" --to gguf -o "$work/ds-tied-nohead.gguf" --quiet &&
+  cmp -s "$work/ds-tied.gguf" "$work/ds-tied-nohead.gguf" && pass ||
+  fail "ds-tied: a tied lm_head is written"
+
 # Quantized folders are no longer refused: they are dequantized on the way
 # (hf_onepass.sh compares them with their dequantized copies).
 
