@@ -10,7 +10,6 @@ static const hf_tensor_map decoder_common[] = {
     {"model.embed_tokens", "token_embd", HF_X_NONE},
     {"model.norm", "output_norm", HF_X_NONE},
     {"lm_head", "output", HF_X_NONE},
-    {"model.layers.{bid}.input_layernorm", "blk.{bid}.attn_norm", HF_X_NONE},
     {"model.layers.{bid}.self_attn.v_proj", "blk.{bid}.attn_v", HF_X_NONE},
     {"model.layers.{bid}.self_attn.o_proj", "blk.{bid}.attn_output", HF_X_NONE},
     {"model.layers.{bid}.mlp.gate_proj", "blk.{bid}.ffn_gate", HF_X_NONE},
@@ -19,7 +18,14 @@ static const hf_tensor_map decoder_common[] = {
     {NULL, NULL, 0},
 };
 
-/* q and k as they are, and post_attention_layernorm as the FFN norm. */
+/* The norm before attention (all but OLMo 2). */
+static const hf_tensor_map pre_norm[] = {
+    {"model.layers.{bid}.input_layernorm", "blk.{bid}.attn_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* q and k as they are, and post_attention_layernorm as the FFN norm (also
+ * Gemma's). */
 static const hf_tensor_map qk_plain[] = {
     {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
     {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
@@ -38,14 +44,6 @@ static const hf_tensor_map qk_permuted[] = {
 static const hf_tensor_map qk_norms[] = {
     {"model.layers.{bid}.self_attn.q_norm", "blk.{bid}.attn_q_norm", HF_X_NONE},
     {"model.layers.{bid}.self_attn.k_norm", "blk.{bid}.attn_k_norm", HF_X_NONE},
-    {NULL, NULL, 0},
-};
-
-/* Gemma: q / k as they are; the FFN norm named as in Gemma 1. */
-static const hf_tensor_map gemma_norms[] = {
-    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
-    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
-    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
     {NULL, NULL, 0},
 };
 
@@ -154,64 +152,61 @@ static const hf_experts deepseek2_experts = {
 
 static const char *const deepseek2_names[] = {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
                                               NULL};
-static const hf_tensor_map *const deepseek2_maps[] = {decoder_common, deepseek2_tensors, NULL};
+static const hf_tensor_map *const deepseek2_maps[] = {decoder_common, pre_norm, deepseek2_tensors,
+                                                      NULL};
 
 static const char *const llama_names[] = {"LlamaForCausalLM", "LLaMAForCausalLM",
                                           "MistralForCausalLM", "MixtralForCausalLM", NULL};
-static const hf_tensor_map *const llama_maps[] = {decoder_common, qk_permuted, moe_router, NULL};
+static const hf_tensor_map *const llama_maps[] = {decoder_common, pre_norm, qk_permuted, moe_router,
+                                                  NULL};
 
 /* SmolLM3Model: LlamaModel's conversion under its own GGUF name (llama.cpp
  * skips RoPE in every fourth layer itself) */
 static const char *const smollm3_names[] = {"SmolLM3ForCausalLM", NULL};
-static const hf_tensor_map *const smollm3_maps[] = {decoder_common, qk_permuted, NULL};
+static const hf_tensor_map *const smollm3_maps[] = {decoder_common, pre_norm, qk_permuted, NULL};
 /* (Granite's too) */
 
 /* GraniteModel: LlamaModel's conversion, head_dim ignored, four scales */
 static const char *const granite_names[] = {"GraniteForCausalLM", NULL};
 
-/* Olmo2Model (OLMo 2 and 3): no norm before attention or the FFN, one
- * after each (input_layernorm has no place in its tensor list); q / k norms
- * over the whole projection. */
-static const hf_tensor_map olmo2_tensors[] = {
-    {"model.embed_tokens", "token_embd", HF_X_NONE},
-    {"model.norm", "output_norm", HF_X_NONE},
-    {"lm_head", "output", HF_X_NONE},
+/* Olmo2Model (OLMo 2 and 3): no norm before attention or the FFN (no
+ * pre_norm: input_layernorm has no place in its tensor list), one after
+ * each; q / k norms over the whole projection. */
+static const hf_tensor_map olmo2_norms[] = {
     {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
     {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
-    {"model.layers.{bid}.self_attn.v_proj", "blk.{bid}.attn_v", HF_X_NONE},
-    {"model.layers.{bid}.self_attn.o_proj", "blk.{bid}.attn_output", HF_X_NONE},
     {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm", HF_X_NONE},
     {"model.layers.{bid}.post_feedforward_layernorm", "blk.{bid}.post_ffw_norm", HF_X_NONE},
-    {"model.layers.{bid}.mlp.gate_proj", "blk.{bid}.ffn_gate", HF_X_NONE},
-    {"model.layers.{bid}.mlp.up_proj", "blk.{bid}.ffn_up", HF_X_NONE},
-    {"model.layers.{bid}.mlp.down_proj", "blk.{bid}.ffn_down", HF_X_NONE},
     {NULL, NULL, 0},
 };
 static const char *const olmo2_names[] = {"Olmo2ForCausalLM", "Olmo3ForCausalLM", NULL};
-static const hf_tensor_map *const olmo2_maps[] = {olmo2_tensors, qk_norms, NULL};
+static const hf_tensor_map *const olmo2_maps[] = {decoder_common, olmo2_norms, qk_norms, NULL};
 
 static const char *const qwen2_names[] = {"Qwen2ForCausalLM", NULL};
-static const hf_tensor_map *const qwen2_maps[] = {decoder_common, qk_plain, NULL};
+static const hf_tensor_map *const qwen2_maps[] = {decoder_common, pre_norm, qk_plain, NULL};
 
 static const char *const qwen3_names[] = {"Qwen3ForCausalLM", NULL};
-static const hf_tensor_map *const qwen3_maps[] = {decoder_common, qk_plain, qk_norms, NULL};
+static const hf_tensor_map *const qwen3_maps[] = {decoder_common, pre_norm, qk_plain, qk_norms,
+                                                  NULL};
 
 static const char *const qwen2moe_names[] = {"Qwen2MoeForCausalLM", NULL};
-static const hf_tensor_map *const qwen2moe_maps[] = {decoder_common, qk_plain, qwen_moe, NULL};
-
-static const char *const qwen3moe_names[] = {"Qwen3MoeForCausalLM", NULL};
-static const hf_tensor_map *const qwen3moe_maps[] = {decoder_common, qk_plain, qk_norms, qwen_moe,
+static const hf_tensor_map *const qwen2moe_maps[] = {decoder_common, pre_norm, qk_plain, qwen_moe,
                                                      NULL};
 
+static const char *const qwen3moe_names[] = {"Qwen3MoeForCausalLM", NULL};
+static const hf_tensor_map *const qwen3moe_maps[] = {decoder_common, pre_norm, qk_plain,
+                                                     qk_norms,       qwen_moe, NULL};
+
 static const char *const gemma_names[] = {"GemmaForCausalLM", NULL};
-static const hf_tensor_map *const gemma_maps[] = {decoder_common, gemma_norms, NULL};
+static const hf_tensor_map *const gemma_maps[] = {decoder_common, pre_norm, qk_plain, NULL};
 
 static const char *const gemma2_names[] = {"Gemma2ForCausalLM", NULL};
-static const hf_tensor_map *const gemma2_maps[] = {decoder_common, gemma2_norms, NULL};
+static const hf_tensor_map *const gemma2_maps[] = {decoder_common, pre_norm, gemma2_norms, NULL};
 
 static const char *const gemma3_names[] = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
                                            NULL};
-static const hf_tensor_map *const gemma3_maps[] = {decoder_common, gemma2_norms, qk_norms, NULL};
+static const hf_tensor_map *const gemma3_maps[] = {decoder_common, pre_norm, gemma2_norms, qk_norms,
+                                                   NULL};
 
 static const char *const phi3_names[] = {"Phi3ForCausalLM", NULL};
 static const hf_tensor_map *const phi3_maps[] = {phi3_tensors, NULL};
