@@ -233,8 +233,8 @@ static const hf_arch archs[] = {
     /* a TextModel: _set_vocab_gpt2 */
     {"olmo2", olmo2_names, olmo2_maps, 0, "gpt2", HF_P_OLMO2, NULL},
     /* _set_vocab_gpt2 (Kimi K2's tiktoken vocabulary has no table) */
-    {"deepseek2", deepseek2_names, deepseek2_maps, HF_A_SKIP_MTP | HF_A_TIED_LM_HEAD, "gpt2",
-     HF_P_DEEPSEEK2, &deepseek2_experts},
+    {"deepseek2", deepseek2_names, deepseek2_maps, HF_A_SKIP_MTP | HF_A_TIED_LM_HEAD | HF_A_MLA,
+     "gpt2", HF_P_DEEPSEEK2, &deepseek2_experts},
 };
 
 const hf_arch *hf_arch_find(const char *hf_name) {
@@ -310,9 +310,9 @@ bool hf_arch_unmap(const hf_arch *a, const char *gguf_name, char *out, size_t si
 }
 
 /* The families a GGUF converts back from: one table entry each. */
-static const char *const reversible[] = {"llama",    "smollm3",  "granite", "qwen2", "qwen3",
-                                         "qwen2moe", "qwen3moe", "phi3",    "gemma", "gemma2",
-                                         "gemma3",   "olmo2",    NULL};
+static const char *const reversible[] = {"llama",    "smollm3",  "granite",   "qwen2", "qwen3",
+                                         "qwen2moe", "qwen3moe", "phi3",      "gemma", "gemma2",
+                                         "gemma3",   "olmo2",    "deepseek2", NULL};
 
 const hf_arch *hf_arch_by_gguf(const char *gguf_arch) {
     for (const char *const *r = reversible; *r; r++)

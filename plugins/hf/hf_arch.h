@@ -36,9 +36,9 @@ typedef struct hf_tensor_map {
 #define HF_A_NORM_PLUS1    (1u << 3) /* every "*norm.weight" + 1 (Gemma's RMSNorm) */
 #define HF_A_SKIP_LM_HEAD  (1u << 4) /* lm_head.weight left out (Gemma, Gemma 2) */
 #define HF_A_TRIM_VOCAB    (1u << 5) /* token_embd cut to the tokenizer's size (Gemma 3) */
-#define HF_A_SKIP_MTP                                                                              \
-    (1u << 6) /* layers past num_hidden_layers left out (multi-token prediction) */
-#define HF_A_TIED_LM_HEAD (1u << 7) /* lm_head.weight left out when tie_word_embeddings */
+#define HF_A_SKIP_MTP      (1u << 6) /* layers past num_hidden_layers left out (MTP) */
+#define HF_A_TIED_LM_HEAD  (1u << 7) /* lm_head.weight left out when tie_word_embeddings */
+#define HF_A_MLA           (1u << 8) /* kv_b_proj is GGUF attn_k_b + attn_v_b (HF_X_MLA_KV_B) */
 
 /* transformers 5's layout of the same experts: one 3-D tensor per layer,
  * "model.layers.{bid}.<mid><name>" (".weight" optional) of shape [experts,

@@ -2,6 +2,7 @@
  * (hf_rev.h). */
 #include "hf_rev.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,8 +117,66 @@ static int plan_experts(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, amn
     return rc;
 }
 
-static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_t nh, uint32_t nkv,
+/* The index of the source named name, or n. */
+static size_t source_named(const amn_encode_source *src, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(src[i].name, name) == 0) return i;
+    return n;
+}
+
+/* The largest head of attn_k_b transposed back at once (F32 values). */
+#define MLA_HEAD_MAX (64u << 20)
+
+/* blk.N.attn_k_b / attn_v_b (DeepSeek's split kv_b_proj): kv_b_proj again,
+ * planned at k_b, whose fill reads v_b as another source; v_b itself
+ * writes nothing. 1 when s is neither. */
+static int plan_mla(hf_rev *r, const amn_encode_source *src, size_t n, size_t i, hf_rslot *sl,
                     amn_error *err) {
+    const amn_encode_source *s = &src[i];
+    unsigned bid;
+    char kind[16], suffix[16], other[64];
+    if (!(r->arch->flags & HF_A_MLA) ||
+        sscanf(s->name, "blk.%u.%15[a-z_].%15s", &bid, kind, suffix) != 3 ||
+        strcmp(suffix, "weight") != 0)
+        return 1;
+    const bool k = strcmp(kind, "attn_k_b") == 0;
+    if (!k && strcmp(kind, "attn_v_b") != 0) return 1;
+    snprintf(other, sizeof other, "blk.%u.%s.weight", bid, k ? "attn_v_b" : "attn_k_b");
+    const size_t j = source_named(src, n, other);
+    if (j == n)
+        return amn_error_set(err, AMN_E_PARSE, "%s without %s (kv_b_proj needs both)", s->name,
+                             other);
+    if (!k) return AMN_OK; /* planned with its k_b */
+    const amn_encode_source *v = &src[j];
+    if (s->ndim != 3 || v->ndim != 3 || s->shape[0] != v->shape[0] || s->shape[1] != v->shape[2] ||
+        !s->shape[0] || !s->shape[1] || !s->shape[2] || !v->shape[1])
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s [%llu, %llu, %llu] and %s: not [heads, rank, k] and [heads, v, "
+                             "rank]",
+                             s->name, (unsigned long long)s->shape[0],
+                             (unsigned long long)s->shape[1], (unsigned long long)s->shape[2],
+                             other);
+    if (s->shape[1] * s->shape[2] > MLA_HEAD_MAX / sizeof(float))
+        return amn_error_set(err, AMN_E_LIMIT, "%s: a head of %llu x %llu values", s->name,
+                             (unsigned long long)s->shape[1], (unsigned long long)s->shape[2]);
+    int rc = slot_alloc(r, sl, 1, err);
+    if (rc) return rc;
+    hf_rout *t = &sl->o[0];
+    snprintf(t->name, sizeof t->name, "model.layers.%u.self_attn.kv_b_proj.weight", bid);
+    t->dtype = r->dtype;
+    t->mla = true;
+    t->mla_v = j;
+    t->mla_nope = s->shape[2];
+    t->mla_vd = v->shape[1];
+    const amn_encode_source kv = {.name = s->name,
+                                  .ndim = 2,
+                                  .shape = {s->shape[0] * (t->mla_nope + t->mla_vd), s->shape[1]}};
+    return set_shape(t, &kv, 0, err);
+}
+
+static int plan_one(hf_rev *r, const amn_encode_source *src, size_t n, size_t i, hf_rslot *sl,
+                    uint32_t nh, uint32_t nkv, amn_error *err) {
+    const amn_encode_source *s = &src[i];
     /* generated from config.json: left out (Phi-3's factors go back there) */
     if (strcmp(s->name, "rope_freqs.weight") == 0 ||
         strcmp(s->name, "rope_factors_long.weight") == 0 ||
@@ -125,6 +184,7 @@ static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_
         return AMN_OK;
     int rc = plan_experts(r, s, sl, err);
     if (rc <= 0) return rc;
+    if ((rc = plan_mla(r, src, n, i, sl, err)) <= 0) return rc;
     hf_rout one;
     hf_rout *t = &one;
     memset(t, 0, sizeof *t);
@@ -132,6 +192,10 @@ static int plan_one(hf_rev *r, const amn_encode_source *s, hf_rslot *sl, uint32_
     if (!hf_arch_unmap(r->arch, s->name, t->name, sizeof t->name, &x))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: no Hugging Face name for this %s tensor",
                              s->name, r->arch->gguf_arch);
+    /* filter_tensors' "e_score_correction.bias" named as checkpoints have it */
+    const size_t ln = strlen(t->name);
+    if (ln >= 23 && strcmp(t->name + ln - 23, "e_score_correction.bias") == 0)
+        t->name[ln - 5] = '_';
     t->dtype = r->dtype;
     /* weights and biases alike, as LlamaModel permutes both */
     t->xform = x == HF_X_PERMUTE_Q || x == HF_X_PERMUTE_K ? x : HF_X_NONE;
@@ -201,7 +265,7 @@ int hf_rev_new(const amn_encode_options *o, const amn_encode_source *src, size_t
     r->n_src = n;
     bool has_output = false;
     for (size_t i = 0; !rc && i < n; i++) {
-        rc = plan_one(r, &src[i], &r->slots[i], nh, nkv, err);
+        rc = plan_one(r, src, n, i, &r->slots[i], nh, nkv, err);
         if (strcmp(src[i].name, "output.weight") == 0) has_output = true;
     }
     if (!rc && !r->vocab_rows) rc = amn_error_set(err, AMN_E_PARSE, "GGUF: no token_embd.weight");
@@ -223,6 +287,35 @@ static uint64_t gguf_row(const hf_rout *t, uint64_t s) {
     return h * 2 * half + 2 * (in % half) + in / half;
 }
 
+/* Rows [r0, r0 + n) of kv_b_proj made again: a k row is a column of its
+ * head's attn_k_b (read once per head met), v rows are attn_v_b's rows. */
+static int fill_mla(const hf_rout *t, uint64_t r0, uint64_t n, const amn_values *v, float *tmp,
+                    amn_error *err) {
+    if (v->struct_size < offsetof(amn_values, read_source) + sizeof v->read_source ||
+        !v->read_source)
+        return amn_error_set(err, AMN_E_UNSUPPORTED, "%s: the core cannot read other sources",
+                             t->name);
+    const uint64_t nope = t->mla_nope, vd = t->mla_vd, per = nope + vd, rank = t->cols;
+    float *head = malloc((size_t)(rank * nope) * sizeof *head);
+    if (!head) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    uint64_t have = UINT64_MAX;
+    int rc = AMN_OK;
+    for (uint64_t r = 0, m; !rc && r < n; r += m) {
+        const uint64_t h = (r0 + r) / per, j = (r0 + r) % per;
+        if (j >= nope) { /* v rows: one read for the head's run of them */
+            m = per - j < n - r ? per - j : n - r;
+            rc = v->read_source(v->all, t->mla_v, (h * vd + j - nope) * rank, m * rank,
+                                tmp + r * rank, err);
+            continue;
+        }
+        m = 1;
+        if (h != have && !(rc = v->read(v->ctx, h * rank * nope, rank * nope, head, err))) have = h;
+        for (uint64_t l = 0; !rc && l < rank; l++) tmp[r * rank + l] = head[l * nope + j];
+    }
+    free(head);
+    return rc;
+}
+
 int hf_rev_fill(const hf_rout *t, uint64_t unit0, uint64_t n, const amn_values *v, void *dst,
                 amn_error *err) {
     if (unit0 > t->rows || n > t->rows - unit0)
@@ -231,7 +324,9 @@ int hf_rev_fill(const hf_rout *t, uint64_t unit0, uint64_t n, const amn_values *
     float *tmp = malloc((size_t)(n * cols) * sizeof *tmp + 1);
     if (!tmp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     int rc = AMN_OK;
-    if (t->xform) {
+    if (t->mla) {
+        rc = fill_mla(t, unit0, n, v, tmp, err);
+    } else if (t->xform) {
         for (uint64_t r = 0; !rc && r < n; r++)
             rc = v->read(v->ctx, gguf_row(t, unit0 + r) * cols, cols, tmp + r * cols, err);
     } else {

@@ -33,6 +33,12 @@ typedef struct hf_rout {
     uint64_t rows, cols; /* along dim 0; 1-D: numel rows of 1 */
     uint64_t row0;       /* first source row (an expert's slice of a stack) */
     uint64_t nbytes;
+    /* DeepSeek's kv_b_proj made again (mla): from this source, attn_k_b
+     * [heads, rank, nope] transposed back, and source mla_v, attn_v_b
+     * [heads, v, rank]: each head's nope k rows, then its v rows */
+    bool mla;
+    size_t mla_v;
+    uint64_t mla_nope, mla_vd;
 } hf_rout;
 
 typedef struct hf_rslot {

@@ -126,6 +126,16 @@ static void class_of(const hf_rev *r, const char **cls, const char **type) {
         *cls = "Olmo3ForCausalLM", *type = "olmo3"; /* OLMo 3: OLMo 2 with a sliding window */
         return;
     }
+    double gate = 0;
+    if (strcmp(a, "deepseek2") == 0 &&
+        hf_rev_num(hf_rev_kv(r->model, a, "expert_gating_func"), &gate) && gate == 2) {
+        *cls = "DeepseekV3ForCausalLM", *type = "deepseek_v3"; /* sigmoid scores: V3 */
+        return;
+    }
+    if (strcmp(a, "deepseek2") == 0) {
+        *cls = "DeepseekV2ForCausalLM", *type = "deepseek_v2";
+        return;
+    }
     for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
         if (strcmp(classes[i].arch, a) == 0 && classes[i].experts == (r->n_experts != 0)) {
             *cls = classes[i].cls, *type = classes[i].type;
@@ -258,6 +268,62 @@ static void layer_types(json_object *c, const hf_rev *r) {
     json_object_object_add(c, "layer_types", a);
 }
 
+/* DeepseekV2Model's keys under DeepSeek's config.json names: the latent
+ * ranks and head sizes, the experts and their routing (topk_method from
+ * the router's correction bias), yarn's mscale_all_dim from the log
+ * multiplier the converter wrote as 0.1 x it. */
+static void deepseek2_config(json_object *c, const hf_rev *r) {
+    const char *a = r->arch->gguf_arch;
+    double rope = 0, kl = 0, vl = 0, gate = 0, norm = 0;
+    put_int(c, r, "attention.head_count", "num_key_value_heads"); /* MLA: one per head */
+    if (!put_int(c, r, "attention.q_lora_rank", "q_lora_rank"))
+        json_object_object_add(c, "q_lora_rank", NULL);
+    put_int(c, r, "attention.kv_lora_rank", "kv_lora_rank");
+    put_int(c, r, "rope.dimension_count", "qk_rope_head_dim");
+    if (hf_rev_num(hf_rev_kv(r->model, a, "rope.dimension_count"), &rope) &&
+        hf_rev_num(hf_rev_kv(r->model, a, "attention.key_length_mla"), &kl) && kl >= rope)
+        json_object_object_add(c, "qk_nope_head_dim", json_object_new_int64((int64_t)(kl - rope)));
+    if (hf_rev_num(hf_rev_kv(r->model, a, "attention.value_length_mla"), &vl))
+        json_object_object_add(c, "v_head_dim", json_object_new_int64((int64_t)vl));
+    put_int(c, r, "leading_dense_block_count", "first_k_dense_replace");
+    put_int(c, r, "expert_shared_count", "n_shared_experts");
+    put_int(c, r, "expert_group_count", "n_group");
+    put_int(c, r, "expert_group_used_count", "topk_group");
+    put_float(c, r, "expert_weights_scale", "routed_scaling_factor");
+    hf_rev_num(hf_rev_kv(r->model, a, "expert_weights_norm"), &norm);
+    json_object_object_add(c, "norm_topk_prob", json_object_new_boolean(norm != 0));
+    if (hf_rev_num(hf_rev_kv(r->model, a, "expert_gating_func"), &gate))
+        json_object_object_add(c, "scoring_func",
+                               json_object_new_string(gate == 2   ? "sigmoid"
+                                                      : gate == 4 ? "sqrtsoftplus"
+                                                                  : "softmax"));
+    bool bias = false; /* the router's correction bias: V3's noaux_tc routing */
+    for (size_t i = 0; !bias && i < amn_model_tensor_count(r->model); i++) {
+        const char *n = amn_model_tensor(r->model, i)->name;
+        const size_t ln = strlen(n);
+        bias = ln >= 17 && strcmp(n + ln - 17, ".exp_probs_b.bias") == 0;
+    }
+    json_object_object_add(c, "topk_method", json_object_new_string(bias ? "noaux_tc" : "greedy"));
+}
+
+/* yarn's mscale / mscale_all_dim (DeepSeek): the shortest decimal x whose
+ * 0.1 x the converter writes as the GGUF's multiplier. */
+static void deepseek2_mscale(json_object *rs, const hf_rev *r) {
+    double mul;
+    if (!rs ||
+        !hf_rev_num(hf_rev_kv(r->model, r->arch->gguf_arch, "rope.scaling.yarn_log_multiplier"),
+                    &mul))
+        return;
+    char buf[64];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, mul / 0.1);
+        if ((float)(0.1 * strtod(buf, NULL)) == (float)mul) break;
+    }
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+    json_object_object_add(rs, "mscale", json_object_new_double_s(strtod(buf, NULL), buf));
+    json_object_object_add(rs, "mscale_all_dim", json_object_new_double_s(strtod(buf, NULL), buf));
+}
+
 static json_object *config_json(const hf_rev *r) {
     json_object *c = json_object_new_object();
     const char *cls, *type;
@@ -269,12 +335,13 @@ static json_object *config_json(const hf_rev *r) {
     put_int(c, r, "embedding_length", "hidden_size");
     put_int(c, r, "feed_forward_length", "intermediate_size");
     put_int(c, r, "attention.head_count", "num_attention_heads");
-    put_int(c, r, "attention.head_count_kv", "num_key_value_heads");
+    const bool mla = (r->arch->flags & HF_A_MLA) != 0;
+    if (!mla) put_int(c, r, "attention.head_count_kv", "num_key_value_heads");
     put_int(c, r, "block_count", "num_hidden_layers");
     put_int(c, r, "context_length", "max_position_embeddings");
     put_float(c, r, "attention.layer_norm_rms_epsilon", "rms_norm_eps");
     put_float(c, r, "rope.freq_base", "rope_theta");
-    put_int(c, r, "attention.key_length", "head_dim");
+    if (!mla) put_int(c, r, "attention.key_length", "head_dim"); /* MLA's is the latent's */
     /* 0 is the converter's writing of a null window (Phi-3): null again
      * (transformers takes any number as a window's width) */
     double sw;
@@ -299,6 +366,7 @@ static json_object *config_json(const hf_rev *r) {
     if (strcmp(r->arch->gguf_arch, "phi3") == 0)
         put_int(c, r, "rope.scaling.original_context_length", "original_max_position_embeddings");
     if (strcmp(r->arch->gguf_arch, "olmo2") == 0) layer_types(c, r);
+    if (mla) deepseek2_config(c, r);
     if (strcmp(r->arch->gguf_arch, "granite") == 0) { /* GraniteModel's scales, named back */
         put_float(c, r, "attention.scale", "attention_multiplier");
         put_float(c, r, "embedding_scale", "embedding_multiplier");
@@ -307,6 +375,7 @@ static json_object *config_json(const hf_rev *r) {
     }
     json_object_object_add(c, "vocab_size", json_object_new_int64((int64_t)r->vocab_rows));
     json_object *rs = rope_scaling(r);
+    if (mla) deepseek2_mscale(rs, r);
     if (rs) json_object_object_add(c, "rope_scaling", rs);
     double id;
     if (token_id(r->model, "bos", &id))

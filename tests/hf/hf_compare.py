@@ -64,6 +64,11 @@ def main():
     # lm_head of a tied model is not in the GGUF; the written folder says tied.
     if cfg_n.get("tie_word_embeddings"):
         orig.pop("lm_head.weight", None)
+    # layers past num_hidden_layers (DeepSeek V3's multi-token prediction)
+    # are not in the GGUF
+    for name in [n for n in orig if re.match(r"model\.layers\.(\d+)\.", n)]:
+        if int(name.split(".")[2]) >= cfg_o.get("num_hidden_layers", 1 << 30):
+            del orig[name]
     if set(orig) != set(new):
         print("names differ: only original", sorted(set(orig) - set(new))[:5],
               "only written", sorted(set(new) - set(orig))[:5])
@@ -82,7 +87,10 @@ def main():
               "num_experts_per_tok", "head_dim", "model_type", "num_experts",
               "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob",
               "attention_multiplier", "embedding_multiplier", "residual_multiplier",
-              "logits_scaling", "sliding_window", "layer_types"):
+              "logits_scaling", "sliding_window", "layer_types", "q_lora_rank", "kv_lora_rank",
+              "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts",
+              "n_shared_experts", "first_k_dense_replace", "routed_scaling_factor", "n_group",
+              "topk_group", "scoring_func", "topk_method"):
         if k in cfg_o and k in cfg_n and cfg_o[k] != cfg_n[k]:
             if k in ("architectures", "model_type") and cfg_o[k] in (["MistralForCausalLM"], "mistral") \
                     and cfg_n[k] in (["LlamaForCausalLM"], "llama"):
@@ -91,10 +99,15 @@ def main():
             bad += 1
         if k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "attention_multiplier",
                  "embedding_multiplier", "residual_multiplier", "logits_scaling",
-                 "layer_types") and \
+                 "layer_types", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                 "v_head_dim", "n_routed_experts", "first_k_dense_replace", "scoring_func") and \
                 k in cfg_o and k not in cfg_n:
             print("config.json lacks", k)
             bad += 1
+    ms = [(c.get("rope_scaling") or {}).get("mscale_all_dim") for c in (cfg_o, cfg_n)]
+    if ms[0] is not None and ms[0] != ms[1]:
+        print("config.json rope_scaling.mscale_all_dim: original %r, written %r" % tuple(ms))
+        bad += 1
     if not same and cfg_n.get("torch_dtype") != "float32":
         print("torch_dtype", cfg_n.get("torch_dtype"))
         bad += 1

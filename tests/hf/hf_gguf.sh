@@ -4,7 +4,8 @@
 # --outtype T output has (fixtures/hf/expected.sha256), with one thread and
 # with several; no --out-dtype is f16, as the converter's default. Lines
 # NAME/gguf-TYPE hold llama-quantize's output of the converter's f16 file:
-# what the one pass `--to gguf-TYPE` must write.
+# what the one pass `--to gguf-TYPE` must write, or "refused" where
+# llama-quantize refuses (no fallback type for a tensor's rows).
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 harness_init hf "$1" "$2"
@@ -15,6 +16,13 @@ while read -r want case_type; do
     gguf-*) args=(--to "$t") ;; # llama-quantize's output of the converter's f16
     *) args=(--to gguf --out-dtype "$t") ;;
   esac
+  if [ "$want" = refused ]; then # llama-quantize refuses it: so must amn
+    "$amn" convert "$src/fixtures/hf/$c" "${args[@]}" -o "$work/refused.gguf" >"$work/log" 2>&1
+    rc=$?
+    [ $rc -eq 3 ] && grep -q "no tensor type fallback" "$work/log" && [ ! -e "$work/refused.gguf" ] &&
+      pass || { fail "$c $t: exit $rc, llama-quantize refuses it"; indent "$work/log"; }
+    continue
+  fi
   for threads in 1 3; do
     out=$work/$c-$t-$threads.gguf
     if ! "$amn" convert "$src/fixtures/hf/$c" "${args[@]}" --threads "$threads" \

@@ -18,8 +18,8 @@ need_python torch
 for c in qwen2-tiny Qwen2.5-Tiny-Instruct qwen3-tiny-noindex Qwen3-Tiny-Base Mistral-Tiny-v0.3 \
     Mixtral-Tiny-4x1K Phi-3-mini-4k-instruct Phi-3-mini-128k-instruct TinyLlama-1.1B-Chat-v1.0 \
     Llama-3.1-8B-Instruct Qwen3-MoE-Tiny-Instruct Qwen1.5-MoE-Tiny-Chat Qwen3-MoE-Tiny-Fused SmolLM3-Tiny \
-    Granite-3.3-Tiny-Instruct OLMo-2-Tiny-Instruct Olmo-3-Tiny-Think \
-    Gemma-2-Tiny-2B Gemma-3-Tiny-it gemma-tiny-it gemma-3-tiny-mm; do
+    Granite-3.3-Tiny-Instruct OLMo-2-Tiny-Instruct Olmo-3-Tiny-Think DeepSeek-V3-Tiny \
+    DeepSeek-V2-Lite-Tiny-Chat Gemma-2-Tiny-2B Gemma-3-Tiny-it gemma-tiny-it gemma-3-tiny-mm; do
   mkdir -p "$work/$c/out"
   a=$work/$c/a.gguf b=$work/$c/b.gguf out=$work/$c/out/$c
   if ! "$amn" convert "$src/fixtures/hf/$c" --to gguf --out-dtype f32 -o "$a" --quiet >"$work/log" 2>&1; then
@@ -45,7 +45,8 @@ done
 # default: the GGUF's float type), its tensors the original's bytes.
 for ct in qwen2-tiny/bf16 Mistral-Tiny-v0.3/f16 Mixtral-Tiny-4x1K/bf16 Qwen3-MoE-Tiny-Instruct/bf16 \
     Qwen1.5-MoE-Tiny-Chat/f16 Qwen3-MoE-Tiny-Fused/f16 SmolLM3-Tiny/bf16 \
-    Granite-3.3-Tiny-Instruct/f16 Olmo-3-Tiny-Think/bf16; do
+    Granite-3.3-Tiny-Instruct/f16 Olmo-3-Tiny-Think/bf16 DeepSeek-V3-Tiny/bf16 \
+    DeepSeek-V2-Lite-Tiny-Chat/f16; do
   c=${ct%/*} t=${ct#*/}
   a=$work/$c-$t.gguf out=$work/$c/same/$c
   mkdir -p "$work/$c/same"

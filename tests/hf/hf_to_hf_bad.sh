@@ -41,7 +41,7 @@ refused() {
     pass
   fi
 }
-patch arch qwen2 qwfoo && refused arch 3 "supported: llama, smollm3, granite, qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma, gemma2, gemma3, olmo2"
+patch arch qwen2 qwfoo && refused arch 3 "supported: llama, smollm3, granite, qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma, gemma2, gemma3, olmo2, deepseek2"
 patch heads attention.head_count attention.heXd_count && refused heads 1 "head_count"
 patch tensor ffn_down ffn_dowX && refused tensor 3 "no Hugging Face name"
 # A vocabulary type without tokenizer files: Llama-2-Tiny-SPM's GGUF with
@@ -56,6 +56,15 @@ assert data.count(old) == 1
 open(sys.argv[2], "wb").write(data.replace(old, key + struct.pack("<IQ", 8, 5) + b"llamb"))
 PY
 cp "$good" "$work/dtype.gguf" && refused dtype 2 "f32, f16 or bf16" --out-dtype q8_0
+# DeepSeek's kv_b_proj needs both halves: its attn_v_b renamed away.
+"$amn" convert "$src/fixtures/hf/DeepSeek-V2-Lite-Tiny-Chat" --to gguf --out-dtype f32 \
+  -o "$work/ds.gguf" --quiet && /usr/bin/python3 - "$work/ds.gguf" "$work/mla.gguf" <<'PY' &&
+import sys
+data = open(sys.argv[1], "rb").read()
+assert data.count(b"attn_v_b") == 2
+open(sys.argv[2], "wb").write(data.replace(b"attn_v_b", b"attn_v_c"))
+PY
+  refused mla 1 "blk.0.attn_k_b.weight without blk.0.attn_v_b.weight"
 # Stacked experts split back count against --max-items: the Qwen3-MoE
 # GGUF's 27 tensors open within 40, its 45 outputs do not fit.
 "$amn" convert "$src/fixtures/hf/Qwen3-MoE-Tiny-Instruct" --to gguf --out-dtype f32 \
