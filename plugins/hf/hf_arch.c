@@ -41,19 +41,30 @@ static const hf_tensor_map qk_permuted[] = {
     {NULL, NULL, 0},
 };
 
+/* q and k as they are, and post_attention_layernorm as the norm after
+ * attention (OLMo 2, gpt-oss) */
+static const hf_tensor_map qk_post_norm[] = {
+    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
+    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
+    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
+/* The norm after the FFN (Gemma 2 / 3, OLMo 2). */
+static const hf_tensor_map post_ffw_norm[] = {
+    {"model.layers.{bid}.post_feedforward_layernorm", "blk.{bid}.post_ffw_norm", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+
 static const hf_tensor_map qk_norms[] = {
     {"model.layers.{bid}.self_attn.q_norm", "blk.{bid}.attn_q_norm", HF_X_NONE},
     {"model.layers.{bid}.self_attn.k_norm", "blk.{bid}.attn_k_norm", HF_X_NONE},
     {NULL, NULL, 0},
 };
 
-/* Gemma 2 / 3: a norm after attention, and one before and after the FFN. */
+/* Gemma 2 / 3: the norm before the FFN (after it: post_ffw_norm). */
 static const hf_tensor_map gemma2_norms[] = {
-    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
-    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
-    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm", HF_X_NONE},
     {"model.layers.{bid}.pre_feedforward_layernorm", "blk.{bid}.ffn_norm", HF_X_NONE},
-    {"model.layers.{bid}.post_feedforward_layernorm", "blk.{bid}.post_ffw_norm", HF_X_NONE},
     {NULL, NULL, 0},
 };
 
@@ -155,6 +166,31 @@ static const char *const deepseek2_names[] = {"DeepseekV2ForCausalLM", "Deepseek
 static const hf_tensor_map *const deepseek2_maps[] = {decoder_common, pre_norm, deepseek2_tensors,
                                                       NULL};
 
+/* GptOssModel: attention sinks, a router with a bias, experts stacked
+ * already with their biases (gate_up_proj split into gate and up). The
+ * converter's renames first: filter_tensors' "sinks" + ".weight",
+ * modify_tensors' "_bias" as ".bias" and ".weight" on the expert weights. */
+static const hf_rename gpt_oss_renames[] = {
+    {".self_attn.sinks", ".self_attn.sinks.weight"},
+    {".mlp.experts.down_proj_bias", ".mlp.experts.down_proj.bias"},
+    {".mlp.experts.gate_up_proj_bias", ".mlp.experts.gate_up_proj.bias"},
+    {".mlp.experts.down_proj", ".mlp.experts.down_proj.weight"},
+    {".mlp.experts.gate_up_proj", ".mlp.experts.gate_up_proj.weight"},
+    {NULL, NULL},
+};
+static const hf_tensor_map gpt_oss_tensors[] = {
+    {"model.layers.{bid}.self_attn.sinks", "blk.{bid}.attn_sinks", HF_X_NONE},
+    {"model.layers.{bid}.mlp.router", "blk.{bid}.ffn_gate_inp", HF_X_NONE},
+    {"model.layers.{bid}.mlp.experts.down_proj", "blk.{bid}.ffn_down_exps", HF_X_EXPERT_T},
+    {"model.layers.{bid}.mlp.experts.gate_up_proj", "blk.{bid}.ffn_gate_up_exps", HF_X_GATE_UP_ALT},
+    {"model.layers.{bid}.mlp.experts.gate_proj", "blk.{bid}.ffn_gate_exps", HF_X_NONE},
+    {"model.layers.{bid}.mlp.experts.up_proj", "blk.{bid}.ffn_up_exps", HF_X_NONE},
+    {NULL, NULL, 0},
+};
+static const char *const gpt_oss_names[] = {"GptOssForCausalLM", NULL};
+static const hf_tensor_map *const gpt_oss_maps[] = {decoder_common, pre_norm, qk_post_norm,
+                                                    gpt_oss_tensors, NULL};
+
 static const char *const llama_names[] = {"LlamaForCausalLM", "LLaMAForCausalLM",
                                           "MistralForCausalLM", "MixtralForCausalLM", NULL};
 static const hf_tensor_map *const llama_maps[] = {decoder_common, pre_norm, qk_permuted, moe_router,
@@ -172,15 +208,9 @@ static const char *const granite_names[] = {"GraniteForCausalLM", NULL};
 /* Olmo2Model (OLMo 2 and 3): no norm before attention or the FFN (no
  * pre_norm: input_layernorm has no place in its tensor list), one after
  * each; q / k norms over the whole projection. */
-static const hf_tensor_map olmo2_norms[] = {
-    {"model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q", HF_X_NONE},
-    {"model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k", HF_X_NONE},
-    {"model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm", HF_X_NONE},
-    {"model.layers.{bid}.post_feedforward_layernorm", "blk.{bid}.post_ffw_norm", HF_X_NONE},
-    {NULL, NULL, 0},
-};
 static const char *const olmo2_names[] = {"Olmo2ForCausalLM", "Olmo3ForCausalLM", NULL};
-static const hf_tensor_map *const olmo2_maps[] = {decoder_common, olmo2_norms, qk_norms, NULL};
+static const hf_tensor_map *const olmo2_maps[] = {decoder_common, qk_post_norm, post_ffw_norm,
+                                                  qk_norms, NULL};
 
 static const char *const qwen2_names[] = {"Qwen2ForCausalLM", NULL};
 static const hf_tensor_map *const qwen2_maps[] = {decoder_common, pre_norm, qk_plain, NULL};
@@ -201,40 +231,43 @@ static const char *const gemma_names[] = {"GemmaForCausalLM", NULL};
 static const hf_tensor_map *const gemma_maps[] = {decoder_common, pre_norm, qk_plain, NULL};
 
 static const char *const gemma2_names[] = {"Gemma2ForCausalLM", NULL};
-static const hf_tensor_map *const gemma2_maps[] = {decoder_common, pre_norm, gemma2_norms, NULL};
+static const hf_tensor_map *const gemma2_maps[] = {decoder_common, pre_norm,      qk_post_norm,
+                                                   gemma2_norms,   post_ffw_norm, NULL};
 
 static const char *const gemma3_names[] = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
                                            NULL};
-static const hf_tensor_map *const gemma3_maps[] = {decoder_common, pre_norm, gemma2_norms, qk_norms,
-                                                   NULL};
+static const hf_tensor_map *const gemma3_maps[] = {
+    decoder_common, pre_norm, qk_post_norm, gemma2_norms, post_ffw_norm, qk_norms, NULL};
 
 static const char *const phi3_names[] = {"Phi3ForCausalLM", NULL};
 static const hf_tensor_map *const phi3_maps[] = {phi3_tensors, NULL};
 
 static const hf_arch archs[] = {
     {"llama", llama_names, llama_maps, HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE,
-     "llama", HF_P_TEXT, &mixtral_experts},
+     "llama", HF_P_TEXT, &mixtral_experts, NULL},
     {"smollm3", smollm3_names, smollm3_maps,
-     HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE, "llama", HF_P_TEXT, NULL},
+     HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE, "llama", HF_P_TEXT, NULL, NULL},
     {"granite", granite_names, smollm3_maps,
-     HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE, "llama", HF_P_GRANITE, NULL},
-    {"qwen2", qwen2_names, qwen2_maps, 0, "qwen2", HF_P_TEXT, NULL},
-    {"qwen3", qwen3_names, qwen3_maps, 0, "qwen2", HF_P_TEXT, NULL},
+     HF_A_VOCAB_SIZE_KV | HF_A_ROPE_DIM_KV | HF_A_LLAMA3_ROPE, "llama", HF_P_GRANITE, NULL, NULL},
+    {"qwen2", qwen2_names, qwen2_maps, 0, "qwen2", HF_P_TEXT, NULL, NULL},
+    {"qwen3", qwen3_names, qwen3_maps, 0, "qwen2", HF_P_TEXT, NULL, NULL},
     /* Qwen2MoeModel is a TextModel: _set_vocab_gpt2, no SentencePiece */
-    {"qwen2moe", qwen2moe_names, qwen2moe_maps, 0, "gpt2", HF_P_QWENMOE, &qwen_experts},
-    {"qwen3moe", qwen3moe_names, qwen3moe_maps, 0, "gpt2", HF_P_QWENMOE, &qwen_experts},
+    {"qwen2moe", qwen2moe_names, qwen2moe_maps, 0, "gpt2", HF_P_QWENMOE, &qwen_experts, NULL},
+    {"qwen3moe", qwen3moe_names, qwen3moe_maps, 0, "gpt2", HF_P_QWENMOE, &qwen_experts, NULL},
     {"gemma", gemma_names, gemma_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma", HF_P_GEMMA,
-     NULL},
+     NULL, NULL},
     {"gemma2", gemma2_names, gemma2_maps, HF_A_NORM_PLUS1 | HF_A_SKIP_LM_HEAD, "gemma2",
-     HF_P_GEMMA2, NULL},
+     HF_P_GEMMA2, NULL, NULL},
     {"gemma3", gemma3_names, gemma3_maps, HF_A_NORM_PLUS1 | HF_A_TRIM_VOCAB, "gemma3", HF_P_GEMMA3,
-     NULL},
-    {"phi3", phi3_names, phi3_maps, 0, "phi3", HF_P_PHI3, NULL},
+     NULL, NULL},
+    {"phi3", phi3_names, phi3_maps, 0, "phi3", HF_P_PHI3, NULL, NULL},
     /* a TextModel: _set_vocab_gpt2 */
-    {"olmo2", olmo2_names, olmo2_maps, 0, "gpt2", HF_P_OLMO2, NULL},
+    {"olmo2", olmo2_names, olmo2_maps, 0, "gpt2", HF_P_OLMO2, NULL, NULL},
     /* _set_vocab_gpt2 (Kimi K2's tiktoken vocabulary has no table) */
     {"deepseek2", deepseek2_names, deepseek2_maps, HF_A_SKIP_MTP | HF_A_TIED_LM_HEAD | HF_A_MLA,
-     "gpt2", HF_P_DEEPSEEK2, &deepseek2_experts},
+     "gpt2", HF_P_DEEPSEEK2, &deepseek2_experts, NULL},
+    /* a TextModel: _set_vocab_gpt2 */
+    {"gpt-oss", gpt_oss_names, gpt_oss_maps, 0, "gpt2", HF_P_GPT_OSS, NULL, gpt_oss_renames},
 };
 
 const hf_arch *hf_arch_find(const char *hf_name) {

@@ -14,12 +14,22 @@
 /* How a tensor's values change on the way (one per tensor). */
 enum {
     HF_X_NONE = 0,
-    HF_X_PERMUTE_Q, /* llama's q_proj row permutation (n_head) */
-    HF_X_PERMUTE_K, /* k_proj's (n_head_kv) */
-    HF_X_PLUS1,     /* Gemma's norm weights + 1, in the source dtype */
-    HF_X_MLA_KV_B,  /* DeepSeek's kv_b_proj: split into k_b (transposed) and v_b */
-    HF_X_TRANSPOSE, /* each group of a part's rows transposed (k_b: hf_out.part_*) */
+    HF_X_PERMUTE_Q,   /* llama's q_proj row permutation (n_head) */
+    HF_X_PERMUTE_K,   /* k_proj's (n_head_kv) */
+    HF_X_PLUS1,       /* Gemma's norm weights + 1, in the source dtype */
+    HF_X_MLA_KV_B,    /* DeepSeek's kv_b_proj: split into k_b (transposed) and v_b */
+    HF_X_TRANSPOSE,   /* each group of a part's rows transposed (k_b: hf_out.part_*) */
+    HF_X_EXPERT_T,    /* gpt-oss's down_proj weight [experts, ff, hidden]: each expert transposed */
+    HF_X_GATE_UP_ALT, /* gpt-oss's gate_up_proj: gate and up alternate along the last
+                       * dimension; two outputs, weights' experts transposed */
 };
+
+/* A rename the converter makes before mapping (filter_tensors,
+ * modify_tensors): a name ending in `from` ends in `to` instead. */
+typedef struct hf_rename {
+    const char *from;
+    const char *to;
+} hf_rename;
 
 /* "model.layers.{bid}.self_attn.q_proj" -> "blk.{bid}.attn_q": names without
  * their ".weight" / ".bias" suffix, which carries over. */
@@ -76,6 +86,7 @@ typedef enum hf_recipe {
     HF_P_GRANITE,   /* LlamaModel's without head_dim, then GraniteModel's four scales */
     HF_P_OLMO2,     /* TextModel's, then (OLMo 3) the sliding window and its layers */
     HF_P_DEEPSEEK2, /* TextModel's with one KV head, then DeepseekV2Model's MLA and MoE keys */
+    HF_P_GPT_OSS,   /* TextModel's, then GptOssModel's sliding window and expert FFN length */
 } hf_recipe;
 
 typedef struct hf_arch {
@@ -86,6 +97,7 @@ typedef struct hf_arch {
     const char *vocab_family;         /* the converter's set_vocab variant (hf_vocab.h) */
     hf_recipe recipe;
     const hf_experts *experts; /* stacked routed experts, or NULL */
+    const hf_rename *renames;  /* NULL-from-terminated, or NULL: none */
 } hf_arch;
 
 /* The family that takes this Hugging Face architecture name, or NULL. */

@@ -357,8 +357,9 @@ static int expert_source(hf_conv *c, size_t i, const amn_encode_source *s, amn_e
 
 /* ModelBase.filter_tensors' renames into out: a trailing
  * "e_score_correction_bias" as "e_score_correction.bias", and every
- * "language_model." (a multimodal wrapper's) removed. */
-static bool filter_name(const char *name, char *out, size_t size) {
+ * "language_model." (a multimodal wrapper's) removed; then the family's
+ * own (hf_arch.renames). */
+static bool filter_name(const hf_arch *a, const char *name, char *out, size_t size) {
     static const char cut[] = "language_model.", bias[] = "e_score_correction_bias";
     const size_t n = strlen(name), nb = sizeof bias - 1;
     const size_t at = n >= nb && strcmp(name + n - nb, bias) == 0 ? n - 5 : SIZE_MAX; /* "_bias" */
@@ -372,6 +373,13 @@ static bool filter_name(const char *name, char *out, size_t size) {
         out[w++] = (size_t)(r - name) == at ? '.' : *r;
     }
     out[w] = '\0';
+    for (const hf_rename *r = a->renames; r && r->from; r++) {
+        const size_t f = strlen(r->from), t = strlen(r->to);
+        if (w < f || strcmp(out + w - f, r->from) != 0) continue;
+        if (w - f + t >= size) return false;
+        memcpy(out + w - f, r->to, t + 1);
+        break;
+    }
     return true;
 }
 
@@ -393,12 +401,13 @@ static bool skipped(const hf_conv *c, const char *name, const hf_params *p) {
  * latent rank, F32): real models hold 128 x 512. */
 #define MLA_GROUP_MAX (64u << 20)
 
-/* name with its first "kv_b_proj" as "k_b_proj" / "v_b_proj", mapped. */
-static int mla_name(const hf_conv *c, const char *name, const char *part, hf_out *o,
-                    amn_error *err) {
-    const char *at = strstr(name, "kv_b_proj");
+/* name with its first `whole` as `part` ("kv_b_proj" as "k_b_proj"),
+ * mapped. */
+static int part_name(const hf_conv *c, const char *name, const char *whole, const char *part,
+                     hf_out *o, amn_error *err) {
+    const char *at = strstr(name, whole);
     char renamed[600];
-    snprintf(renamed, sizeof renamed, "%.*s%s%s", (int)(at - name), name, part, at + 9);
+    snprintf(renamed, sizeof renamed, "%.*s%s%s", (int)(at - name), name, part, at + strlen(whole));
     uint8_t x;
     if (!hf_arch_map(c->arch, renamed, o->name, sizeof o->name, &x))
         return amn_error_set(err, AMN_E_UNSUPPORTED, "unsupported: tensor %s has no GGUF name",
@@ -434,8 +443,8 @@ static int mla_split(hf_conv *c, size_t i, const char *name, const char *filtere
         return amn_error_set(err, AMN_E_LIMIT, "%s: a head's %u x %llu values to transpose", name,
                              nope, (unsigned long long)rank);
     *v = *k;
-    int rc = mla_name(c, filtered_name, "k_b_proj", k, err);
-    if (!rc) rc = mla_name(c, filtered_name, "v_b_proj", v, err);
+    int rc = part_name(c, filtered_name, "kv_b_proj", "k_b_proj", k, err);
+    if (!rc) rc = part_name(c, filtered_name, "kv_b_proj", "v_b_proj", v, err);
     if (rc) return rc;
     k->ndim = v->ndim = 3;
     k->shape[0] = v->shape[0] = p->n_head_kv;
@@ -454,6 +463,61 @@ static int mla_split(hf_conv *c, size_t i, const char *name, const char *filtere
     return AMN_OK;
 }
 
+/* GptOssModel.modify_tensors: down_proj [experts, ff, hidden] transposed
+ * per expert ([experts, hidden, ff]); its bias as it is. */
+static int expert_transposed(hf_out *o, const char *name, amn_error *err) {
+    if (!ends_with(name, ".weight")) return AMN_OK;
+    if (o->ndim != 3)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "tensor %s: %u-D (3-D [experts, rows, columns] "
+                             "expected)",
+                             name, o->ndim);
+    const uint64_t r = o->shape[1];
+    o->shape[1] = o->shape[2], o->shape[2] = r;
+    o->xform = HF_X_TRANSPOSE;
+    o->part_rows = o->part_stride = r, o->part_off = 0;
+    return AMN_OK;
+}
+
+/* GptOssModel.modify_tensors: gate_up_proj [experts, hidden, 2 x ff]
+ * transposed per expert, then its even rows the gate and odd rows up
+ * ([experts, ff, hidden] each); its bias [experts, 2 x ff] split so
+ * along the last dimension. */
+static int gate_up_split(hf_conv *c, size_t i, const char *name, const char *filtered_name,
+                         amn_error *err) {
+    hf_out *g = &c->outs[i], *u = &c->outs2[i];
+    const bool weight = ends_with(filtered_name, ".weight");
+    const uint32_t nd = weight ? 3 : 2;
+    if (g->ndim != nd || g->shape[nd - 1] % 2)
+        return amn_error_set(err, AMN_E_PARSE,
+                             "tensor %s: %u-D with %llu values along the last dimension (%u-D, "
+                             "gate and up alternating, expected)",
+                             name, g->ndim, (unsigned long long)g->shape[g->ndim - 1], nd);
+    const uint64_t two_ff = g->shape[nd - 1], rows = g->shape[1];
+    *u = *g;
+    int rc = part_name(c, filtered_name, "gate_up_proj", "gate_proj", g, err);
+    if (!rc) rc = part_name(c, filtered_name, "gate_up_proj", "up_proj", u, err);
+    if (rc) return rc;
+    hf_out *const both[2] = {g, u};
+    for (int k = 0; k < 2; k++) {
+        hf_out *o = both[k];
+        o->xform = HF_X_NONE;
+        o->col_step = 2, o->col_off = (uint64_t)k, o->src_cols = two_ff;
+        if (weight) { /* [E, hidden, 2ff] -> [E, ff, hidden] */
+            o->shape[1] = two_ff / 2, o->shape[2] = rows;
+            o->xform = HF_X_TRANSPOSE;
+            o->part_rows = o->part_stride = rows, o->part_off = 0;
+            o->cols = rows, o->rows = o->shape[0] * o->shape[1];
+        } else { /* [E, 2ff] -> [E, ff] */
+            o->shape[1] = two_ff / 2;
+            o->cols = o->shape[1], o->rows = o->shape[0];
+        }
+        choose_type(o, c->outtype);
+        c->slots[i].o[c->slots[i].n++] = o;
+    }
+    return AMN_OK;
+}
+
 static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf_params *p,
                       amn_error *err) {
     hf_out *o = &c->outs[i];
@@ -464,7 +528,7 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
     if (c->arch->experts && strstr(s->name, c->arch->experts->detect))
         return expert_source(c, i, s, err);
     char name[512];
-    if (!filter_name(s->name, name, sizeof name))
+    if (!filter_name(c->arch, s->name, name, sizeof name))
         return amn_error_set(err, AMN_E_LIMIT, "tensor name %.100s... too long", s->name);
     if (!hf_arch_map(c->arch, name, o->name, sizeof o->name, &o->xform))
         return amn_error_set(err, AMN_E_UNSUPPORTED,
@@ -489,6 +553,18 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
     if (o->xform == HF_X_MLA_KV_B) {
         if (ends_with(name, ".weight")) return mla_split(c, i, s->name, name, p, err);
         o->xform = HF_X_NONE; /* only the weight is split */
+    }
+    if ((o->xform == HF_X_EXPERT_T || o->xform == HF_X_GATE_UP_ALT) && s->dequantized)
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: %s is MXFP4, which the converter writes as GGUF MXFP4 "
+                             "blocks (repacked, not dequantized); amn does not repack them: "
+                             "convert a BF16 checkpoint of the model",
+                             s->name);
+    if (o->xform == HF_X_GATE_UP_ALT) return gate_up_split(c, i, s->name, name, err);
+    if (o->xform == HF_X_EXPERT_T) {
+        o->xform = HF_X_NONE;
+        int rc = expert_transposed(o, name, err);
+        if (rc) return rc;
     }
     if ((c->arch->flags & HF_A_NORM_PLUS1) && ends_with(name, "norm.weight")) o->xform = HF_X_PLUS1;
     if ((c->arch->flags & HF_A_TRIM_VOCAB) && strstr(name, "embed_tokens.weight")) {

@@ -57,6 +57,11 @@ typedef struct hf_out {
      * HF_X_TRANSPOSE each group's part is transposed (output [groups,
      * shape[1] = source columns, part_rows]) */
     uint64_t part_rows, part_stride, part_off;
+    /* every col_step-th of the source's src_cols columns from col_off on
+     * (col_step > 0: gpt-oss's alternating gate and up): output column c,
+     * or with HF_X_TRANSPOSE output row c of a group, is source column
+     * col_off + c * col_step */
+    uint64_t col_step, col_off, src_cols;
 } hf_out;
 
 /* What one source tensor becomes: up to 6 outputs (none when dropped). */

@@ -114,23 +114,58 @@ static void block_row(const hf_out *t, const float *x, uint8_t *dst) {
         tq_row(x, t->cols, t->block, dst);
 }
 
-/* Rows [r0, r0 + n) of a transposed part (DeepSeek's k_b): output row r
- * is column r % cols_src of group r / cols_src's part rows, one read of a
- * group's part rows per group met. */
+/* A group of a transposed part read whole when it is at most this many
+ * values (DeepSeek's k_b: 128 x 512), else only the columns the rows need,
+ * a span per source row (gpt-oss-20b's experts: 2880 x 5760 a group, and a
+ * chunk needs a few hundred of its columns). */
+#define GROUP_WHOLE (1u << 18)
+
+/* Rows [r0, r0 + n) of a transposed part (DeepSeek's k_b, gpt-oss's
+ * experts): output row r of group g = r / per is source column
+ * col_off + (r % per) x col_step of g's k part rows. */
 static int read_transposed(const hf_out *t, uint64_t r0, uint64_t n, const amn_values *v,
                            float *tmp, amn_error *err) {
-    const uint64_t src_cols = t->shape[1], k = t->part_rows;
-    float *grp = malloc((size_t)(k * src_cols) * sizeof *grp);
+    const uint64_t per = t->shape[1], k = t->part_rows;
+    const uint64_t step = t->col_step ? t->col_step : 1, scols = t->col_step ? t->src_cols : per;
+    const uint64_t most = per < n ? per : n, span_max = (most - 1) * step + 1;
+    const bool whole = k * scols <= GROUP_WHOLE || 2 * span_max >= scols;
+    float *grp = malloc((size_t)(k * (whole ? scols : span_max)) * sizeof *grp);
     if (!grp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     int rc = AMN_OK;
     for (uint64_t r = 0, m; !rc && r < n; r += m) {
-        const uint64_t g = (r0 + r) / src_cols, l0 = (r0 + r) % src_cols;
-        m = src_cols - l0 < n - r ? src_cols - l0 : n - r;
-        rc = v->read(v->ctx, (g * t->part_stride + t->part_off) * src_cols, k * src_cols, grp, err);
+        const uint64_t g = (r0 + r) / per, l0 = (r0 + r) % per;
+        m = per - l0 < n - r ? per - l0 : n - r;
+        const uint64_t first = (g * t->part_stride + t->part_off) * scols;
+        const uint64_t c0 = t->col_off + l0 * step, span = (m - 1) * step + 1;
+        uint64_t stride = scols, at = c0;
+        if (whole) {
+            rc = v->read(v->ctx, first, k * scols, grp, err);
+        } else { /* the span of each source row the m output rows take */
+            stride = span, at = 0;
+            for (uint64_t j = 0; !rc && j < k; j++)
+                rc = v->read(v->ctx, first + j * scols + c0, span, grp + j * span, err);
+        }
         for (uint64_t i = 0; !rc && i < m; i++)
-            for (uint64_t j = 0; j < k; j++) tmp[(r + i) * k + j] = grp[j * src_cols + l0 + i];
+            for (uint64_t j = 0; j < k; j++) tmp[(r + i) * k + j] = grp[j * stride + at + i * step];
     }
     free(grp);
+    return rc;
+}
+
+/* Rows [r0, r0 + n) of a selection of the source's columns (gpt-oss's
+ * gate or up bias): each source row read, its columns picked. */
+static int read_columns(const hf_out *t, uint64_t r0, uint64_t n, const amn_values *v, float *tmp,
+                        amn_error *err) {
+    const uint64_t scols = t->src_cols, cols = t->cols;
+    float *row = malloc((size_t)scols * sizeof *row);
+    if (!row) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    int rc = AMN_OK;
+    for (uint64_t r = 0; !rc && r < n; r++) {
+        rc = v->read(v->ctx, (r0 + r) * scols, scols, row, err);
+        for (uint64_t c = 0; !rc && c < cols; c++)
+            tmp[r * cols + c] = row[t->col_off + c * t->col_step];
+    }
+    free(row);
     return rc;
 }
 
@@ -162,6 +197,7 @@ static int read_rows(const hf_out *t, uint64_t r0, uint64_t n, const amn_values 
         return rc;
     }
     if (t->xform == HF_X_TRANSPOSE) return read_transposed(t, r0, n, v, tmp, err);
+    if (t->col_step) return read_columns(t, r0, n, v, tmp, err);
     int rc = AMN_OK;
     for (uint64_t r = 0, k; !rc && r < n; r += k) {
         const uint64_t s = source_run(t, r0 + r, n - r, &k);
@@ -178,7 +214,7 @@ static int read_rows(const hf_out *t, uint64_t r0, uint64_t n, const amn_values 
 static bool direct(const hf_out *t, const amn_values *v) {
     if (v->struct_size < offsetof(amn_values, read_as) + sizeof v->read_as || !v->read_as)
         return false;
-    if (t->values || t->n_stack) return false;
+    if (t->values || t->n_stack || t->col_step) return false;
     if (t->xform != HF_X_NONE && t->xform != HF_X_PERMUTE_Q && t->xform != HF_X_PERMUTE_K)
         return false;
     if (t->src != AMN_DTYPE_F16 && t->src != AMN_DTYPE_BF16) return false;
@@ -209,7 +245,9 @@ int hf_fill(const hf_out *t, uint64_t unit0, uint64_t n, const amn_values *v, vo
     if (direct(t, v)) return fill_direct(t, unit0, n, v, dst, err);
     const uint64_t cols = t->cols, row_bytes = hf_unit_bytes(t);
     uint64_t step = cols < TILE_FLOATS ? TILE_FLOATS / cols : 1;
-    if (step > n) step = n;
+    /* a transposed part in one tile: its reads take a span of each source
+     * row, the fewer the better (a piece is a few MiB at most) */
+    if (t->xform == HF_X_TRANSPOSE || step > n) step = n;
     float *tmp = malloc((size_t)(step * cols) * sizeof *tmp + 1);
     if (!tmp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     int rc = AMN_OK;

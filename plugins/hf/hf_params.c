@@ -617,6 +617,16 @@ static int deepseek2_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uin
     return rc;
 }
 
+/* GptOssModel.set_gguf_parameters: TextModel's, then hparams
+ * ["sliding_window"] and intermediate_size as the experts' FFN length. */
+static int gpt_oss_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype,
+                          amn_error *err) {
+    int rc = text_params(l, a, p, ftype, err);
+    if (!rc) rc = need_u32(l, p->cfg, "sliding_window", "attention.sliding_window", err);
+    if (!rc) rc = need_u32(l, p->cfg, "intermediate_size", "expert_feed_forward_length", err);
+    return rc;
+}
+
 int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype, amn_error *err) {
     switch (a->recipe) {
     case HF_P_GEMMA:
@@ -635,6 +645,8 @@ int hf_params_kv(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype
         return olmo2_params(l, a, p, ftype, err);
     case HF_P_DEEPSEEK2:
         return deepseek2_params(l, a, p, ftype, err);
+    case HF_P_GPT_OSS:
+        return gpt_oss_params(l, a, p, ftype, err);
     default:
         return text_params(l, a, p, ftype, err);
     }
