@@ -267,7 +267,8 @@ static const hf_arch archs[] = {
     {"deepseek2", deepseek2_names, deepseek2_maps, HF_A_SKIP_MTP | HF_A_TIED_LM_HEAD | HF_A_MLA,
      "gpt2", HF_P_DEEPSEEK2, &deepseek2_experts, NULL},
     /* a TextModel: _set_vocab_gpt2 */
-    {"gpt-oss", gpt_oss_names, gpt_oss_maps, 0, "gpt2", HF_P_GPT_OSS, NULL, gpt_oss_renames},
+    {"gpt-oss", gpt_oss_names, gpt_oss_maps, HF_A_MXFP4_FIRST, "gpt2", HF_P_GPT_OSS, NULL,
+     gpt_oss_renames},
 };
 
 const hf_arch *hf_arch_find(const char *hf_name) {

@@ -49,6 +49,7 @@ typedef struct hf_tensor_map {
 #define HF_A_SKIP_MTP      (1u << 6) /* layers past num_hidden_layers left out (MTP) */
 #define HF_A_TIED_LM_HEAD  (1u << 7) /* lm_head.weight left out when tie_word_embeddings */
 #define HF_A_MLA           (1u << 8) /* kv_b_proj is GGUF attn_k_b + attn_v_b (HF_X_MLA_KV_B) */
+#define HF_A_MXFP4_FIRST   (1u << 9) /* MXFP4 experts repacked, written before all else */
 
 /* transformers 5's layout of the same experts: one 3-D tensor per layer,
  * "model.layers.{bid}.<mid><name>" (".weight" optional) of shape [experts,

@@ -518,6 +518,59 @@ static int gate_up_split(hf_conv *c, size_t i, const char *name, const char *fil
     return AMN_OK;
 }
 
+/* A quantized weight's packed part "<name><suffix>": U8 of ndim dimensions,
+ * else NULL. */
+static const amn_tensor *packed_part(const hf_conv *c, const char *name, const char *suffix,
+                                     uint32_t ndim) {
+    char part[600];
+    snprintf(part, sizeof part, "%s%s", name, suffix);
+    const int64_t k = c->model ? amn_model_find(c->model, part) : -1;
+    const amn_tensor *t = k >= 0 ? amn_model_tensor(c->model, (size_t)k) : NULL;
+    return t && t->dtype == AMN_DTYPE_U8 && t->ndim == ndim ? t : NULL;
+}
+
+/* GptOssModel.generate_extra_tensors: MXFP4 experts ("<name>_blocks"
+ * [experts, rows, groups, 16] of E2M1 pairs, "<name>_scales" [experts,
+ * rows, groups] of E8M0) written as GGUF MXFP4 blocks, repacked, not
+ * dequantized: down_proj as it is, gate_up_proj's even rows the gate and
+ * odd rows up (its blocks' rows are the output's already). */
+static int mxfp4_repack(hf_conv *c, size_t i, const amn_encode_source *s, const char *name,
+                        amn_error *err) {
+    const amn_tensor *b = packed_part(c, s->name, "_blocks", 4);
+    const amn_tensor *q = packed_part(c, s->name, "_scales", 3);
+    if (!b || !q || !ends_with(name, ".weight"))
+        return amn_error_set(err, AMN_E_UNSUPPORTED,
+                             "unsupported: %s is quantized other than as gpt-oss's MXFP4 blocks "
+                             "and scales, which is all the converter takes there",
+                             s->name);
+    const bool split = c->outs[i].xform == HF_X_GATE_UP_ALT;
+    const uint64_t e = b->shape[0], r = b->shape[1], g = b->shape[2];
+    if (b->shape[3] != 16 || q->shape[0] != e || q->shape[1] != r || q->shape[2] != g || !g ||
+        (split && r % 2))
+        return amn_error_set(err, AMN_E_PARSE,
+                             "%s_blocks and %s_scales do not fit ([experts, rows, groups, 16] and "
+                             "[experts, rows, groups]%s)",
+                             s->name, s->name, split ? ", gate and up rows alternating" : "");
+    for (int k = 0; k < (split ? 2 : 1); k++) {
+        hf_out *o = k ? &c->outs2[i] : &c->outs[i];
+        if (k) *o = c->outs[i];
+        if (split) {
+            int rc = part_name(c, name, "gate_up_proj", k ? "up_proj" : "gate_proj", o, err);
+            if (rc) return rc;
+            o->part_rows = 1, o->part_stride = 2, o->part_off = (uint64_t)k;
+        }
+        o->xform = HF_X_NONE;
+        o->dtype = AMN_DTYPE_BLOCK, o->block = HF_MXFP4;
+        o->ndim = 3;
+        o->shape[0] = e, o->shape[1] = split ? r / 2 : r, o->shape[2] = g * 32;
+        o->rows = e * o->shape[1], o->cols = g * 32;
+        o->nbytes = o->rows * g * 17;
+        o->mx_blocks = b, o->mx_scales = q, o->mx_groups = g;
+        c->slots[i].o[c->slots[i].n++] = o;
+    }
+    return AMN_OK;
+}
+
 static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf_params *p,
                       amn_error *err) {
     hf_out *o = &c->outs[i];
@@ -555,11 +608,7 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
         o->xform = HF_X_NONE; /* only the weight is split */
     }
     if ((o->xform == HF_X_EXPERT_T || o->xform == HF_X_GATE_UP_ALT) && s->dequantized)
-        return amn_error_set(err, AMN_E_UNSUPPORTED,
-                             "unsupported: %s is MXFP4, which the converter writes as GGUF MXFP4 "
-                             "blocks (repacked, not dequantized); amn does not repack them: "
-                             "convert a BF16 checkpoint of the model",
-                             s->name);
+        return mxfp4_repack(c, i, s, name, err);
     if (o->xform == HF_X_GATE_UP_ALT) return gate_up_split(c, i, s->name, name, err);
     if (o->xform == HF_X_EXPERT_T) {
         o->xform = HF_X_NONE;
@@ -658,6 +707,20 @@ static int converter_order(const hf_conv *c, const char *dir, const amn_encode_s
     for (size_t i = 0; !rc && i < n; i++) idx[i] = (by_name){src[i].name, i};
     if (!rc) qsort(idx, n, sizeof *idx, cmp_by_name);
     size_t k2 = 0;
+    if (c->arch->flags & HF_A_MXFP4_FIRST) /* in the order of their scales */
+        for (size_t k = 0; !rc && k < order.n; k++) {
+            char whole[600];
+            const size_t len = strlen(order.v[k]);
+            if (len < 7 || len - 7 >= sizeof whole || strcmp(order.v[k] + len - 7, "_scales"))
+                continue;
+            memcpy(whole, order.v[k], len - 7);
+            whole[len - 7] = '\0';
+            const by_name key = {whole, 0};
+            const by_name *hit = bsearch(&key, idx, n, sizeof *idx, cmp_by_name);
+            if (!hit || !src[hit->i].dequantized || seen[hit->i]) continue;
+            seen[hit->i] = true;
+            seq[k2++] = hit->i;
+        }
     for (size_t k = 0; !rc && k < order.n; k++) {
         const by_name key = {order.v[k], 0};
         const by_name *hit = bsearch(&key, idx, n, sizeof *idx, cmp_by_name);
@@ -802,6 +865,21 @@ static int find_arch(hf_conv *c, json_object *cfg, amn_error *err) {
 }
 
 /* The key/values in the order ModelBase.write() sets them. */
+/* general.file_type: the --outtype's, but MOSTLY_MXFP4_MOE (38) for a
+ * float outtype where config.json's quantization_config says "mxfp4"
+ * (ModelBase.prepare_metadata). */
+static uint32_t file_type(const hf_conv *c, json_object *cfg) {
+    json_object *q = NULL, *m = NULL;
+    const bool mxfp4 = json_object_object_get_ex(cfg, "quantization_config", &q) &&
+                       json_object_is_type(q, json_type_object) &&
+                       json_object_object_get_ex(q, "quant_method", &m) &&
+                       json_object_is_type(m, json_type_string) &&
+                       strcmp(json_object_get_string(m), "mxfp4") == 0;
+    const bool flt =
+        c->outtype == HF_OUT_F32 || c->outtype == HF_OUT_F16 || c->outtype == HF_OUT_BF16;
+    return mxfp4 && flt ? 38 : ftype_of(c->outtype);
+}
+
 static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_params *p,
                    amn_error *err) {
     /* gguf-py's get_total_parameter_count over what is written: a tensor
@@ -849,7 +927,7 @@ static int plan_kv(hf_conv *c, const char *dir, json_object *cfg, const hf_param
         rc = hf_kv_arch_f32(&l, "rope.scaling.attn_factor", c->attn_factor, err);
     if (!rc) rc = hf_kv_str(&l, "general.type", "model", err);
     if (!rc) rc = hf_meta_general(&l, dir, cfg, gen, total, label, err);
-    if (!rc) rc = hf_params_kv(&l, c->arch, p, ftype_of(c->outtype), err);
+    if (!rc) rc = hf_params_kv(&l, c->arch, p, file_type(c, cfg), err);
     if (!rc) rc = hf_kv_u32(&l, "general.quantization_version", 2, err);
     if (!rc) rc = hf_kvs_flush(&l, c->kv, err);
     if (!rc) rc = hf_vocab_add(c->kv, dir, c->arch->vocab_family, p->vocab_size, c->lim, err);

@@ -30,6 +30,7 @@ typedef enum hf_outtype {
 #define HF_Q8_0  8u
 #define HF_TQ1_0 34u
 #define HF_TQ2_0 35u
+#define HF_MXFP4 39u
 
 /* One output tensor. */
 typedef struct hf_out {
@@ -62,6 +63,10 @@ typedef struct hf_out {
      * or with HF_X_TRANSPOSE output row c of a group, is source column
      * col_off + c * col_step */
     uint64_t col_step, col_off, src_cols;
+    /* MXFP4 repacked (block HF_MXFP4): the checkpoint's packed parts, and
+     * the blocks per row (rows picked by part_*, as above) */
+    const amn_tensor *mx_blocks, *mx_scales;
+    uint64_t mx_groups;
 } hf_out;
 
 /* What one source tensor becomes: up to 6 outputs (none when dropped). */

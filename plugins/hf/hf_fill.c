@@ -169,6 +169,56 @@ static int read_columns(const hf_out *t, uint64_t r0, uint64_t n, const amn_valu
     return rc;
 }
 
+/* ggml's block_mxfp4 from transformers' packing (GptOssModel.repack_mxfp4):
+ * the E8M0 scale, then byte j holding value j in its low nibble and value
+ * j + 16 in its high one, where the checkpoint's byte j holds values 2j
+ * (low nibble) and 2j + 1 (high). */
+static void mxfp4_block(uint8_t scale, const uint8_t *q, uint8_t *dst) {
+    dst[0] = scale;
+    for (int j = 0; j < 16; j++) {
+        const int a = j, b = j + 16;
+        const unsigned lo = (q[a / 2] >> (4 * (a % 2))) & 15u;
+        const unsigned hi = (q[b / 2] >> (4 * (b % 2))) & 15u;
+        dst[1 + j] = (uint8_t)(lo | hi << 4);
+    }
+}
+
+/* Repacked MXFP4 rows read per run of about this many bytes of the parts. */
+#define MX_RUN_BYTES (1u << 20)
+
+/* Rows [r0, r0 + n) of a repacked MXFP4 output (hf_out.mx_*), straight
+ * from the packed parts: runs of source rows read at once, the output's
+ * picked from them (gate_up's every other row). */
+static int fill_mxfp4(const hf_out *t, uint64_t r0, uint64_t n, const amn_values *v, uint8_t *dst,
+                      amn_error *err) {
+    /* the core's check that the input files are still whole (a file cut
+     * short under the mapping), which a read through it runs first */
+    float probe;
+    int rc = v->read(v->ctx, 0, 1, &probe, err);
+    if (rc) return rc;
+    const uint64_t g = t->mx_groups, step = t->part_rows ? t->part_stride : 1;
+    uint64_t per = MX_RUN_BYTES / (step * g * 17);
+    if (per < 1) per = 1;
+    if (per > n) per = n;
+    const uint64_t span = (per - 1) * step + 1;
+    uint8_t *qb = malloc((size_t)(span * g * 17));
+    if (!qb) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    uint8_t *sb = qb + span * g * 16;
+    for (uint64_t r = 0, m; !rc && r < n; r += m) {
+        m = n - r < per ? n - r : per;
+        const uint64_t s0 = t->part_rows ? (r0 + r) * step + t->part_off : r0 + r;
+        const uint64_t rows = (m - 1) * step + 1;
+        rc = amn_tensor_read(t->mx_blocks, s0 * g * 16, qb, rows * g * 16, err);
+        if (!rc) rc = amn_tensor_read(t->mx_scales, s0 * g, sb, rows * g, err);
+        for (uint64_t i = 0; !rc && i < m; i++)
+            for (uint64_t k = 0; k < g; k++)
+                mxfp4_block(sb[i * step * g + k], qb + (i * step * g + k) * 16,
+                            dst + ((r + i) * g + k) * 17);
+    }
+    free(qb);
+    return rc;
+}
+
 /* Rows [r0, r0 + n) of t as F32 into tmp: generated values, rows of stacked
  * experts, or the source's rows (permuted, a part of a fused tensor, or
  * one contiguous span). */
@@ -242,6 +292,7 @@ int hf_fill(const hf_out *t, uint64_t unit0, uint64_t n, const amn_values *v, vo
             amn_error *err) {
     if (unit0 > t->rows || n > t->rows - unit0)
         return amn_error_set(err, AMN_E_INVALID, "%s: rows out of range", t->name);
+    if (t->mx_blocks) return fill_mxfp4(t, unit0, n, v, dst, err);
     if (direct(t, v)) return fill_direct(t, unit0, n, v, dst, err);
     const uint64_t cols = t->cols, row_bytes = hf_unit_bytes(t);
     uint64_t step = cols < TILE_FLOATS ? TILE_FLOATS / cols : 1;

@@ -48,6 +48,7 @@ static void set_out(amn_encode_out *e, const hf_out *t) {
     e->encoding_name = t->dtype != AMN_DTYPE_BLOCK ? NULL
                        : t->block == HF_TQ1_0      ? "TQ1_0"
                        : t->block == HF_TQ2_0      ? "TQ2_0"
+                       : t->block == HF_MXFP4      ? "MXFP4"
                                                    : "Q8_0";
 }
 

@@ -221,8 +221,7 @@ $py "$src/tests/hf/hf_st_edit.py" "$d2" "del t['lm_head.weight']"
   fail "ds-tied: a tied lm_head is written"
 
 # gpt-oss (GptOssModel): expert tensors of the wrong rank or an odd
-# gate_up width; MXFP4 experts (the converter repacks them as GGUF MXFP4
-# blocks, which amn does not) refused rather than written dequantized; no
+# gate_up width; MXFP4 experts whose scales do not fit their blocks; no
 # sliding_window (hparams["sliding_window"]).
 oss=$src/fixtures/hf/gpt-oss-tiny-bf16
 d=$(base=$oss case_dir oss-window 'del c["sliding_window"]')
@@ -237,14 +236,12 @@ $py "$src/tests/hf/hf_st_edit.py" "$d" "
 k = 'model.layers.1.mlp.experts.gate_up_proj_bias'
 if k in t: t[k][1] = [256, 1]"
 refused oss-odd "$d" 1 "model.layers.1.mlp.experts.gate_up_proj_bias: 2-D with 1 values along the last dimension"
-d=$(base=$oss case_dir oss-mxfp4 'c["quantization_config"] = {"quant_method": "mxfp4"}')
+mx=$src/fixtures/hf/gpt-oss-tiny-mxfp4
+d=$(base=$mx case_dir oss-mx-scales 'pass')
 $py "$src/tests/hf/hf_st_edit.py" "$d" "
-k = 'model.layers.0.mlp.experts.gate_up_proj'
-if k in t:
-    del t[k]
-    t[k + '_blocks'] = ['U8', [4, 64, 2, 16], bytes(range(256)) * 32]
-    t[k + '_scales'] = ['U8', [4, 64, 2], bytes([127]) * 512]"
-refused oss-mxfp4 "$d" 3 "unsupported: model.layers.0.mlp.experts.gate_up_proj is MXFP4"
+k = 'model.layers.0.mlp.experts.down_proj_scales'
+if k in t: t[k][1] = [4, 32, 2]; t[k][2] = t[k][2][:256]"
+refused oss-mx-scales "$d" 1 "down_proj_scales: expected U8"
 
 # Quantized folders are no longer refused: they are dequantized on the way
 # (hf_onepass.sh compares them with their dequantized copies).
