@@ -257,6 +257,14 @@ static bool float_dtype(amn_dtype d) {
     return d == AMN_DTYPE_F32 || d == AMN_DTYPE_F16 || d == AMN_DTYPE_BF16;
 }
 
+/* The folder's own float tensor behind a source that is not dequantized,
+ * else NULL. */
+static const amn_tensor *stored(const hf_conv *c, const amn_encode_source *s) {
+    const int64_t i = s->dequantized || !c->model ? -1 : amn_model_find(c->model, s->name);
+    const amn_tensor *t = i >= 0 ? amn_model_tensor(c->model, (size_t)i) : NULL;
+    return t && float_dtype(t->dtype) && t->data ? t : NULL;
+}
+
 /* Layer b's projection w (0..2) written: once only, however the folder
  * holds it (one tensor per expert, or stacked). */
 static int once(hf_conv *c, int b, unsigned w, amn_error *err) {
@@ -609,6 +617,7 @@ static int map_source(hf_conv *c, size_t i, const amn_encode_source *s, const hf
     }
     if ((o->xform == HF_X_EXPERT_T || o->xform == HF_X_GATE_UP_ALT) && s->dequantized)
         return mxfp4_repack(c, i, s, name, err);
+    if (o->xform == HF_X_GATE_UP_ALT || o->xform == HF_X_EXPERT_T) o->raw = stored(c, s);
     if (o->xform == HF_X_GATE_UP_ALT) return gate_up_split(c, i, s->name, name, err);
     if (o->xform == HF_X_EXPERT_T) {
         o->xform = HF_X_NONE;

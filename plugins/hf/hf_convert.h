@@ -67,6 +67,11 @@ typedef struct hf_out {
      * the blocks per row (rows picked by part_*, as above) */
     const amn_tensor *mx_blocks, *mx_scales;
     uint64_t mx_groups;
+    /* the source as stored, where it is a float tensor of the folder (not
+     * a dequantized one): a transposed part's many short reads go to it
+     * straight, after one read through the core per fill (its check that
+     * the files are whole) */
+    const amn_tensor *raw;
 } hf_out;
 
 /* What one source tensor becomes: up to 6 outputs (none when dropped). */

@@ -120,6 +120,19 @@ static void block_row(const hf_out *t, const float *x, uint8_t *dst) {
  * chunk needs a few hundred of its columns). */
 #define GROUP_WHOLE (1u << 18)
 
+/* Elements [e0, e0 + n) of a stored float tensor as host F32 (what the
+ * core's read gives), through bytes (n elements of its dtype). */
+static int read_raw(const amn_tensor *t, uint64_t e0, uint64_t n, uint8_t *bytes, float *dst,
+                    amn_error *err) {
+    const size_t es = amn_dtype_size(t->dtype);
+    int rc = amn_tensor_read(t, e0 * es, bytes, n * es, err);
+    if (!rc && amn_convert_elems(t->dtype, bytes, AMN_DTYPE_F32, dst, (size_t)n))
+        rc = amn_error_set(err, AMN_E_INVALID, "%s: %s values cannot be read", t->name,
+                           amn_dtype_name(t->dtype));
+    if (!rc) amn_le_to_host_n(dst, 4, (size_t)n);
+    return rc;
+}
+
 /* Rows [r0, r0 + n) of a transposed part (DeepSeek's k_b, gpt-oss's
  * experts): output row r of group g = r / per is source column
  * col_off + (r % per) x col_step of g's k part rows. */
@@ -129,26 +142,33 @@ static int read_transposed(const hf_out *t, uint64_t r0, uint64_t n, const amn_v
     const uint64_t step = t->col_step ? t->col_step : 1, scols = t->col_step ? t->src_cols : per;
     const uint64_t most = per < n ? per : n, span_max = (most - 1) * step + 1;
     const bool whole = k * scols <= GROUP_WHOLE || 2 * span_max >= scols;
-    float *grp = malloc((size_t)(k * (whole ? scols : span_max)) * sizeof *grp);
-    if (!grp) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    int rc = AMN_OK;
+    /* a whole group, or one source row's span (and its stored bytes) */
+    const uint64_t floats = whole ? k * scols : 2 * span_max;
+    float *buf = malloc((size_t)floats * sizeof *buf);
+    if (!buf) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
+    /* the core's check of the input files, once (the raw spans skip it) */
+    int rc = whole || !t->raw ? AMN_OK : v->read(v->ctx, 0, 1, buf, err);
     for (uint64_t r = 0, m; !rc && r < n; r += m) {
         const uint64_t g = (r0 + r) / per, l0 = (r0 + r) % per;
         m = per - l0 < n - r ? per - l0 : n - r;
         const uint64_t first = (g * t->part_stride + t->part_off) * scols;
         const uint64_t c0 = t->col_off + l0 * step, span = (m - 1) * step + 1;
-        uint64_t stride = scols, at = c0;
         if (whole) {
-            rc = v->read(v->ctx, first, k * scols, grp, err);
-        } else { /* the span of each source row the m output rows take */
-            stride = span, at = 0;
-            for (uint64_t j = 0; !rc && j < k; j++)
-                rc = v->read(v->ctx, first + j * scols + c0, span, grp + j * span, err);
+            rc = v->read(v->ctx, first, k * scols, buf, err);
+            for (uint64_t i = 0; !rc && i < m; i++)
+                for (uint64_t j = 0; j < k; j++)
+                    tmp[(r + i) * k + j] = buf[j * scols + c0 + i * step];
+            continue;
         }
-        for (uint64_t i = 0; !rc && i < m; i++)
-            for (uint64_t j = 0; j < k; j++) tmp[(r + i) * k + j] = grp[j * stride + at + i * step];
+        /* the span of each source row the m output rows take, scattered */
+        for (uint64_t j = 0; !rc && j < k; j++) {
+            const uint64_t e0 = first + j * scols + c0;
+            rc = t->raw ? read_raw(t->raw, e0, span, (uint8_t *)(buf + span_max), buf, err)
+                        : v->read(v->ctx, e0, span, buf, err);
+            for (uint64_t i = 0; !rc && i < m; i++) tmp[(r + i) * k + j] = buf[i * step];
+        }
     }
-    free(grp);
+    free(buf);
     return rc;
 }
 
