@@ -32,7 +32,9 @@
 #        e.g. of the main branch, whose f16 `--no-sync` run is timed in the
 #        same rounds: an A/B comparison one loaded machine can give),
 #        MOE=1 (a Qwen3-MoE-shaped folder, its 64 experts per layer stacked;
-#        give it a WORK_DIR of its own)
+#        give it a WORK_DIR of its own), GPT_OSS=bf16|mxfp4 (one layer of
+#        gpt-oss-20b, its experts in BF16 or, as published, in MXFP4, which
+#        no one-pass Q4_K_M takes: give it QSETTINGS= and a WORK_DIR)
 set -euo pipefail
 build=$(cd "$1" && pwd) llama=$(cd "$2" && pwd) work=${3:-/tmp/amn-hf-bench}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,11 +42,11 @@ py=/usr/bin/python3
 amn=$build/bin/amn
 quantize=$llama/build/bin/llama-quantize
 frounds=${ROUNDS:-3} qrounds=${QROUNDS:-1} base=${BASE:+$(cd "$BASE" && pwd)/bin/amn}
-settings=${SETTINGS:-"warm tmpfs cold"} qsettings=${QSETTINGS:-warm}
+settings=${SETTINGS:-"warm tmpfs cold"} qsettings=${QSETTINGS-warm}
 [ -x "$quantize" ] || { echo "no $quantize"; exit 1; }
 mkdir -p "$work"
 [ -f "$work/model/config.json" ] || $py "$src/fixtures/hf/gen_fixtures.py" --llama-cpp "$llama" \
-  --make-bench "$work/model" ${MOE:+--moe}
+  --make-bench "$work/model" ${MOE:+--moe} ${GPT_OSS:+--gpt-oss "$GPT_OSS"}
 echo "model: $(du -sh "$work/model" | cut -f1), $(nproc) CPUs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 drop() { # drop the folder's pages from the page cache
