@@ -480,6 +480,17 @@ static int qwen_moe_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint
     return rc;
 }
 
+/* config.json's object copied (its values shared) without the key drop
+ * (NULL: none), for a recipe that edits the hparams TextModel's keys read;
+ * NULL when out of memory. */
+static json_object *cfg_copy(json_object *cfg, const char *drop) {
+    json_object *q = json_object_new_object();
+    if (!q) return NULL;
+    json_object_object_foreach(cfg, k, v) if (!drop || strcmp(k, drop) != 0)
+        json_object_object_add(q, k, json_object_get(v));
+    return q;
+}
+
 /* A scale GraniteModel writes `if` config.json has it: not when 0 or null. */
 static int granite_scale(hf_kvs *l, json_object *cfg, const char *key, const char *suffix,
                          amn_error *err) {
@@ -496,10 +507,8 @@ static int granite_scale(hf_kvs *l, json_object *cfg, const char *key, const cha
 static int granite_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uint32_t ftype,
                           amn_error *err) {
     hf_params q = *p;
-    if (!(q.cfg = json_object_new_object()))
+    if (!(q.cfg = cfg_copy(p->cfg, "head_dim")))
         return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    json_object_object_foreach(p->cfg, k, v) if (strcmp(k, "head_dim") != 0)
-        json_object_object_add(q.cfg, k, json_object_get(v));
     int rc = text_params(l, a, &q, ftype, err);
     static const char *const scales[][2] = {{"attention_multiplier", "attention.scale"},
                                             {"embedding_multiplier", "embedding_scale"},
@@ -567,9 +576,7 @@ static int deepseek2_params(hf_kvs *l, const hf_arch *a, const hf_params *p, uin
                             amn_error *err) {
     json_object *cfg = p->cfg, *j;
     hf_params q = *p;
-    if (!(q.cfg = json_object_new_object()))
-        return amn_error_set(err, AMN_E_NOMEM, "out of memory");
-    json_object_object_foreach(cfg, k, v) json_object_object_add(q.cfg, k, json_object_get(v));
+    if (!(q.cfg = cfg_copy(cfg, NULL))) return amn_error_set(err, AMN_E_NOMEM, "out of memory");
     json_object_object_add(q.cfg, "num_key_value_heads", json_object_new_int(1));
     if (!json_object_object_get_ex(cfg, "rms_norm_eps", NULL))
         json_object_object_add(q.cfg, "rms_norm_eps", json_object_new_double(1e-6));

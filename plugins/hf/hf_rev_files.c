@@ -72,15 +72,21 @@ static bool put_int(json_object *o, const hf_rev *r, const char *suffix, const c
     return true;
 }
 
-/* F32 keys as the shortest decimal that reads back as the same float. */
-static json_object *float_json(double v) {
+/* The shortest decimal x of value / scale whose scale x x reads back as
+ * value's float: an F32 key as config.json had it (scale 1), or one the
+ * converter wrote scaled (DeepSeek's yarn multiplier, 0.1 x mscale). */
+static json_object *float_json_scaled(double value, double scale) {
     char buf[64];
     for (int p = 1; p <= 17; p++) {
-        snprintf(buf, sizeof buf, "%.*g", p, v);
-        if ((float)strtod(buf, NULL) == (float)v) break;
+        snprintf(buf, sizeof buf, "%.*g", p, value / scale);
+        if ((float)(scale * strtod(buf, NULL)) == (float)value) break;
     }
     if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
     return json_object_new_double_s(strtod(buf, NULL), buf);
+}
+
+static json_object *float_json(double v) {
+    return float_json_scaled(v, 1.0);
 }
 
 static bool put_float(json_object *o, const hf_rev *r, const char *suffix, const char *field) {
@@ -314,14 +320,8 @@ static void deepseek2_mscale(json_object *rs, const hf_rev *r) {
         !hf_rev_num(hf_rev_kv(r->model, r->arch->gguf_arch, "rope.scaling.yarn_log_multiplier"),
                     &mul))
         return;
-    char buf[64];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, sizeof buf, "%.*g", p, mul / 0.1);
-        if ((float)(0.1 * strtod(buf, NULL)) == (float)mul) break;
-    }
-    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
-    json_object_object_add(rs, "mscale", json_object_new_double_s(strtod(buf, NULL), buf));
-    json_object_object_add(rs, "mscale_all_dim", json_object_new_double_s(strtod(buf, NULL), buf));
+    json_object_object_add(rs, "mscale", float_json_scaled(mul, 0.1));
+    json_object_object_add(rs, "mscale_all_dim", float_json_scaled(mul, 0.1));
 }
 
 static json_object *config_json(const hf_rev *r) {
